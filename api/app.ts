@@ -1,0 +1,85 @@
+import { randomUUID } from 'node:crypto';
+import cors from 'cors';
+import express, { type Express } from 'express';
+import helmet from 'helmet';
+import { pinoHttp } from 'pino-http';
+import type { ApiDeps } from './deps.ts';
+import { jsonBody } from './middleware/body.ts';
+import { errorHandler, notFoundHandler } from './middleware/errors.ts';
+import { createRateLimits } from './middleware/rate-limit.ts';
+import { mountRoutes } from './mount.ts';
+import type { RouteDef } from './route.ts';
+import { healthRoutes } from './routes/health.ts';
+import { openApiRoutes } from './routes/openapi.ts';
+import { whoamiRoutes } from './routes/whoami.ts';
+
+/** Every route the service serves, in one list; later work adds its route files here. */
+export function publicRoutes(): RouteDef[] {
+  return [...whoamiRoutes];
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The Express app without listen(): request ids and logging, security headers, CORS on the
+ * public API, bounded JSON bodies, declared routes, and the error envelope for everything
+ * else. Tests mount it directly; `extraRoutes` lets a test add a route through the same
+ * pipeline.
+ */
+export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {}): Express {
+  const { config } = deps;
+  const app = express();
+  app.set('trust proxy', config.http.trustProxy);
+  app.set('etag', false);
+
+  app.use(
+    pinoHttp({
+      logger: deps.logger,
+      genReqId: (req, res) => {
+        const incoming = req.headers['x-request-id'];
+        const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID()}`;
+        res.setHeader('X-Request-Id', id);
+        return id;
+      },
+      customLogLevel: (_req, res, err) =>
+        err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug',
+      serializers: {
+        // Ids, method and path only: query strings and headers may carry e-mails and keys.
+        req: (req: { id: unknown; method: string; url: string }) => ({
+          id: req.id,
+          method: req.method,
+          url: req.url.split('?')[0],
+        }),
+        res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
+      },
+    }),
+  );
+  app.use(helmet({ contentSecurityPolicy: { directives: { defaultSrc: ["'self'"] } } }));
+  app.use(
+    '/api/public',
+    cors({
+      origin: true,
+      methods: ['GET', 'POST', 'OPTIONS'],
+      allowedHeaders: [
+        'Content-Type',
+        'Authorization',
+        'x-api-key',
+        config.apiKeyHeader,
+        'Idempotency-Key',
+        'X-Request-Id',
+      ],
+      exposedHeaders: ['X-Request-Id', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Idempotency-Replayed'],
+      maxAge: 600,
+    }),
+  );
+  app.use(jsonBody(config.http.bodyLimitBytes));
+
+  const limits = createRateLimits(deps.redis, config);
+  const routes: RouteDef[] = [...healthRoutes, ...publicRoutes(), ...(opts.extraRoutes ?? [])];
+  routes.push(...openApiRoutes(() => routes));
+  mountRoutes(app, routes, deps, limits);
+
+  app.use(notFoundHandler());
+  app.use(errorHandler());
+  return app;
+}

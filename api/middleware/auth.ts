@@ -1,0 +1,70 @@
+import type { NextFunction, Request, Response } from 'express';
+import type { Config } from '../../shared/config.ts';
+import { AppError } from '../../shared/errors.ts';
+import { type ApiKeyIdentity, findApiKey, keyPattern, touchApiKey } from '../../shared/services/api-keys.ts';
+import type { ApiDeps } from '../deps.ts';
+import type { RouteDef } from '../route.ts';
+import type { RateLimits } from './rate-limit.ts';
+
+export type Caller = { kind: 'anonymous'; ip: string } | { kind: 'api_key'; ip: string; key: ApiKeyIdentity };
+
+/**
+ * The key a request presents, from any of the three header forms of SPEC.md section 5:
+ * `X-Direct-Taxi-Network-AI-Key: <key>`, `Authorization: Bearer <key>`, `x-api-key: <key>`.
+ * Returns null when none is present; throws 401 for a malformed Authorization header or for
+ * two headers carrying different keys.
+ */
+export function presentedKey(req: Request, config: Pick<Config, 'apiKeyHeader'>): string | null {
+  const found: string[] = [];
+  const named = req.get(config.apiKeyHeader);
+  if (named !== undefined) found.push(named.trim());
+  const auth = req.get('authorization');
+  if (auth !== undefined) {
+    const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(auth);
+    if (!m?.[1]) {
+      throw new AppError('unauthorized', 'The Authorization header must be "Bearer <API key>".');
+    }
+    found.push(m[1]);
+  }
+  const xApiKey = req.get('x-api-key');
+  if (xApiKey !== undefined) found.push(xApiKey.trim());
+  if (found.length === 0) return null;
+  const distinct = new Set(found);
+  if (distinct.size > 1)
+    throw new AppError('unauthorized', 'The request carries different API keys in different headers.');
+  const [key] = distinct;
+  if (!key) throw new AppError('unauthorized', 'The API key header is empty.');
+  return key;
+}
+
+/**
+ * Authenticate the caller for a route. A present but invalid key is 401 even where no key is
+ * needed (a caller who thinks they are authenticated must find out). Failed attempts count
+ * against the caller's IP, so keys cannot be guessed at speed.
+ */
+export function authenticate(route: RouteDef, deps: ApiDeps, limits: RateLimits) {
+  const pattern = keyPattern(deps.config.serviceCode);
+  return async (req: Request, res: Response, next: NextFunction) => {
+    const ip = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+    res.locals.caller = { kind: 'anonymous', ip } satisfies Caller;
+    if (route.auth === 'none') return next();
+    const raw = presentedKey(req, deps.config);
+    if (raw === null) {
+      if (route.auth === 'key') {
+        throw new AppError(
+          'unauthorized',
+          `An API key is required: send it as "${deps.config.apiKeyHeader}: <key>", "Authorization: Bearer <key>" or "x-api-key: <key>".`,
+        );
+      }
+      return next();
+    }
+    const key = pattern.test(raw) ? await findApiKey(deps.db, raw) : null;
+    if (!key) {
+      await limits.countAuthFailure(ip);
+      throw new AppError('unauthorized', 'The API key is not valid or has been revoked.');
+    }
+    res.locals.caller = { kind: 'api_key', ip, key } satisfies Caller;
+    touchApiKey(deps.db, key.id).catch((err: unknown) => deps.logger.warn({ err }, 'could not record key use'));
+    next();
+  };
+}

@@ -1,0 +1,82 @@
+import type { NextFunction, Request, Response } from 'express';
+import { AppError, type ErrorCode, errorBody } from '../../shared/errors.ts';
+
+export function requestIdOf(req: Request): string {
+  return String(req.id ?? '');
+}
+
+export function sendError(req: Request, res: Response, err: AppError): void {
+  for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+  res.status(err.status).json(errorBody(err.code, err.message, err.details, requestIdOf(req)));
+}
+
+/** Body-parser and other http-errors style failures, mapped to stable codes. */
+function fromHttpError(err: {
+  type?: string;
+  status?: number;
+  statusCode?: number;
+  expose?: boolean;
+}): AppError | null {
+  switch (err.type) {
+    case 'entity.too.large':
+      return new AppError('payload_too_large', 'The request body is larger than this endpoint accepts.');
+    case 'entity.parse.failed':
+      return new AppError('invalid_input', 'The request body is not valid JSON.', [
+        { field: '/', problem: 'must be valid JSON' },
+      ]);
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return new AppError('unsupported_media_type', 'The request body must be JSON encoded as UTF-8.');
+    case 'request.aborted':
+      return new AppError('invalid_input', 'The request body was not received completely.');
+    case 'request.size.invalid':
+      return new AppError('invalid_input', 'The request body length does not match Content-Length.');
+    default:
+  }
+  const status = err.status ?? err.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    const code: ErrorCode =
+      status === 404
+        ? 'not_found'
+        : status === 413
+          ? 'payload_too_large'
+          : status === 415
+            ? 'unsupported_media_type'
+            : 'invalid_input';
+    return new AppError(code, 'The request could not be processed as sent.');
+  }
+  return null;
+}
+
+/**
+ * The last middleware: every error becomes the envelope of CONTRACT.md section 1. Anything
+ * that is not a known error is a bug: it is logged with its stack and answered 500 with no
+ * detail, never the stack.
+ */
+export function errorHandler() {
+  return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const known = err instanceof AppError ? err : fromHttpError((err ?? {}) as Record<string, never>);
+    if (res.headersSent) {
+      req.log?.error({ err }, 'error after the response started');
+      res.destroy();
+      return;
+    }
+    if (known) {
+      if (known.status >= 500) req.log?.warn({ code: known.code }, known.message);
+      sendError(req, res, known);
+      return;
+    }
+    req.log?.error({ err }, 'unhandled error');
+    sendError(
+      req,
+      res,
+      new AppError('internal_error', 'Something went wrong on our side. Quote the requestId if you contact us.'),
+    );
+  };
+}
+
+export function notFoundHandler() {
+  return (req: Request, res: Response) => {
+    sendError(req, res, new AppError('not_found', `No route ${req.method} ${req.path}.`));
+  };
+}

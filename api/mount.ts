@@ -1,0 +1,77 @@
+import type { Express, NextFunction, Request, Response } from 'express';
+import { AppError } from '../shared/errors.ts';
+import { compileSchema, type Validator } from '../shared/schemas/validate.ts';
+import type { ApiDeps } from './deps.ts';
+import { authenticate } from './middleware/auth.ts';
+import { requestIdOf } from './middleware/errors.ts';
+import type { RateLimits } from './middleware/rate-limit.ts';
+import type { RouteDef } from './route.ts';
+
+function validator(schema: RouteDef['body'], coerce: boolean): Validator | null {
+  return schema ? compileSchema(schema, { coerce }) : null;
+}
+
+function check(v: Validator | null, data: unknown, where: string): void {
+  if (!v) return;
+  const details = v(data);
+  if (details.length > 0) {
+    const summary = details.map((d) => `${d.field} ${d.problem}`).join('; ');
+    throw new AppError('invalid_input', `The ${where} is not valid: ${summary}.`, details);
+  }
+}
+
+/**
+ * Mount declared routes: authenticate → rate limit → validate → handler. Unknown methods on
+ * a known path answer 405 with `Allow`.
+ */
+export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: ApiDeps, limits: RateLimits): void {
+  const methodsByPath = new Map<string, string[]>();
+  for (const route of routes) {
+    const body = validator(route.body, false);
+    const query = validator(route.query, true);
+    const params = validator(route.params, true);
+    const chain: Array<(req: Request, res: Response, next: NextFunction) => unknown> = [
+      authenticate(route, deps, limits),
+    ];
+    if (route.rateLimit !== false) chain.push(limits.middleware(route));
+    chain.push(async (req, res) => {
+      const q = { ...(req.query as Record<string, unknown>) };
+      const p = { ...req.params } as Record<string, unknown>;
+      const b: unknown = req.body === undefined && route.body ? {} : req.body;
+      check(params, p, 'path');
+      check(query, q, 'query string');
+      check(body, b, 'request body');
+      const result = await route.handler({
+        req,
+        res,
+        deps,
+        caller: res.locals.caller,
+        body: b as never,
+        query: q as never,
+        params: p as never,
+        requestId: requestIdOf(req),
+      });
+      for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
+      res.status(result.status).json(result.body);
+    });
+    app[route.method](route.path, ...chain);
+    const list = methodsByPath.get(route.path) ?? [];
+    list.push(route.method.toUpperCase());
+    methodsByPath.set(route.path, list);
+  }
+  for (const [path, methods] of methodsByPath) {
+    const allow = [...new Set([...methods, ...(methods.includes('GET') ? ['HEAD'] : []), 'OPTIONS'])].join(', ');
+    app.all(path, (req, res, next) => {
+      if (req.method === 'OPTIONS') {
+        res.setHeader('Allow', allow);
+        res.status(204).end();
+        return;
+      }
+      next(
+        new AppError('method_not_allowed', `${req.method} is not allowed here; use ${methods.join(' or ')}.`, [], {
+          Allow: allow,
+        }),
+      );
+    });
+  }
+}

@@ -1,0 +1,130 @@
+import type { TSchema } from '@sinclair/typebox';
+import { ERROR_STATUS, type ErrorCode } from '../shared/errors.ts';
+import { ErrorEnvelope } from '../shared/schemas/common.ts';
+import type { RouteDef } from './route.ts';
+
+/** A TypeBox schema as plain JSON Schema (TypeBox's symbol keys drop out). */
+function plain(schema: TSchema): Record<string, unknown> {
+  return JSON.parse(JSON.stringify(schema)) as Record<string, unknown>;
+}
+
+function openApiPath(expressPath: string): string {
+  return expressPath.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, '{$1}');
+}
+
+function parameters(schema: TSchema | undefined, where: 'path' | 'query') {
+  if (!schema) return [];
+  const s = plain(schema) as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+  return Object.entries(s.properties ?? {}).map(([name, prop]) => {
+    const { description, ...rest } = prop;
+    return {
+      name,
+      in: where,
+      required: where === 'path' || (s.required ?? []).includes(name),
+      ...(description ? { description } : {}),
+      schema: rest,
+    };
+  });
+}
+
+/** The error codes a route can answer with, beyond those it declares. */
+function implicitErrors(route: RouteDef): ErrorCode[] {
+  const codes: ErrorCode[] = ['internal_error'];
+  if (route.body || route.query || route.params) codes.push('invalid_input');
+  if (route.body) codes.push('payload_too_large', 'unsupported_media_type');
+  if (route.auth !== 'none') codes.push('unauthorized', 'service_unavailable');
+  if (route.rateLimit !== false) codes.push('rate_limited', 'service_unavailable');
+  return codes;
+}
+
+const RATE_HEADERS = {
+  'RateLimit-Policy': { $ref: '#/components/headers/RateLimitPolicy' },
+  RateLimit: { $ref: '#/components/headers/RateLimit' },
+};
+
+export interface OpenApiOptions {
+  title: string;
+  version: string;
+  description: string;
+  servers: readonly string[];
+  apiKeyHeader: string;
+}
+
+/**
+ * The OpenAPI 3.1 document, generated from the declared routes: a route added later appears
+ * with its schemas, parameters, security and error responses without anyone editing this.
+ */
+export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  const tags = new Set<string>();
+  for (const route of routes) {
+    if (route.documented === false) continue;
+    for (const t of route.tags) tags.add(t);
+    const responses: Record<string, unknown> = {};
+    for (const [status, r] of Object.entries(route.responses)) {
+      responses[status] = {
+        description: r.description,
+        ...(route.rateLimit !== false ? { headers: RATE_HEADERS } : {}),
+        ...(r.schema ? { content: { [r.contentType ?? 'application/json']: { schema: plain(r.schema) } } } : {}),
+      };
+    }
+    const byStatus = new Map<number, Set<ErrorCode>>();
+    for (const code of [...(route.errors ?? []), ...implicitErrors(route)]) {
+      const status = ERROR_STATUS[code];
+      const set = byStatus.get(status) ?? new Set<ErrorCode>();
+      set.add(code);
+      byStatus.set(status, set);
+    }
+    for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
+      responses[String(status)] = {
+        description: `Error: ${[...codes].map((c) => `\`${c}\``).join(', ')}`,
+        ...(status === 429
+          ? { headers: { 'Retry-After': { $ref: '#/components/headers/RetryAfter' }, ...RATE_HEADERS } }
+          : {}),
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      };
+    }
+    const keySchemes = [{ ApiKeyHeader: [] }, { BearerAuth: [] }, { XApiKey: [] }];
+    const operation: Record<string, unknown> = {
+      operationId: route.operationId,
+      summary: route.summary,
+      ...(route.description ? { description: route.description } : {}),
+      tags: route.tags,
+      parameters: [...parameters(route.params, 'path'), ...parameters(route.query, 'query')],
+      ...(route.body
+        ? { requestBody: { required: true, content: { 'application/json': { schema: plain(route.body) } } } }
+        : {}),
+      responses,
+      security: route.auth === 'key' ? keySchemes : route.auth === 'public' ? [{}, ...keySchemes] : [],
+    };
+    const path = openApiPath(route.path);
+    paths[path] = { ...(paths[path] ?? {}), [route.method]: operation };
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: opts.title, version: opts.version, description: opts.description },
+    jsonSchemaDialect: 'https://spec.openapis.org/oas/3.1/dialect/base',
+    servers: opts.servers.map((url) => ({ url })),
+    tags: [...tags].sort().map((name) => ({ name })),
+    paths,
+    components: {
+      schemas: { Error: plain(ErrorEnvelope) },
+      securitySchemes: {
+        ApiKeyHeader: { type: 'apiKey', in: 'header', name: opts.apiKeyHeader },
+        BearerAuth: { type: 'http', scheme: 'bearer', description: 'The API key as a bearer token' },
+        XApiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+      },
+      headers: {
+        RateLimitPolicy: {
+          description: 'Quota policies that apply, e.g. `"per-key";q=600;w=60` (IETF httpapi RateLimit draft)',
+          schema: { type: 'string' },
+        },
+        RateLimit: {
+          description: 'Remaining quota and seconds to reset per policy, e.g. `"per-key";r=599;t=60`',
+          schema: { type: 'string' },
+        },
+        RetryAfter: { description: 'Seconds to wait before retrying', schema: { type: 'integer' } },
+      },
+    },
+  };
+}

@@ -1,0 +1,76 @@
+import type { Static, TSchema } from '@sinclair/typebox';
+import type { Request, Response } from 'express';
+import type { ErrorCode } from '../shared/errors.ts';
+import type { ApiDeps } from './deps.ts';
+import type { Caller } from './middleware/auth.ts';
+
+/** A rate-limit policy of a route, in addition to the general per-key and per-IP limits. */
+export interface RoutePolicy {
+  /** Name shown in the RateLimit-Policy header; also the Redis key space. */
+  name: string;
+  points: number;
+  durationSeconds: number;
+}
+
+export interface HandlerContext<B, Q, P> {
+  req: Request;
+  res: Response;
+  deps: ApiDeps;
+  caller: Caller;
+  body: B;
+  query: Q;
+  params: P;
+  requestId: string;
+}
+
+export interface HandlerResult {
+  status: number;
+  body: unknown;
+  headers?: Record<string, string>;
+}
+
+type Infer<S> = S extends TSchema ? Static<S> : undefined;
+
+/**
+ * One route, declared once: its path, its schemas (the single source of validation,
+ * TypeScript types and the OpenAPI document), how callers authenticate, its rate limit and
+ * the errors it documents. `mountRoutes` turns it into Express middleware; `buildOpenApi`
+ * turns it into an operation.
+ */
+export interface RouteDef<
+  B extends TSchema | undefined = TSchema | undefined,
+  Q extends TSchema | undefined = TSchema | undefined,
+  P extends TSchema | undefined = TSchema | undefined,
+> {
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  /** Express path syntax (`/api/public/v1/booking/:ref`). */
+  path: string;
+  operationId: string;
+  summary: string;
+  description?: string;
+  tags: string[];
+  /**
+   * `public`: no key needed, but a key that is present must be valid (else 401).
+   * `key`: an API key is required. `none`: not looked at (health checks).
+   */
+  auth: 'none' | 'public' | 'key';
+  /** false: no rate limit (health checks). Else the general limit plus these policies. */
+  rateLimit?: false | RoutePolicy[];
+  /** Appears in the OpenAPI document (public surface). Default true. */
+  documented?: boolean;
+  body?: B;
+  query?: Q;
+  params?: P;
+  responses: Record<number, { description: string; schema?: TSchema; contentType?: string }>;
+  /** Error codes this route can answer with, for the document. Envelope errors common to all routes are added. */
+  errors?: ErrorCode[];
+  handler(ctx: HandlerContext<Infer<B>, Infer<Q>, Infer<P>>): Promise<HandlerResult> | HandlerResult;
+}
+
+export function defineRoute<
+  B extends TSchema | undefined = undefined,
+  Q extends TSchema | undefined = undefined,
+  P extends TSchema | undefined = undefined,
+>(def: RouteDef<B, Q, P>): RouteDef {
+  return def as unknown as RouteDef;
+}

@@ -1,0 +1,191 @@
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import type { Config } from '../shared/config.ts';
+import { createDb, type Db } from '../shared/db/knex.ts';
+import { configOrExit } from '../shared/lifecycle.ts';
+import { createApiKey, listApiKeys, revokeApiKey } from '../shared/services/api-keys.ts';
+import { createPartner } from '../shared/services/partners.ts';
+
+/**
+ * The operator CLI (CONTRACT.md section 9): `npm run admin -- <command>`. Prints one JSON
+ * document on stdout; on error prints `{"error": {code, message}}` on stderr and exits 1.
+ */
+class CliError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface Ctx {
+  db: Db;
+  config: Config;
+  actor: string;
+}
+
+type Options = Record<string, { type: 'string' | 'boolean' }>;
+interface Command {
+  usage: string;
+  options: Options;
+  positionals?: number;
+  run(values: Record<string, string | boolean | undefined>, positionals: string[], ctx: Ctx): Promise<unknown>;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function required(values: Record<string, unknown>, name: string): string {
+  const v = values[name];
+  if (typeof v !== 'string' || v.trim() === '') throw new CliError('invalid_input', `--${name} is required`);
+  return v.trim();
+}
+
+function uuidArg(value: string | undefined, what: string): string {
+  if (!value || !UUID.test(value)) throw new CliError('invalid_input', `${what} must be an id (UUID)`);
+  return value.toLowerCase();
+}
+
+function positiveInt(value: unknown, name: string): number | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'string' || !/^\d+$/.test(value) || Number(value) < 1) {
+    throw new CliError('invalid_input', `--${name} must be a whole number of at least 1`);
+  }
+  return Number(value);
+}
+
+function httpUrl(value: unknown, name: string): string | null {
+  if (value === undefined) return null;
+  try {
+    const u = new URL(String(value));
+    if (u.protocol === 'https:' || u.protocol === 'http:') return u.toString();
+  } catch {}
+  throw new CliError('invalid_input', `--${name} must be an http or https URL`);
+}
+
+export const COMMANDS: Record<string, Command> = {
+  'partner create': {
+    usage: 'partner create --name N [--can-set-fares] [--daily-limit N] [--webhook-url U]',
+    options: {
+      name: { type: 'string' },
+      'can-set-fares': { type: 'boolean' },
+      'daily-limit': { type: 'string' },
+      'webhook-url': { type: 'string' },
+    },
+    run: (v, _p, ctx) =>
+      createPartner(ctx.db, ctx.config, {
+        name: required(v, 'name'),
+        canSetFares: v['can-set-fares'] === true,
+        dailyLimit: positiveInt(v['daily-limit'], 'daily-limit'),
+        webhookUrl: httpUrl(v['webhook-url'], 'webhook-url'),
+        actor: ctx.actor,
+      }),
+  },
+  'key create': {
+    usage: 'key create --name N [--partner ID] [--test]',
+    options: { name: { type: 'string' }, partner: { type: 'string' }, test: { type: 'boolean' } },
+    run: async (v, _p, ctx) => {
+      const partnerId = v.partner === undefined ? null : uuidArg(String(v.partner), '--partner');
+      if (partnerId && !(await ctx.db('partners').where({ id: partnerId }).first('id'))) {
+        throw new CliError('not_found', `no partner ${partnerId}`);
+      }
+      const created = await createApiKey(ctx.db, {
+        serviceCode: ctx.config.serviceCode,
+        name: required(v, 'name'),
+        partnerId,
+        mode: v.test === true ? 'test' : 'live',
+      });
+      await ctx.db('audit_log').insert({
+        actor: ctx.actor,
+        action: 'key.create',
+        subject_type: 'api_key',
+        subject_id: created.id,
+        details: JSON.stringify({ prefix: created.prefix, partnerId }),
+      });
+      return created;
+    },
+  },
+  'key list': {
+    usage: 'key list',
+    options: {},
+    run: async (_v, _p, ctx) =>
+      (await listApiKeys(ctx.db)).map(({ id, prefix, name, createdAt, revokedAt, mode, partnerId, lastUsedAt }) => ({
+        id,
+        prefix,
+        name,
+        createdAt,
+        revokedAt,
+        mode,
+        partnerId,
+        lastUsedAt,
+      })),
+  },
+  'key revoke': {
+    usage: 'key revoke ID',
+    options: {},
+    positionals: 1,
+    run: async (_v, p, ctx) => {
+      const id = uuidArg(p[0], 'ID');
+      const revoked = await revokeApiKey(ctx.db, id);
+      if (!revoked) throw new CliError('not_found', `no API key ${id}`);
+      await ctx
+        .db('audit_log')
+        .insert({ actor: ctx.actor, action: 'key.revoke', subject_type: 'api_key', subject_id: id });
+      return revoked;
+    },
+  },
+};
+
+function usage(): string {
+  return `usage: npm run admin -- <command>\n${Object.values(COMMANDS)
+    .map((c) => `  ${c.usage}`)
+    .join('\n')}`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const name = COMMANDS[`${argv[0]} ${argv[1]}`] ? `${argv[0]} ${argv[1]}` : null;
+  if (!name || argv.includes('--help')) {
+    const unknown = argv.length > 0 && !argv.includes('--help');
+    (unknown ? process.stderr : process.stdout).write(
+      unknown
+        ? `${JSON.stringify({ error: { code: 'invalid_input', message: `unknown command "${argv.slice(0, 2).join(' ')}"`, usage: usage() } })}\n`
+        : `${usage()}\n`,
+    );
+    return unknown ? 1 : 0;
+  }
+  const command = COMMANDS[name] as Command;
+  const config = await configOrExit();
+  const db = createDb(config, { appName: 'dtn-admin', poolMax: 2 });
+  try {
+    let parsed: ReturnType<typeof parseArgs>;
+    try {
+      parsed = parseArgs({ args: argv.slice(2), options: command.options, allowPositionals: true, strict: true });
+    } catch (err) {
+      throw new CliError('invalid_input', `${(err as Error).message}\nusage: ${command.usage}`);
+    }
+    if (parsed.positionals.length !== (command.positionals ?? 0)) {
+      throw new CliError('invalid_input', `usage: ${command.usage}`);
+    }
+    const actor = `cli:${process.env.DTN_OPERATOR ?? os.userInfo().username}`;
+    const result = await command.run(
+      parsed.values as Record<string, string | boolean | undefined>,
+      parsed.positionals,
+      {
+        db,
+        config,
+        actor,
+      },
+    );
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
+  } catch (err) {
+    const code = err instanceof CliError ? err.code : 'internal_error';
+    const message = err instanceof CliError ? err.message : `unexpected error: ${(err as Error).message}`;
+    process.stderr.write(`${JSON.stringify({ error: { code, message } })}\n`);
+    return 1;
+  } finally {
+    await db.destroy();
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

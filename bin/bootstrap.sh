@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Make a fresh clone runnable: check Node, install dependencies when missing or stale, and
+# make sure Postgres and Redis answer (starting or installing them where it can).
+# Usage: bash bin/bootstrap.sh start|test|services
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-start}"
+
+need_major=20; need_minor=19
+if ! command -v node >/dev/null 2>&1; then
+  echo "bootstrap: Node.js ${need_major}.${need_minor}+ is required and was not found." >&2
+  echo "  On Debian/Ubuntu as root: apt-get update && apt-get install -y nodejs npm" >&2
+  exit 1
+fi
+ver="$(node -p 'process.versions.node')"
+major="${ver%%.*}"; rest="${ver#*.}"; minor="${rest%%.*}"
+if [ "$major" -lt "$need_major" ] || { [ "$major" -eq "$need_major" ] && [ "$minor" -lt "$need_minor" ]; }; then
+  echo "bootstrap: Node.js ${need_major}.${need_minor}+ is required, found ${ver}." >&2
+  exit 1
+fi
+
+# Install when node_modules is missing or older than the lockfile.
+stamp=node_modules/.package-lock.json
+if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
+  echo "bootstrap: installing dependencies (npm ci)..." >&2
+  npm ci --no-audit --no-fund >&2
+fi
+
+exec node_modules/.bin/tsx bin/services.ts "$mode"

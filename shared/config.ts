@@ -1,0 +1,222 @@
+/**
+ * The one place that reads the environment. `loadConfig()` parses and validates every
+ * variable once and returns a frozen, typed object; a missing or malformed variable is a
+ * `ConfigError` that names it. Defaults are chosen so that nothing needs setting on a
+ * developer machine with local Postgres and Redis (see README "Configuration").
+ */
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable}: ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export interface Config {
+  readonly env: 'development' | 'test' | 'production';
+  readonly port: number;
+  readonly host: string;
+  readonly databaseUrl: string;
+  /** Postgres schema the service lives in (tests give each file its own). */
+  readonly databaseSchema: string;
+  readonly redisUrl: string;
+  /** BullMQ key prefix; tests give each file its own. */
+  readonly queuePrefix: string;
+  /** Connected domains, primary first, without trailing slash. */
+  readonly publicBaseUrls: readonly string[];
+  readonly serviceName: string;
+  /** `X-Direct-Taxi-Network-AI-Key`, derived from the service name. */
+  readonly apiKeyHeader: string;
+  /** Lower-case short name used in key prefixes and references, e.g. `dtn`. */
+  readonly serviceCode: string;
+  readonly smtpUrl: string;
+  readonly mailFrom: string;
+  readonly twilio: {
+    readonly accountSid: string;
+    readonly authToken: string;
+    readonly apiBaseUrl: string;
+    readonly smsFrom: string;
+    readonly whatsappFrom: string;
+  };
+  readonly logLevel: LogLevel;
+  readonly http: {
+    /** Largest JSON body accepted, in bytes. */
+    readonly bodyLimitBytes: number;
+    /** Trust proxy setting for Express (hops), so `req.ip` is the client behind a load balancer. */
+    readonly trustProxy: number;
+  };
+  readonly rateLimit: {
+    readonly perKeyPerMinute: number;
+    readonly perIpPerMinute: number;
+  };
+  readonly outbox: {
+    /** Fallback poll interval of the relay; it is normally woken by LISTEN/NOTIFY. */
+    readonly pollMs: number;
+    readonly batchSize: number;
+  };
+  readonly shutdownTimeoutMs: number;
+  /** 32-byte key for sealing secrets at rest (signing secrets, drivers' map keys). */
+  readonly dataEncryptionKey: Buffer;
+  readonly seedDemo: boolean;
+}
+
+type Env = Record<string, string | undefined>;
+
+function str(env: Env, name: string, fallback?: string): string {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') {
+    if (fallback === undefined) throw new ConfigError(name, 'is required');
+    return fallback;
+  }
+  return raw.trim();
+}
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+  const n = Number(raw.trim());
+  if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function bool(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
+  if (['0', 'false', 'no', 'off'].includes(raw)) return false;
+  throw new ConfigError(name, `must be 1 or 0 (true or false), got "${env[name]}"`);
+}
+
+function url(env: Env, name: string, fallback: string, protocols: readonly string[]): string {
+  const value = str(env, name, fallback);
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    throw new ConfigError(name, `is not a valid URL`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `must use ${protocols.join(' or ')}, got ${parsed.protocol}`);
+  }
+  return value;
+}
+
+/** The three-word service name as used in the key header: `Direct Taxi Network` → `Direct-Taxi-Network`. */
+export function headerNameFor(serviceName: string): string {
+  return `X-${serviceName.trim().split(/\s+/).join('-')}-AI-Key`;
+}
+
+function serviceCodeFor(serviceName: string): string {
+  return serviceName
+    .trim()
+    .split(/\s+/)
+    .map((w) => w[0]?.toLowerCase() ?? '')
+    .join('');
+}
+
+const DEV_ENCRYPTION_KEY = Buffer.alloc(32, 'direct-taxi-network-dev-only-key');
+
+function encryptionKey(env: Env, mode: Config['env']): Buffer {
+  const raw = env.DATA_ENCRYPTION_KEY?.trim();
+  if (!raw) {
+    if (mode === 'production') throw new ConfigError('DATA_ENCRYPTION_KEY', 'is required in production');
+    return DEV_ENCRYPTION_KEY;
+  }
+  const key = /^[0-9a-fA-F]{64}$/.test(raw) ? Buffer.from(raw, 'hex') : Buffer.from(raw, 'base64');
+  if (key.length !== 32) {
+    throw new ConfigError('DATA_ENCRYPTION_KEY', 'must be 32 bytes, as 64 hex characters or base64');
+  }
+  return key;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const nodeEnv = str(env, 'NODE_ENV', 'development');
+  if (!['development', 'test', 'production'].includes(nodeEnv)) {
+    throw new ConfigError('NODE_ENV', `must be development, test or production, got "${nodeEnv}"`);
+  }
+  const mode = nodeEnv as Config['env'];
+  const port = int(env, 'PORT', 3000, 0, 65535);
+
+  const baseUrls = str(env, 'PUBLIC_BASE_URLS', `http://localhost:${port}`)
+    .split(',')
+    .map((u) => u.trim())
+    .filter(Boolean)
+    .map((u) => {
+      let parsed: URL;
+      try {
+        parsed = new URL(u);
+      } catch {
+        throw new ConfigError('PUBLIC_BASE_URLS', `"${u}" is not a valid URL`);
+      }
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+        throw new ConfigError('PUBLIC_BASE_URLS', `"${u}" must be http or https`);
+      }
+      return u.replace(/\/+$/, '');
+    });
+  if (baseUrls.length === 0) throw new ConfigError('PUBLIC_BASE_URLS', 'must list at least one URL');
+
+  const serviceName = str(env, 'SERVICE_NAME', 'Direct Taxi Network');
+  if (!/^[A-Za-z][A-Za-z0-9]*( [A-Za-z][A-Za-z0-9]*)*$/.test(serviceName)) {
+    throw new ConfigError('SERVICE_NAME', 'must be words of letters and digits separated by single spaces');
+  }
+
+  const schema = str(env, 'DATABASE_SCHEMA', 'public');
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
+    throw new ConfigError('DATABASE_SCHEMA', 'must be a lower-case SQL identifier');
+  }
+  const queuePrefix = str(env, 'QUEUE_PREFIX', 'dtn');
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(queuePrefix)) {
+    throw new ConfigError('QUEUE_PREFIX', 'must be 1 to 64 letters, digits, _ or -');
+  }
+  const logLevel = str(env, 'LOG_LEVEL', mode === 'test' ? 'silent' : 'info') as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  }
+
+  const config: Config = {
+    env: mode,
+    port,
+    host: str(env, 'HOST', '0.0.0.0'),
+    databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/dtn', ['postgres:', 'postgresql:']),
+    databaseSchema: schema,
+    redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379/0', ['redis:', 'rediss:']),
+    queuePrefix,
+    publicBaseUrls: Object.freeze(baseUrls),
+    serviceName,
+    apiKeyHeader: headerNameFor(serviceName),
+    serviceCode: serviceCodeFor(serviceName),
+    smtpUrl: url(env, 'SMTP_URL', 'smtp://127.0.0.1:2525', ['smtp:', 'smtps:']),
+    mailFrom: str(env, 'MAIL_FROM', `${serviceName} <no-reply@localhost>`),
+    twilio: Object.freeze({
+      accountSid: str(env, 'TWILIO_ACCOUNT_SID', 'AC00000000000000000000000000000000'),
+      authToken: str(env, 'TWILIO_AUTH_TOKEN', 'local-dev-token'),
+      apiBaseUrl: url(env, 'TWILIO_API_BASE_URL', 'https://api.twilio.com', ['http:', 'https:']).replace(/\/+$/, ''),
+      smsFrom: str(env, 'TWILIO_SMS_FROM', '+447700900000'),
+      whatsappFrom: str(env, 'TWILIO_WHATSAPP_FROM', 'whatsapp:+447700900000'),
+    }),
+    logLevel,
+    http: Object.freeze({
+      bodyLimitBytes: int(env, 'HTTP_BODY_LIMIT_BYTES', 1_048_576, 1024, 50 * 1_048_576),
+      trustProxy: int(env, 'TRUST_PROXY_HOPS', 0, 0, 10),
+    }),
+    rateLimit: Object.freeze({
+      perKeyPerMinute: int(env, 'RATE_LIMIT_PER_KEY_PER_MINUTE', 600, 1, 1_000_000),
+      perIpPerMinute: int(env, 'RATE_LIMIT_PER_IP_PER_MINUTE', 120, 1, 1_000_000),
+    }),
+    outbox: Object.freeze({
+      pollMs: int(env, 'OUTBOX_POLL_MS', 1000, 10, 60_000),
+      batchSize: int(env, 'OUTBOX_BATCH_SIZE', 200, 1, 10_000),
+    }),
+    shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 25_000, 100, 600_000),
+    dataEncryptionKey: encryptionKey(env, mode),
+    seedDemo: bool(env, 'SEED_DEMO', false),
+  };
+  return Object.freeze(config);
+}

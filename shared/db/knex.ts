@@ -1,0 +1,75 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+import type { Config } from '../config.ts';
+
+// Postgres BIGINT (int8) and COUNT(*) come back as strings by default; every bigint we store
+// (ids, pence) fits in a JS number, so parse them as numbers.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number.parseInt(v, 10));
+pg.types.setTypeParser(pg.types.builtins.NUMERIC, (v) => Number.parseFloat(v));
+
+export type Db = Knex;
+export type Tx = Knex.Transaction;
+/** Repositories take either the pool or a transaction. */
+export type Queryable = Knex | Knex.Transaction;
+
+export const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'migrations');
+
+interface MigrationModule {
+  up(knex: Knex): Promise<void>;
+  down(knex: Knex): Promise<void>;
+}
+
+/**
+ * Migrations are TypeScript files in `migrations/`, named `YYYYMMDDHHMMSS_name.ts`. They are
+ * imported from this module (not from inside knex) so that whichever TypeScript loader runs
+ * the process (tsx in production, vitest in tests) also loads them.
+ */
+export const migrationSource: Knex.MigrationSource<string> = {
+  async getMigrations() {
+    const files = await fs.readdir(MIGRATIONS_DIR);
+    return files.filter((f) => /^\d{14}_[a-z0-9-_]+\.ts$/.test(f)).sort();
+  },
+  getMigrationName(file) {
+    return file;
+  },
+  async getMigration(file) {
+    return (await import(pathToFileURL(path.join(MIGRATIONS_DIR, file)).href)) as MigrationModule;
+  },
+};
+
+export function migrationConfig(): Knex.MigratorConfig {
+  return { migrationSource, tableName: 'knex_migrations' };
+}
+
+export function createDb(
+  config: Pick<Config, 'databaseUrl' | 'databaseSchema'>,
+  opts: { poolMax?: number; appName?: string } = {},
+): Db {
+  return knexFactory({
+    client: 'pg',
+    connection: {
+      connectionString: config.databaseUrl,
+      application_name: opts.appName ?? 'dtn',
+    },
+    searchPath: [config.databaseSchema],
+    pool: { min: 0, max: opts.poolMax ?? 10 },
+    acquireConnectionTimeout: 10_000,
+    migrations: migrationConfig(),
+  });
+}
+
+/** Names of all migrations this build knows, for the readiness check. */
+export async function knownMigrations(): Promise<string[]> {
+  return migrationSource.getMigrations([]);
+}
+
+export async function pendingMigrations(db: Db, expected: readonly string[]): Promise<string[]> {
+  const exists = await db.schema.hasTable('knex_migrations');
+  if (!exists) return [...expected];
+  const rows = await db('knex_migrations').select<{ name: string }[]>('name');
+  const done = new Set(rows.map((r) => r.name));
+  return expected.filter((name) => !done.has(name));
+}

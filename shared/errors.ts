@@ -1,0 +1,58 @@
+/**
+ * Stable error codes (CONTRACT.md section 1) and the one error type the HTTP layer turns
+ * into the envelope `{"error": {code, message, details}, "requestId"}`.
+ */
+export const ERROR_STATUS = {
+  invalid_input: 400,
+  email_not_accepted: 400,
+  pickup_in_past: 400,
+  content_rejected: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  email_mismatch: 403,
+  account_blocked: 403,
+  not_found: 404,
+  quote_not_found: 404,
+  booking_not_found: 404,
+  job_not_found: 404,
+  method_not_allowed: 405,
+  quote_already_redeemed: 409,
+  cannot_cancel: 409,
+  idempotency_in_progress: 409,
+  quote_expired: 410,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  address_not_found: 422,
+  idempotency_key_reused: 422,
+  rate_limited: 429,
+  daily_limit_reached: 429,
+  internal_error: 500,
+  service_unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export interface ErrorDetail {
+  /** JSON pointer to the offending field, e.g. `/passengers`; `/` for the whole body. */
+  field: string;
+  problem: string;
+}
+
+export class AppError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: ErrorDetail[] = [],
+    /** Extra response headers, e.g. Retry-After on a 429. */
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'AppError';
+    this.status = ERROR_STATUS[code];
+  }
+}
+
+export function errorBody(code: ErrorCode, message: string, details: ErrorDetail[], requestId: string) {
+  return { error: { code, message, details }, requestId };
+}

@@ -1,0 +1,57 @@
+import type { Logger } from './logger.ts';
+
+/**
+ * Bounded graceful shutdown: the first SIGTERM or SIGINT runs `stop` (stop accepting work,
+ * let in-flight work finish, close connections); if that takes longer than `timeoutMs`, or a
+ * second signal arrives, the process exits at once.
+ */
+export function handleShutdown(logger: Logger, timeoutMs: number, stop: () => Promise<void>): void {
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(130);
+    }
+    stopping = true;
+    logger.info({ signal, timeoutMs }, 'shutting down gracefully');
+    const timer = setTimeout(() => {
+      logger.error({ timeoutMs }, 'graceful shutdown timed out: exiting');
+      process.exit(1);
+    }, timeoutMs);
+    timer.unref();
+    stop().then(
+      () => {
+        logger.info('stopped');
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error({ err }, 'error during shutdown');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+/** True when this module is the entry point (`tsx path/to/file.ts`). */
+export function isMain(importMetaUrl: string): boolean {
+  const entry = process.argv[1];
+  if (!entry) return false;
+  const url = new URL(importMetaUrl).pathname;
+  return url === entry || url.replace(/\.ts$/, '') === entry.replace(/\.ts$/, '');
+}
+
+/** Load the configuration for an entry point, or print the variable at fault and exit 1. */
+export async function configOrExit(): Promise<import('./config.ts').Config> {
+  const { ConfigError, loadConfig } = await import('./config.ts');
+  try {
+    return loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}

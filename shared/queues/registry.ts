@@ -1,0 +1,84 @@
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { compileSchema } from '../schemas/validate.ts';
+
+/**
+ * The job registry: every queue, every job name, its queue and its payload schema, in one
+ * place. Names are kebab-case and part of the wire contract: queues outlive deploys, so a
+ * name is never reused for a different payload. Payloads carry ids, never personal data;
+ * Postgres owns state. Each worker role consumes exactly one queue of the same name, and
+ * `assertHandlers` (called when a role starts) refuses to start a role whose handlers do not
+ * match this registry.
+ */
+export const QUEUE_NAMES = ['pricing', 'dispatch', 'notify', 'fanout', 'billing'] as const;
+export type QueueName = (typeof QUEUE_NAMES)[number];
+
+/** Process roles: one per queue, plus the outbox relay (reads Postgres, writes BullMQ). */
+export const WORKER_ROLES = [...QUEUE_NAMES, 'outbox-relay'] as const;
+export type WorkerRole = (typeof WORKER_ROLES)[number];
+
+const Uuid = Type.String({ format: 'uuid' });
+
+export const JOBS = {
+  /** Deliver one row of outbound_messages (e-mail, SMS or WhatsApp) exactly once. */
+  'send-message': { queue: 'notify', payload: Type.Object({ messageId: Uuid }, { additionalProperties: false }) },
+} as const satisfies Record<string, { queue: QueueName; payload: TSchema }>;
+
+export type JobName = keyof typeof JOBS;
+export type JobPayload<N extends JobName> = Static<(typeof JOBS)[N]['payload']>;
+export type JobsOf<Q extends QueueName> = {
+  [N in JobName]: (typeof JOBS)[N]['queue'] extends Q ? N : never;
+}[JobName];
+
+const validators = new Map(
+  (Object.keys(JOBS) as JobName[]).map((name) => [name, compileSchema(JOBS[name].payload)] as const),
+);
+
+export function isJobName(name: string): name is JobName {
+  return Object.hasOwn(JOBS, name);
+}
+
+export class InvalidPayloadError extends Error {
+  constructor(name: string, problems: string) {
+    super(`payload of job ${name} is invalid: ${problems}`);
+    this.name = 'InvalidPayloadError';
+  }
+}
+
+/** Treat job data as unknown: check it against the schema its producer used. */
+export function assertPayload<N extends JobName>(name: N, data: unknown): JobPayload<N> {
+  const validate = validators.get(name);
+  if (!validate) throw new InvalidPayloadError(name, 'unknown job name');
+  const problems = validate(data);
+  if (problems.length > 0)
+    throw new InvalidPayloadError(name, problems.map((p) => `${p.field} ${p.problem}`).join('; '));
+  return data as JobPayload<N>;
+}
+
+export function queueOf(name: JobName): QueueName {
+  return JOBS[name].queue;
+}
+
+/**
+ * BullMQ job ids must not contain `:` and must not be all digits (it reserves those for its
+ * own counter ids). Deterministic ids are what make re-adding a job a no-op.
+ */
+export function assertJobId(id: string): string {
+  if (id.includes(':') || /^\d+$/.test(id) || id.length === 0 || id.length > 200) {
+    throw new Error(`invalid job id "${id}": no ':', not all digits, 1 to 200 characters`);
+  }
+  return id;
+}
+
+/** Start-up check: the handlers a role brings match the registry exactly. */
+export function assertHandlers(queue: QueueName, handlers: Record<string, unknown>): void {
+  const expected = (Object.keys(JOBS) as JobName[]).filter((n) => JOBS[n].queue === queue);
+  const missing = expected.filter((n) => typeof handlers[n] !== 'function');
+  const unknown = Object.keys(handlers).filter((n) => !isJobName(n) || JOBS[n].queue !== queue);
+  if (missing.length || unknown.length) {
+    throw new Error(
+      `worker role ${queue}: ${missing.length ? `no handler for ${missing.join(', ')}` : ''}${
+        missing.length && unknown.length ? '; ' : ''
+      }${unknown.length ? `handlers for jobs not in its queue: ${unknown.join(', ')}` : ''}`,
+    );
+  }
+}

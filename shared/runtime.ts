@@ -1,0 +1,52 @@
+import type { Redis } from 'ioredis';
+import type { Config } from './config.ts';
+import { createDb, type Db } from './db/knex.ts';
+import { createLogger, type Logger } from './logger.ts';
+import { createMailer, type Mailer } from './providers/mailer.ts';
+import { createTwilioSender, type SmsSender } from './providers/sms.ts';
+import { closeQueues, createQueues, createRedis, type Queues } from './queues/connection.ts';
+
+/**
+ * The connections one process holds, created once from config and closed once. Workers get a
+ * separate, patient Redis connection; everything else shares the fail-fast producer one.
+ */
+export interface Runtime {
+  config: Config;
+  logger: Logger;
+  db: Db;
+  redis: Redis;
+  queues: Queues;
+  workerRedis(): Redis;
+  mailer: Mailer;
+  sms: SmsSender;
+  close(): Promise<void>;
+}
+
+export function createRuntime(config: Config, name: string, opts: { logger?: Logger } = {}): Runtime {
+  const logger = opts.logger ?? createLogger({ level: config.logLevel, name, apiKeyHeader: config.apiKeyHeader });
+  const db = createDb(config, { appName: `dtn-${name}` });
+  const redis = createRedis(config, 'producer', name);
+  const queues = createQueues(redis, config.queuePrefix);
+  const mailer = createMailer(config);
+  const sms = createTwilioSender(config.twilio);
+  let worker: Redis | null = null;
+  return {
+    config,
+    logger,
+    db,
+    redis,
+    queues,
+    mailer,
+    sms,
+    workerRedis() {
+      worker ??= createRedis(config, 'worker', `${name}-worker`);
+      return worker;
+    },
+    async close() {
+      await closeQueues(queues).catch(() => {});
+      mailer.close();
+      await Promise.allSettled([redis.quit(), worker?.quit()]);
+      await db.destroy();
+    },
+  };
+}

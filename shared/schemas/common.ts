@@ -1,0 +1,24 @@
+import { type Static, Type } from '@sinclair/typebox';
+import { ERROR_STATUS } from '../errors.ts';
+
+/** The error envelope of CONTRACT.md section 1, as it appears in the OpenAPI document. */
+export const ErrorEnvelope = Type.Object({
+  error: Type.Object({
+    code: Type.Union(
+      (Object.keys(ERROR_STATUS) as (keyof typeof ERROR_STATUS)[]).map((c) => Type.Literal(c)),
+      { description: 'Stable machine-readable code' },
+    ),
+    message: Type.String({ description: 'Human-readable explanation' }),
+    details: Type.Array(
+      Type.Object({
+        field: Type.String({ description: 'JSON pointer to the field, e.g. /passengers' }),
+        problem: Type.String(),
+      }),
+    ),
+  }),
+  requestId: Type.String({ description: 'Echoed in the X-Request-Id header; quote it to support' }),
+});
+export type ErrorEnvelope = Static<typeof ErrorEnvelope>;
+
+export const Uuid = Type.String({ format: 'uuid' });
+export const DateTime = Type.String({ format: 'date-time' });

@@ -1,0 +1,71 @@
+import type { TSchema } from '@sinclair/typebox';
+import { Ajv, type ErrorObject } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import type { ErrorDetail } from '../errors.ts';
+
+// ajv-formats is CommonJS; under ESM its default export is the plugin function.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+function makeAjv(coerceTypes: boolean): Ajv {
+  const ajv = new Ajv({
+    allErrors: true,
+    coerceTypes,
+    useDefaults: true,
+    // Unknown fields are ignored, never an error (CONTRACT.md section 0); schemas are
+    // written without additionalProperties: false unless a payload is internal.
+    removeAdditional: false,
+    strict: false,
+  });
+  addFormats(ajv);
+  return ajv;
+}
+
+/** Bodies: types must be right as sent. Query strings and path parameters: coerced. */
+const bodyAjv = makeAjv(false);
+const paramAjv = makeAjv(true);
+
+export type Validator = (data: unknown) => ErrorDetail[];
+
+function pointer(err: ErrorObject): string {
+  const base = err.instancePath || '';
+  if (err.keyword === 'required') return `${base}/${(err.params as { missingProperty: string }).missingProperty}`;
+  if (err.keyword === 'additionalProperties') {
+    return `${base}/${(err.params as { additionalProperty: string }).additionalProperty}`;
+  }
+  return base === '' ? '/' : base;
+}
+
+function problem(err: ErrorObject): string {
+  switch (err.keyword) {
+    case 'required':
+      return 'is required';
+    case 'enum':
+      return `must be one of: ${(err.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
+    case 'additionalProperties':
+      return 'is not allowed';
+    default:
+      return err.message ?? 'is invalid';
+  }
+}
+
+/** ajv errors as `details` with JSON pointers; one entry per field and problem. */
+export function toDetails(errors: readonly ErrorObject[] | null | undefined): ErrorDetail[] {
+  const seen = new Set<string>();
+  const out: ErrorDetail[] = [];
+  for (const err of errors ?? []) {
+    // anyOf/oneOf summaries repeat what their branches said.
+    if (err.keyword === 'anyOf' || err.keyword === 'oneOf' || err.keyword === 'if') continue;
+    const d = { field: pointer(err), problem: problem(err) };
+    const k = `${d.field}\u0000${d.problem}`;
+    if (!seen.has(k)) {
+      seen.add(k);
+      out.push(d);
+    }
+  }
+  return out;
+}
+
+export function compileSchema(schema: TSchema, opts: { coerce?: boolean } = {}): Validator {
+  const validate = (opts.coerce ? paramAjv : bodyAjv).compile(schema);
+  return (data) => (validate(data) ? [] : toDetails(validate.errors));
+}

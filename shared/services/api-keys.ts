@@ -1,0 +1,111 @@
+import { v7 as uuidv7 } from 'uuid';
+import { randomBase62, sha256 } from '../crypto.ts';
+import type { Queryable } from '../db/knex.ts';
+
+/**
+ * API keys: `<code>_<mode>_<32 base62>` (e.g. `dtn_live_…`, about 190 random bits). Only the
+ * SHA-256 of the key is stored, with its first 14 characters as a visible prefix so
+ * operators can tell keys apart. The key itself is shown once, at creation.
+ */
+export type KeyMode = 'live' | 'test';
+
+export interface ApiKeyIdentity {
+  id: string;
+  name: string;
+  prefix: string;
+  mode: KeyMode;
+  partnerId: string | null;
+}
+
+export interface ApiKeyListing {
+  id: string;
+  prefix: string;
+  name: string;
+  mode: KeyMode;
+  partnerId: string | null;
+  createdAt: string;
+  revokedAt: string | null;
+  lastUsedAt: string | null;
+}
+
+const PREFIX_LENGTH = 14;
+
+export function keyPattern(serviceCode: string): RegExp {
+  return new RegExp(`^${serviceCode}_(live|test)_[0-9A-Za-z]{32}$`);
+}
+
+export async function createApiKey(
+  db: Queryable,
+  opts: { serviceCode: string; name: string; partnerId?: string | null; mode?: KeyMode },
+): Promise<{ id: string; key: string; prefix: string }> {
+  const mode = opts.mode ?? 'live';
+  const key = `${opts.serviceCode}_${mode}_${randomBase62(32)}`;
+  const id = uuidv7();
+  const prefix = key.slice(0, PREFIX_LENGTH);
+  await db('api_keys').insert({
+    id,
+    name: opts.name,
+    prefix,
+    key_hash: sha256(key),
+    mode,
+    partner_id: opts.partnerId ?? null,
+  });
+  return { id, key, prefix };
+}
+
+/** The identity behind a presented key, or null when it is unknown or revoked. */
+export async function findApiKey(db: Queryable, key: string): Promise<ApiKeyIdentity | null> {
+  const row = await db('api_keys')
+    .where({ key_hash: sha256(key) })
+    .whereNull('revoked_at')
+    .first<{ id: string; name: string; prefix: string; mode: KeyMode; partner_id: string | null } | undefined>(
+      'id',
+      'name',
+      'prefix',
+      'mode',
+      'partner_id',
+    );
+  if (!row) return null;
+  return { id: row.id, name: row.name, prefix: row.prefix, mode: row.mode, partnerId: row.partner_id };
+}
+
+/** Record use at most once a minute per key, so a busy key costs no write per request. */
+export async function touchApiKey(db: Queryable, id: string): Promise<void> {
+  await db('api_keys')
+    .where({ id })
+    .andWhere((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', db.raw("now() - interval '1 minute'")))
+    .update({ last_used_at: db.fn.now() });
+}
+
+export async function listApiKeys(db: Queryable): Promise<ApiKeyListing[]> {
+  const rows = await db('api_keys').orderBy('created_at').select<
+    Array<{
+      id: string;
+      prefix: string;
+      name: string;
+      mode: KeyMode;
+      partner_id: string | null;
+      created_at: Date;
+      revoked_at: Date | null;
+      last_used_at: Date | null;
+    }>
+  >('id', 'prefix', 'name', 'mode', 'partner_id', 'created_at', 'revoked_at', 'last_used_at');
+  return rows.map((r) => ({
+    id: r.id,
+    prefix: r.prefix,
+    name: r.name,
+    mode: r.mode,
+    partnerId: r.partner_id,
+    createdAt: r.created_at.toISOString(),
+    revokedAt: r.revoked_at?.toISOString() ?? null,
+    lastUsedAt: r.last_used_at?.toISOString() ?? null,
+  }));
+}
+
+/** Revoke a key; revoking a revoked key keeps its first revocation time. Null if unknown. */
+export async function revokeApiKey(db: Queryable, id: string): Promise<{ id: string; revokedAt: string } | null> {
+  await db('api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: db.fn.now() });
+  const row = await db('api_keys').where({ id }).first<{ revoked_at: Date | null } | undefined>('revoked_at');
+  if (!row?.revoked_at) return null;
+  return { id, revokedAt: row.revoked_at.toISOString() };
+}

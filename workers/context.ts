@@ -1,0 +1,16 @@
+import type { Config } from '../shared/config.ts';
+import type { Db } from '../shared/db/knex.ts';
+import type { Logger } from '../shared/logger.ts';
+import type { Mailer } from '../shared/providers/mailer.ts';
+import type { SmsSender } from '../shared/providers/sms.ts';
+import type { Queues } from '../shared/queues/connection.ts';
+
+/** What a job handler may use. Handlers get ids in their payload and reload from Postgres. */
+export interface WorkerContext {
+  config: Config;
+  db: Db;
+  logger: Logger;
+  queues: Queues;
+  mailer: Mailer;
+  sms: SmsSender;
+}

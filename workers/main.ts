@@ -1,0 +1,36 @@
+import { configOrExit, handleShutdown, isMain } from '../shared/lifecycle.ts';
+import { WORKER_ROLES, type WorkerRole } from '../shared/queues/registry.ts';
+import { createRuntime } from '../shared/runtime.ts';
+import { startRoles } from './runner.ts';
+
+/** `tsx workers/main.ts <role>[,<role>…]|all`: run worker roles in this process. */
+export function parseRoles(arg: string | undefined): WorkerRole[] {
+  if (!arg) throw new Error(`name the roles to run: ${WORKER_ROLES.join(', ')} or all`);
+  if (arg === 'all') return [...WORKER_ROLES];
+  const roles = arg
+    .split(',')
+    .map((r) => r.trim())
+    .filter(Boolean);
+  const unknown = roles.filter((r) => !(WORKER_ROLES as readonly string[]).includes(r));
+  if (unknown.length) throw new Error(`unknown role ${unknown.join(', ')}; roles are ${WORKER_ROLES.join(', ')}`);
+  return [...new Set(roles)] as WorkerRole[];
+}
+
+async function main(): Promise<void> {
+  let roles: WorkerRole[];
+  try {
+    roles = parseRoles(process.argv[2]);
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const config = await configOrExit();
+  const rt = createRuntime(config, roles.length === 1 ? (roles[0] as string) : 'workers');
+  const running = startRoles(roles, rt);
+  handleShutdown(rt.logger, config.shutdownTimeoutMs, async () => {
+    await running.close();
+    await rt.close();
+  });
+}
+
+if (isMain(import.meta.url)) await main();

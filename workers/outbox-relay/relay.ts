@@ -1,0 +1,175 @@
+import type { JobsOptions } from 'bullmq';
+import pg from 'pg';
+import type { Config } from '../../shared/config.ts';
+import type { Db } from '../../shared/db/knex.ts';
+import { lockUnrelayed, markRelayed, type OutboxRow, outboxJobId, pruneRelayed } from '../../shared/db/outbox.ts';
+import { failpoint } from '../../shared/failpoints.ts';
+import type { Logger } from '../../shared/logger.ts';
+import type { Queues } from '../../shared/queues/connection.ts';
+import { QUEUE_NAMES, type QueueName } from '../../shared/queues/registry.ts';
+
+export interface OutboxRelay {
+  /** Move every waiting row now; resolves with how many were moved. */
+  drain(): Promise<number>;
+  /** Stop listening and polling; waits for a drain in progress. */
+  stop(): Promise<void>;
+}
+
+interface RelayDeps {
+  db: Db;
+  queues: Queues;
+  config: Pick<Config, 'databaseUrl' | 'databaseSchema' | 'outbox'>;
+  logger: Logger;
+}
+
+export function outboxChannel(schema: string): string {
+  return `outbox_${schema}`;
+}
+
+/**
+ * The outbox relay: moves committed outbox rows into BullMQ. Each row becomes a job whose id
+ * is deterministic (`outbox-<row id>` unless the row names one), added while the row is locked
+ * and marked relayed in the same transaction. A crash before the mark leaves the row to be
+ * relayed again, and BullMQ ignores a job id it already holds, so a job is enqueued exactly
+ * once. Relays can run in parallel: rows are taken with SKIP LOCKED. Woken at once by
+ * NOTIFY on each insert; a slow poll is only the fallback.
+ */
+export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
+  const { db, queues, config, logger } = deps;
+  const log = logger.child({ component: 'outbox-relay' });
+  let stopped = false;
+  let running: Promise<void> | null = null;
+  let again = false;
+  let listener: pg.Client | null = null;
+  let reconnectTimer: NodeJS.Timeout | null = null;
+  let lastPrune = 0;
+
+  async function drainBatch(): Promise<{ moved: number; full: boolean }> {
+    return db.transaction(async (trx) => {
+      const rows = await lockUnrelayed(trx, config.outbox.batchSize);
+      if (rows.length === 0) return { moved: 0, full: false };
+      const byQueue = new Map<QueueName, OutboxRow[]>();
+      const unknown: OutboxRow[] = [];
+      for (const row of rows) {
+        if ((QUEUE_NAMES as readonly string[]).includes(row.queue)) {
+          const list = byQueue.get(row.queue as QueueName) ?? [];
+          list.push(row);
+          byQueue.set(row.queue as QueueName, list);
+        } else {
+          unknown.push(row);
+        }
+      }
+      const now = Date.now();
+      for (const [queue, list] of byQueue) {
+        await queues[queue].addBulk(
+          list.map((row) => {
+            const opts: JobsOptions = { jobId: outboxJobId(row) };
+            if (row.run_at && row.run_at.getTime() > now) opts.delay = row.run_at.getTime() - now;
+            return { name: row.job_name, data: row.payload, opts };
+          }),
+        );
+      }
+      failpoint('outbox-after-enqueue');
+      const moved = rows.filter((r) => !unknown.includes(r)).map((r) => r.id);
+      await markRelayed(trx, moved);
+      if (unknown.length > 0) {
+        await trx('outbox')
+          .whereIn(
+            'id',
+            unknown.map((r) => r.id),
+          )
+          .update({ attempts: trx.raw('attempts + 1'), last_error: 'unknown queue' });
+        log.error({ ids: unknown.map((r) => r.id) }, 'outbox rows name a queue this build does not know');
+      }
+      return { moved: moved.length, full: rows.length === config.outbox.batchSize && moved.length > 0 };
+    });
+  }
+
+  async function drainAll(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const { moved, full } = await drainBatch();
+      total += moved;
+      if (!full || stopped) break;
+    }
+    if (Date.now() - lastPrune > 3_600_000) {
+      lastPrune = Date.now();
+      const pruned = await pruneRelayed(db);
+      if (pruned > 0) log.info({ pruned }, 'pruned relayed outbox rows');
+    }
+    return total;
+  }
+
+  /** Coalescing trigger: at most one drain runs; a wake-up during it causes one more pass. */
+  function wake(): void {
+    if (stopped) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = (async () => {
+      do {
+        again = false;
+        try {
+          const moved = await drainAll();
+          if (moved > 0) log.debug({ moved }, 'relayed outbox rows');
+        } catch (err) {
+          log.warn({ err }, 'outbox relay pass failed; will retry');
+          break;
+        }
+      } while (again && !stopped);
+    })().finally(() => {
+      running = null;
+    });
+  }
+
+  async function listen(): Promise<void> {
+    if (stopped) return;
+    const client = new pg.Client({ connectionString: config.databaseUrl, application_name: 'dtn-outbox-listen' });
+    client.on('error', (err) => {
+      log.warn({ err }, 'outbox LISTEN connection lost; reconnecting');
+      void client.end().catch(() => {});
+      if (listener === client) listener = null;
+      scheduleReconnect();
+    });
+    client.on('notification', () => wake());
+    try {
+      await client.connect();
+      await client.query(`LISTEN "${outboxChannel(config.databaseSchema)}"`);
+      listener = client;
+      if (stopped) await client.end();
+      wake();
+    } catch (err) {
+      log.warn({ err }, 'outbox LISTEN failed; polling until it succeeds');
+      await client.end().catch(() => {});
+      scheduleReconnect();
+    }
+  }
+
+  function scheduleReconnect(): void {
+    if (stopped || reconnectTimer) return;
+    reconnectTimer = setTimeout(() => {
+      reconnectTimer = null;
+      void listen();
+    }, 1_000);
+  }
+
+  const poll = setInterval(wake, config.outbox.pollMs);
+  void listen();
+  wake();
+
+  return {
+    async drain() {
+      while (running) await running;
+      return drainAll();
+    },
+    async stop() {
+      stopped = true;
+      clearInterval(poll);
+      if (reconnectTimer) clearTimeout(reconnectTimer);
+      while (running) await running;
+      if (listener) await listener.end().catch(() => {});
+      listener = null;
+    },
+  };
+}

@@ -1,0 +1,31 @@
+import type { Job } from 'bullmq';
+import type { JobPayload, JobsOf, QueueName } from '../shared/queues/registry.ts';
+import type { WorkerContext } from './context.ts';
+import { sendMessage } from './notify/send-message.ts';
+
+export type Handlers<Q extends QueueName> = {
+  [N in JobsOf<Q>]: (payload: JobPayload<N>, ctx: WorkerContext, job: Job) => Promise<unknown>;
+};
+
+/**
+ * Each queue-consuming role and the handler of every job in its queue. The type makes a
+ * missing handler a compile error; `assertHandlers` checks it again at start-up.
+ * Roles whose jobs arrive with later work (pricing, dispatch, fanout, billing) run their
+ * worker on their queue already, so a deploy can scale them before their jobs exist.
+ */
+export const ROLE_HANDLERS: { [Q in QueueName]: Handlers<Q> } = {
+  pricing: {},
+  dispatch: {},
+  notify: { 'send-message': sendMessage },
+  fanout: {},
+  billing: {},
+};
+
+/** Concurrency per role, per process. I/O-bound roles run more jobs at once. */
+export const ROLE_CONCURRENCY: Record<QueueName, number> = {
+  pricing: 8,
+  dispatch: 16,
+  notify: 16,
+  fanout: 32,
+  billing: 1,
+};

@@ -1,0 +1,85 @@
+import { UnrecoverableError, Worker } from 'bullmq';
+import {
+  isJobName,
+  assertHandlers,
+  assertPayload,
+  InvalidPayloadError,
+  type JobName,
+  type QueueName,
+  queueOf,
+  type WorkerRole,
+  QUEUE_NAMES,
+} from '../shared/queues/registry.ts';
+import type { Runtime } from '../shared/runtime.ts';
+import type { WorkerContext } from './context.ts';
+import { startOutboxRelay } from './outbox-relay/relay.ts';
+import { ROLE_CONCURRENCY, ROLE_HANDLERS } from './roles.ts';
+
+export interface RunningRoles {
+  roles: WorkerRole[];
+  /** Stop taking jobs and wait for those in progress (BullMQ's worker.close()). */
+  close(): Promise<void>;
+}
+
+type AnyHandler = (payload: unknown, ctx: WorkerContext, job: import('bullmq').Job) => Promise<unknown>;
+
+/** Start the chosen roles in this process on the runtime's connections. */
+export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
+  const ctx: WorkerContext = {
+    config: rt.config,
+    db: rt.db,
+    logger: rt.logger,
+    queues: rt.queues,
+    mailer: rt.mailer,
+    sms: rt.sms,
+  };
+  for (const role of roles) {
+    if ((QUEUE_NAMES as readonly string[]).includes(role))
+      assertHandlers(role as QueueName, ROLE_HANDLERS[role as QueueName]);
+  }
+  const closers: Array<() => Promise<void>> = [];
+  for (const role of roles) {
+    const log = rt.logger.child({ workerRole: role });
+    if (role === 'outbox-relay') {
+      const relay = startOutboxRelay({ db: rt.db, queues: rt.queues, config: rt.config, logger: rt.logger });
+      closers.push(() => relay.stop());
+      log.info('outbox relay started');
+      continue;
+    }
+    const handlers = ROLE_HANDLERS[role] as Record<string, AnyHandler>;
+    const worker = new Worker(
+      role,
+      async (job) => {
+        if (!isJobName(job.name) || queueOf(job.name) !== role) {
+          throw new UnrecoverableError(`queue ${role} has no job named ${job.name}`);
+        }
+        let payload: unknown;
+        try {
+          payload = assertPayload(job.name as JobName, job.data);
+        } catch (err) {
+          if (err instanceof InvalidPayloadError) throw new UnrecoverableError(err.message);
+          throw err;
+        }
+        const handler = handlers[job.name];
+        if (!handler) throw new UnrecoverableError(`no handler for ${job.name}`);
+        return handler(payload, { ...ctx, logger: log.child({ job: job.name, jobId: job.id }) }, job);
+      },
+      { connection: rt.workerRedis(), prefix: rt.config.queuePrefix, concurrency: ROLE_CONCURRENCY[role] },
+    );
+    worker.on('failed', (job, err) => {
+      const final = !job || err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
+      const fields = { job: job?.name, jobId: job?.id, attempts: job?.attemptsMade, err };
+      if (final) log.error(fields, 'job failed for good');
+      else log.warn(fields, 'job failed; will retry');
+    });
+    worker.on('error', (err) => log.error({ err }, 'worker error'));
+    closers.push(() => worker.close());
+    log.info({ concurrency: ROLE_CONCURRENCY[role] }, 'worker started');
+  }
+  return {
+    roles,
+    async close() {
+      await Promise.all(closers.map((c) => c()));
+    },
+  };
+}
