@@ -39,6 +39,8 @@ function problem(err: ErrorObject): string {
   switch (err.keyword) {
     case 'required':
       return 'is required';
+    case 'const':
+      return `must be ${JSON.stringify((err.params as { allowedValue: unknown }).allowedValue)}`;
     case 'enum':
       return `must be one of: ${(err.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
     case 'additionalProperties':
@@ -52,10 +54,23 @@ function problem(err: ErrorObject): string {
 export function toDetails(errors: readonly ErrorObject[] | null | undefined): ErrorDetail[] {
   const seen = new Set<string>();
   const out: ErrorDetail[] = [];
+  // A union of literals fails as one `const` error per literal: say it once, as an enum.
+  const constsAt = new Map<string, unknown[]>();
+  for (const err of errors ?? []) {
+    if (err.keyword === 'const') {
+      const list = constsAt.get(err.instancePath) ?? [];
+      list.push((err.params as { allowedValue: unknown }).allowedValue);
+      constsAt.set(err.instancePath, list);
+    }
+  }
   for (const err of errors ?? []) {
     // anyOf/oneOf summaries repeat what their branches said.
     if (err.keyword === 'anyOf' || err.keyword === 'oneOf' || err.keyword === 'if') continue;
-    const d = { field: pointer(err), problem: problem(err) };
+    const consts = err.keyword === 'const' ? constsAt.get(err.instancePath) : undefined;
+    const d = {
+      field: pointer(err),
+      problem: consts && consts.length > 1 ? `must be one of: ${consts.join(', ')}` : problem(err),
+    };
     const k = `${d.field}\u0000${d.problem}`;
     if (!seen.has(k)) {
       seen.add(k);

@@ -1,0 +1,156 @@
+import { Type } from '@sinclair/typebox';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defineRoute } from '../api/route.ts';
+import { createTestEnv, type Served, serve, type TestEnv, appFor } from './helpers/env.ts';
+
+/**
+ * The error envelope of CONTRACT.md section 1 for every way a request can be wrong, through
+ * real HTTP. A test-only route (`/api/public/v1/test-echo`) goes through the same pipeline as
+ * every real route (auth, rate limit, ajv validation from the declared schema, handler).
+ */
+const echo = defineRoute({
+  method: 'post',
+  path: '/api/public/v1/test-echo',
+  operationId: 'testEcho',
+  summary: 'test',
+  tags: ['test'],
+  auth: 'public',
+  body: Type.Object({
+    pickup: Type.String({ minLength: 1 }),
+    passengers: Type.Optional(Type.Integer({ minimum: 1, maximum: 8 })),
+    vehicleType: Type.Optional(Type.Union([Type.Literal('saloon'), Type.Literal('mpv')])),
+    stops: Type.Optional(Type.Array(Type.Object({ postcode: Type.String() }))),
+  }),
+  responses: { 200: { description: 'echo' } },
+  handler: ({ body }) => ({ status: 200, body }),
+});
+const boom = defineRoute({
+  method: 'get',
+  path: '/api/public/v1/test-boom',
+  operationId: 'testBoom',
+  summary: 'test',
+  tags: ['test'],
+  auth: 'public',
+  responses: { 200: { description: 'never' } },
+  handler: () => {
+    throw new Error('secret internal detail at /srv/app.ts:42');
+  },
+});
+
+let env: TestEnv;
+let http: Served;
+
+beforeAll(async () => {
+  env = await createTestEnv({ env: { HTTP_BODY_LIMIT_BYTES: '2048' } });
+  http = await serve(await appFor(env, [echo, boom]));
+});
+afterAll(async () => {
+  await http?.close();
+  await env?.cleanup();
+});
+
+async function post(path: string, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) {
+  const res = await fetch(`${http.url}${path}`, { method: 'POST', headers, body });
+  return { res, json: (await res.json()) as { error: { code: string; message: string; details: Array<{ field: string; problem: string }> }; requestId: string } };
+}
+
+function expectEnvelope(json: unknown, code: string) {
+  expect(json).toEqual({
+    error: { code, message: expect.any(String), details: expect.any(Array) },
+    requestId: expect.stringMatching(/.+/),
+  });
+}
+
+describe('error envelope', () => {
+  it('accepts a valid body and ignores unknown fields', async () => {
+    const { res, json } = await post('/api/public/v1/test-echo', JSON.stringify({ pickup: 'SW1A 1AA', extra: { deep: 1 } }));
+    expect(res.status).toBe(200);
+    expect(json).toMatchObject({ pickup: 'SW1A 1AA' });
+  });
+
+  it('answers schema violations 400 invalid_input with JSON-pointer details', async () => {
+    const { res, json } = await post(
+      '/api/public/v1/test-echo',
+      JSON.stringify({ passengers: 9, vehicleType: 'tank', stops: [{ postcode: 5 }] }),
+    );
+    expect(res.status).toBe(400);
+    expectEnvelope(json, 'invalid_input');
+    const fields = json.error.details.map((d) => d.field).sort();
+    expect(fields).toEqual(['/passengers', '/pickup', '/stops/0/postcode', '/vehicleType']);
+    expect(json.error.details).toContainEqual({ field: '/pickup', problem: 'is required' });
+    expect(json.error.details).toContainEqual({ field: '/passengers', problem: 'must be <= 8' });
+    expect(json.error.details).toContainEqual({ field: '/vehicleType', problem: 'must be one of: saloon, mpv' });
+  });
+
+  it('answers wrong JSON types (array, string) as invalid_input, not 500', async () => {
+    for (const body of ['[1,2]', '"text"', 'null', '42']) {
+      const { res, json } = await post('/api/public/v1/test-echo', body);
+      expect(res.status, body).toBe(400);
+      expectEnvelope(json, 'invalid_input');
+    }
+  });
+
+  it('answers malformed JSON 400 invalid_input', async () => {
+    const { res, json } = await post('/api/public/v1/test-echo', '{"pickup": "x",');
+    expect(res.status).toBe(400);
+    expectEnvelope(json, 'invalid_input');
+  });
+
+  it('answers a body that is not JSON 415 unsupported_media_type', async () => {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x']) {
+      const { res, json } = await post('/api/public/v1/test-echo', 'pickup=x', { 'content-type': type });
+      expect(res.status, type).toBe(415);
+      expectEnvelope(json, 'unsupported_media_type');
+    }
+    const { res } = await post('/api/public/v1/test-echo', '{"pickup":"x"}', {});
+    expect(res.status).toBe(415);
+  });
+
+  it('answers an oversized body 413 payload_too_large', async () => {
+    const { res, json } = await post('/api/public/v1/test-echo', JSON.stringify({ pickup: 'x'.repeat(5000) }));
+    expect(res.status).toBe(413);
+    expectEnvelope(json, 'payload_too_large');
+  });
+
+  it('answers unknown routes 404 not_found and wrong methods 405', async () => {
+    const r1 = await fetch(`${http.url}/api/public/v1/nothing-here`);
+    expect(r1.status).toBe(404);
+    expectEnvelope(await r1.json(), 'not_found');
+    const r2 = await fetch(`${http.url}/api/public/v1/test-echo`);
+    expect(r2.status).toBe(405);
+    expect(r2.headers.get('allow')).toContain('POST');
+    expectEnvelope(await r2.json(), 'method_not_allowed');
+  });
+
+  it('answers a failing handler 500 internal_error without a stack or the message', async () => {
+    const res = await fetch(`${http.url}/api/public/v1/test-boom`);
+    expect(res.status).toBe(500);
+    const text = await res.text();
+    expectEnvelope(JSON.parse(text), 'internal_error');
+    expect(text).not.toContain('secret internal detail');
+    expect(text).not.toMatch(/at .*\.ts:\d+/);
+  });
+
+  it('keeps and echoes an incoming X-Request-Id, and makes one otherwise', async () => {
+    const mine = await fetch(`${http.url}/nope`, { headers: { 'X-Request-Id': 'abc-123.retry-2' } });
+    expect(mine.headers.get('x-request-id')).toBe('abc-123.retry-2');
+    expect(((await mine.json()) as { requestId: string }).requestId).toBe('abc-123.retry-2');
+    const made = await fetch(`${http.url}/nope`, { headers: { 'X-Request-Id': 'bad id with spaces' } });
+    const id = made.headers.get('x-request-id');
+    expect(id).toMatch(/^req_[0-9a-f-]{36}$/);
+    expect(((await made.json()) as { requestId: string }).requestId).toBe(id);
+  });
+
+  it('sets security headers and CORS on the public API', async () => {
+    const res = await fetch(`${http.url}/api/public/v1/whoami`, { headers: { Origin: 'https://agent.example' } });
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(res.headers.get('x-powered-by')).toBeNull();
+    expect(res.headers.get('access-control-allow-origin')).toBe('https://agent.example');
+    const pre = await fetch(`${http.url}/api/public/v1/test-echo`, {
+      method: 'OPTIONS',
+      headers: { Origin: 'https://agent.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'x-api-key,idempotency-key' },
+    });
+    expect(pre.status).toBe(204);
+    expect(pre.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('idempotency-key');
+  });
+});

@@ -1,0 +1,99 @@
+import { Type } from '@sinclair/typebox';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../api/app.ts';
+import { defineRoute } from '../api/route.ts';
+import { knownMigrations } from '../shared/db/knex.ts';
+import { createRedis } from '../shared/queues/connection.ts';
+import { createApiKey } from '../shared/services/api-keys.ts';
+import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+
+const hourly = defineRoute({
+  method: 'get',
+  path: '/api/public/v1/test-hourly',
+  operationId: 'testHourly',
+  summary: 'test',
+  tags: ['test'],
+  auth: 'public',
+  rateLimit: [{ name: 'test-hourly', points: 2, durationSeconds: 3600 }],
+  responses: { 200: { description: 'ok', schema: Type.Object({}) } },
+  handler: () => ({ status: 200, body: {} }),
+});
+
+let env: TestEnv;
+let http: Served;
+
+beforeAll(async () => {
+  env = await createTestEnv({ env: { RATE_LIMIT_PER_IP_PER_MINUTE: '3', RATE_LIMIT_PER_KEY_PER_MINUTE: '5' } });
+  http = await serve(await appFor(env, [hourly]));
+});
+afterAll(async () => {
+  await http?.close();
+  await env?.cleanup();
+});
+
+describe('rate limits', () => {
+  it('answers the request over the per-IP limit 429 with Retry-After and RateLimit headers', async () => {
+    const statuses: number[] = [];
+    let last: Response | undefined;
+    for (let i = 0; i < 4; i++) {
+      last = await fetch(`${http.url}/api/public/v1/whoami`);
+      statuses.push(last.status);
+      if (i === 0) {
+        expect(last.headers.get('ratelimit-policy')).toBe('"per-ip";q=3;w=60');
+        expect(last.headers.get('ratelimit')).toMatch(/^"per-ip";r=2;t=\d+$/);
+      }
+    }
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    const res = last as Response;
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(Number(res.headers.get('retry-after'))).toBeLessThanOrEqual(60);
+    expect(res.headers.get('ratelimit-policy')).toBe('"per-ip";q=3;w=60');
+    expect(res.headers.get('ratelimit')).toMatch(/^"per-ip";r=0;t=\d+$/);
+    expect(await res.json()).toMatchObject({ error: { code: 'rate_limited' } });
+  });
+
+  it('limits a key on its own budget, separate from the IP', async () => {
+    const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: 'rl' });
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      statuses.push((await fetch(`${http.url}/api/public/v1/whoami`, { headers: { 'x-api-key': key } })).status);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+  });
+
+  it('applies a route policy on top of the general limit and lists both', async () => {
+    const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: 'hourly' });
+    const h = { 'x-api-key': key };
+    const first = await fetch(`${http.url}/api/public/v1/test-hourly`, { headers: h });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('ratelimit-policy')).toBe('"per-key";q=5;w=60, "test-hourly";q=2;w=3600');
+    expect((await fetch(`${http.url}/api/public/v1/test-hourly`, { headers: h })).status).toBe(200);
+    const third = await fetch(`${http.url}/api/public/v1/test-hourly`, { headers: h });
+    expect(third.status).toBe(429);
+    expect(Number(third.headers.get('retry-after'))).toBeGreaterThan(60);
+  });
+
+  it('slows down key guessing: repeated bad keys from one IP end in 429', async () => {
+    const statuses = new Set<number>();
+    for (let i = 0; i < 22; i++) {
+      const res = await fetch(`${http.url}/api/public/v1/openapi.json`, { headers: { 'x-api-key': `dtn_live_${'x'.repeat(32)}` } });
+      statuses.add(res.status);
+    }
+    expect([...statuses].sort()).toEqual([401, 429]);
+  });
+
+  it('answers 503 with the envelope when Redis is unreachable, never unlimited', async () => {
+    const deadRedis = createRedis({ redisUrl: 'redis://127.0.0.1:1/0' }, 'producer', 'dead');
+    const app = buildApp({ ...env.rt, redis: deadRedis, expectedMigrations: await knownMigrations() });
+    const dead = await serve(app);
+    try {
+      const res = await fetch(`${dead.url}/api/public/v1/whoami`);
+      expect(res.status).toBe(503);
+      expect(await res.json()).toMatchObject({ error: { code: 'service_unavailable' } });
+      expect(res.headers.get('retry-after')).toBe('5');
+    } finally {
+      await dead.close();
+      deadRedis.disconnect();
+    }
+  });
+});
