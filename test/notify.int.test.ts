@@ -1,0 +1,140 @@
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { SMTPServer } from 'smtp-server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { queueMessage } from '../shared/services/messages.ts';
+import { enqueueJob } from '../shared/db/outbox.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
+import { startTwilioStub } from './helpers/twilio-stub.ts';
+
+/**
+ * The notify role end to end: a message queued in a transaction is relayed from the outbox and
+ * delivered once, by e-mail to a real SMTP server (smtp-server) and by SMS and WhatsApp to a
+ * local server that speaks Twilio's REST API, through the real twilio client.
+ */
+const SID = 'AC0123456789abcdef0123456789abcdef';
+const TOKEN = 'stub-auth-token';
+
+let env: TestEnv;
+let roles: RunningRoles;
+let twilio: Awaited<ReturnType<typeof startTwilioStub>>;
+let smtp: SMTPServer;
+const mails: Array<{ from: string; to: string[]; raw: string }> = [];
+
+beforeAll(async () => {
+  twilio = await startTwilioStub();
+  smtp = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    onData(stream, session, callback) {
+      let raw = '';
+      stream.on('data', (d) => (raw += d));
+      stream.on('end', () => {
+        mails.push({
+          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+          to: session.envelope.rcptTo.map((r) => r.address),
+          raw,
+        });
+        callback();
+      });
+    },
+  });
+  smtp.listen(0, '127.0.0.1');
+  await once(smtp.server, 'listening');
+  const smtpPort = (smtp.server.address() as AddressInfo).port;
+  env = await createTestEnv({
+    env: {
+      SMTP_URL: `smtp://127.0.0.1:${smtpPort}`,
+      MAIL_FROM: 'Direct Taxi Network <bookings@dtn.test>',
+      TWILIO_ACCOUNT_SID: SID,
+      TWILIO_AUTH_TOKEN: TOKEN,
+      TWILIO_API_BASE_URL: twilio.url,
+      TWILIO_SMS_FROM: '+447700900111',
+      TWILIO_WHATSAPP_FROM: 'whatsapp:+447700900222',
+    },
+  });
+  roles = startRoles(['notify', 'outbox-relay'], env.rt);
+});
+afterAll(async () => {
+  await roles?.close();
+  await env?.cleanup();
+  await twilio?.close();
+  await new Promise<void>((r) => (smtp ? smtp.close(() => r()) : r()));
+});
+
+const row = (id: string) => env.rt.db('outbound_messages').where({ id }).first();
+
+describe('notify: send-message', () => {
+  it('e-mails through SMTP once', async () => {
+    const id = await env.rt.db.transaction((trx) =>
+      queueMessage(trx, { channel: 'email', recipient: 'ada@example.org', subject: 'Your ride DTN-7K3F9Q', body: 'See you at 10:00', purpose: 'confirmation' }),
+    );
+    const sent = await eventually(async () => ((await row(id))?.state === 'sent' ? row(id) : null));
+    expect(sent.provider_id).toMatch(/@/);
+    const mail = mails.find((m) => m.raw.includes('Your ride DTN-7K3F9Q'));
+    expect(mail?.to).toEqual(['ada@example.org']);
+    expect(mail?.from).toBe('bookings@dtn.test');
+    expect(mail?.raw).toContain('See you at 10:00');
+  });
+
+  it('sends SMS and WhatsApp exactly as the Twilio REST API expects', async () => {
+    const [smsId, waId] = await env.rt.db.transaction(async (trx) => [
+      await queueMessage(trx, { channel: 'sms', recipient: '+447700900123', body: 'Job DTN-7K3F9Q: SW1A, 10:00, £23.40', purpose: 'job_card' }),
+      await queueMessage(trx, { channel: 'whatsapp', recipient: '+447700900124', body: 'Job card', purpose: 'job_card' }),
+    ]);
+    await eventually(async () => (await row(smsId))?.state === 'sent' && (await row(waId))?.state === 'sent');
+    const sms = twilio.requests.find((r) => r.form.To === '+447700900123');
+    expect(sms).toMatchObject({
+      method: 'POST',
+      path: `/2010-04-01/Accounts/${SID}/Messages.json`,
+      authorization: `Basic ${Buffer.from(`${SID}:${TOKEN}`).toString('base64')}`,
+      contentType: 'application/x-www-form-urlencoded',
+      form: { To: '+447700900123', From: '+447700900111', Body: 'Job DTN-7K3F9Q: SW1A, 10:00, £23.40' },
+    });
+    const wa = twilio.requests.find((r) => r.form.To === 'whatsapp:+447700900124');
+    expect(wa?.form.From).toBe('whatsapp:+447700900222');
+    expect((await row(smsId)).provider_id).toMatch(/^SM/);
+  });
+
+  it('does not retry a number Twilio rejects for good', async () => {
+    twilio.failFor('+447700900666', 400);
+    const id = await env.rt.db.transaction((trx) =>
+      queueMessage(trx, { channel: 'sms', recipient: '+447700900666', body: 'x', purpose: 'job_card' }),
+    );
+    const failed = await eventually(async () => ((await row(id))?.state === 'failed' ? row(id) : null));
+    expect(failed.last_error).toContain('400');
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(twilio.requests.filter((r) => r.form.To === '+447700900666')).toHaveLength(1);
+  });
+
+  it('retries a temporary failure with backoff and then sends once', async () => {
+    twilio.failFor('+447700900777', 500, 1);
+    const id = await env.rt.db.transaction((trx) =>
+      queueMessage(trx, { channel: 'sms', recipient: '+447700900777', body: 'y', purpose: 'job_card' }),
+    );
+    const sent = await eventually(async () => ((await row(id))?.state === 'sent' ? row(id) : null));
+    expect(sent.attempts).toBe(2);
+    expect(twilio.requests.filter((r) => r.form.To === '+447700900777')).toHaveLength(2);
+  });
+
+  it('sends a message once even when its job is delivered twice', async () => {
+    const id = await env.rt.db.transaction(async (trx) => {
+      const messageId = await queueMessage(trx, { channel: 'sms', recipient: '+447700900888', body: 'z', purpose: 'job_card' });
+      await enqueueJob(trx, 'send-message', { messageId }); // a second job for the same row
+      return messageId;
+    });
+    await eventually(async () => (await row(id))?.state === 'sent');
+    await eventually(async () => (await env.rt.db('outbox').whereNull('relayed_at').count({ n: '*' }))[0]?.n === 0);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(twilio.requests.filter((r) => r.form.To === '+447700900888')).toHaveLength(1);
+  });
+
+  it('records a test-mode message without sending it', async () => {
+    const id = await env.rt.db.transaction((trx) =>
+      queueMessage(trx, { channel: 'sms', recipient: '+447700900999', body: 'sandbox', purpose: 'job_card', testMode: true }),
+    );
+    await eventually(async () => (await row(id))?.state === 'recorded');
+    expect(twilio.requests.filter((r) => r.form.To === '+447700900999')).toHaveLength(0);
+  });
+});

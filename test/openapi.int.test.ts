@@ -1,0 +1,80 @@
+import { validate } from '@readme/openapi-parser';
+import { Type } from '@sinclair/typebox';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defineRoute } from '../api/route.ts';
+import { StringEnum } from '../shared/schemas/common.ts';
+import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+
+const later = defineRoute({
+  method: 'post',
+  path: '/api/public/v1/test-later/:ref',
+  operationId: 'testLater',
+  summary: 'A route added after the document was written',
+  tags: ['test'],
+  auth: 'key',
+  params: Type.Object({ ref: Type.String({ pattern: '^DTN-[0-9A-Z]{6}$' }) }),
+  query: Type.Object({ email: Type.String({ format: 'email' }) }),
+  body: Type.Object({ action: StringEnum(['cancel'] as const), reason: Type.Optional(Type.String()) }),
+  errors: ['booking_not_found', 'email_mismatch'],
+  responses: { 200: { description: 'Cancelled', schema: Type.Object({ status: Type.String() }) } },
+  handler: () => ({ status: 200, body: { status: 'cancelled' } }),
+});
+
+let env: TestEnv;
+let http: Served;
+const BASES = 'https://directtaxi.example,https://book.directtaxi.example,http://localhost:3000';
+
+beforeAll(async () => {
+  env = await createTestEnv({ env: { PUBLIC_BASE_URLS: BASES } });
+  http = await serve(await appFor(env, [later]));
+});
+afterAll(async () => {
+  await http?.close();
+  await env?.cleanup();
+});
+
+async function doc(path: string) {
+  const res = await fetch(`${http.url}${path}`);
+  expect(res.status).toBe(200);
+  return (await res.json()) as Record<string, any>;
+}
+
+describe('OpenAPI documents', () => {
+  it.each(['/api/public/openapi.json', '/api/public/v1/openapi.json'])('%s validates as OpenAPI 3.1', async (path) => {
+    const d = await doc(path);
+    expect(d.openapi).toBe('3.1.0');
+    expect(d.info.version).toBe('1.0.0');
+    const result = await validate(structuredClone(d));
+    expect(result.errors ?? [], JSON.stringify(result.errors)).toEqual([]);
+    expect(result.valid).toBe(true);
+  });
+
+  it('lists every connected domain as a server in the v1 document', async () => {
+    const d = await doc('/api/public/v1/openapi.json');
+    expect(d.servers).toEqual(BASES.split(',').map((url) => ({ url })));
+  });
+
+  it('includes a route added later, with its parameters, body, security and errors', async () => {
+    const d = await doc('/api/public/v1/openapi.json');
+    const op = d.paths['/api/public/v1/test-later/{ref}'].post;
+    expect(op.operationId).toBe('testLater');
+    expect(op.parameters).toEqual([
+      { name: 'ref', in: 'path', required: true, schema: { type: 'string', pattern: '^DTN-[0-9A-Z]{6}$' } },
+      { name: 'email', in: 'query', required: true, schema: { type: 'string', format: 'email' } },
+    ]);
+    expect(op.requestBody.content['application/json'].schema.properties.action).toEqual({ type: 'string', enum: ['cancel'] });
+    expect(op.security).toEqual([{ ApiKeyHeader: [] }, { BearerAuth: [] }, { XApiKey: [] }]);
+    expect(Object.keys(op.responses).sort()).toEqual(['200', '400', '401', '403', '404', '413', '415', '429', '500', '503']);
+    expect(op.responses['404'].description).toContain('booking_not_found');
+    expect(op.responses['429'].headers['Retry-After']).toBeDefined();
+    expect(d.components.securitySchemes.ApiKeyHeader).toEqual({ type: 'apiKey', in: 'header', name: 'X-Direct-Taxi-Network-AI-Key' });
+  });
+
+  it('marks the key optional on public endpoints and leaves health checks out', async () => {
+    const d = await doc('/api/public/openapi.json');
+    expect(d.paths['/api/public/v1/whoami'].get.security[0]).toEqual({});
+    expect(d.paths['/healthz']).toBeUndefined();
+    expect(d.paths['/readyz']).toBeUndefined();
+    expect(d.components.schemas.Error.properties.error.properties.code.anyOf).toContainEqual({ const: 'rate_limited', type: 'string' });
+  });
+});
