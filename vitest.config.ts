@@ -10,5 +10,6 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     env: { NODE_ENV: 'test', LOG_LEVEL: 'silent' },
+    reporters: ['default', './test/helpers/summary-reporter.ts'],
   },
 });

@@ -23,9 +23,13 @@ describe('health', () => {
   it('answers /readyz 503 naming the pending migrations, then 200 once migrated', async () => {
     const before = await fetch(`${http.url}/readyz`);
     expect(before.status).toBe(503);
-    const body = (await before.json()) as { error: { code: string; details: Array<{ field: string; problem: string }> } };
+    const body = (await before.json()) as {
+      error: { code: string; details: Array<{ field: string; problem: string }> };
+    };
     expect(body.error.code).toBe('service_unavailable');
-    expect(body.error.details).toEqual([{ field: '/checks/migrations', problem: expect.stringMatching(/^\d+ pending: /) }]);
+    expect(body.error.details).toEqual([
+      { field: '/checks/migrations', problem: expect.stringMatching(/^\d+ pending: /) },
+    ]);
 
     await env.rt.db.migrate.latest();
     const after = await fetch(`${http.url}/readyz`);

@@ -49,9 +49,19 @@ afterAll(async () => {
   await env?.cleanup();
 });
 
-async function post(path: string, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }) {
+async function post(
+  path: string,
+  body: string,
+  headers: Record<string, string> = { 'content-type': 'application/json' },
+) {
   const res = await fetch(`${http.url}${path}`, { method: 'POST', headers, body });
-  return { res, json: (await res.json()) as { error: { code: string; message: string; details: Array<{ field: string; problem: string }> }; requestId: string } };
+  return {
+    res,
+    json: (await res.json()) as {
+      error: { code: string; message: string; details: Array<{ field: string; problem: string }> };
+      requestId: string;
+    },
+  };
 }
 
 function expectEnvelope(json: unknown, code: string) {
@@ -63,7 +73,10 @@ function expectEnvelope(json: unknown, code: string) {
 
 describe('error envelope', () => {
   it('accepts a valid body and ignores unknown fields', async () => {
-    const { res, json } = await post('/api/public/v1/test-echo', JSON.stringify({ pickup: 'SW1A 1AA', extra: { deep: 1 } }));
+    const { res, json } = await post(
+      '/api/public/v1/test-echo',
+      JSON.stringify({ pickup: 'SW1A 1AA', extra: { deep: 1 } }),
+    );
     expect(res.status).toBe(200);
     expect(json).toMatchObject({ pickup: 'SW1A 1AA' });
   });
@@ -148,7 +161,11 @@ describe('error envelope', () => {
     expect(res.headers.get('access-control-allow-origin')).toBe('https://agent.example');
     const pre = await fetch(`${http.url}/api/public/v1/test-echo`, {
       method: 'OPTIONS',
-      headers: { Origin: 'https://agent.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'x-api-key,idempotency-key' },
+      headers: {
+        Origin: 'https://agent.example',
+        'Access-Control-Request-Method': 'POST',
+        'Access-Control-Request-Headers': 'x-api-key,idempotency-key',
+      },
     });
     expect(pre.status).toBe(204);
     expect(pre.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('idempotency-key');

@@ -15,9 +15,10 @@ afterAll(async () => {
 
 const tables = async () =>
   (
-    await env.rt.db.raw<{ rows: Array<{ tablename: string }> }>('select tablename from pg_tables where schemaname = ? order by 1', [
-      env.config.databaseSchema,
-    ])
+    await env.rt.db.raw<{ rows: Array<{ tablename: string }> }>(
+      'select tablename from pg_tables where schemaname = ? order by 1',
+      [env.config.databaseSchema],
+    )
   ).rows.map((r) => r.tablename);
 
 const DOMAIN_TABLES = [
@@ -85,7 +86,9 @@ describe('migrations', () => {
     const [rec] = await db('settlement_records')
       .insert({ booking_id: bookingId, kind: 'cash_received', method: 'cash', amount_pence: 1250, recorded_by: 'test' })
       .returning('id');
-    await expect(db('settlement_records').where({ id: rec.id }).update({ amount_pence: 1 })).rejects.toThrow(/append-only/);
+    await expect(db('settlement_records').where({ id: rec.id }).update({ amount_pence: 1 })).rejects.toThrow(
+      /append-only/,
+    );
     await expect(db('settlement_records').where({ id: rec.id }).delete()).rejects.toThrow(/append-only/);
     await expect(db.raw('truncate settlement_records')).rejects.toThrow(/append-only/);
     // A correction is a new record pointing at the old one.
@@ -110,13 +113,30 @@ describe('migrations', () => {
       pickup_time: new Date(),
     };
     await expect(
-      db('bookings').insert({ ...base, id: uuidv7(), reference: 'DTN-AAAAA1', origin: 'fax', tracking_token_hash: Buffer.alloc(32, 2) }),
+      db('bookings').insert({
+        ...base,
+        id: uuidv7(),
+        reference: 'DTN-AAAAA1',
+        origin: 'fax',
+        tracking_token_hash: Buffer.alloc(32, 2),
+      }),
     ).rejects.toThrow(/bookings_origin_check/);
     await expect(
-      db('bookings').insert({ ...base, id: uuidv7(), reference: 'DTN-AAAAA2', passengers: 9, tracking_token_hash: Buffer.alloc(32, 3) }),
+      db('bookings').insert({
+        ...base,
+        id: uuidv7(),
+        reference: 'DTN-AAAAA2',
+        passengers: 9,
+        tracking_token_hash: Buffer.alloc(32, 3),
+      }),
     ).rejects.toThrow(/bookings_passengers_check/);
     await expect(
-      db('bookings').insert({ ...base, id: uuidv7(), reference: 'DTN-7K3F9Q', tracking_token_hash: Buffer.alloc(32, 4) }),
+      db('bookings').insert({
+        ...base,
+        id: uuidv7(),
+        reference: 'DTN-7K3F9Q',
+        tracking_token_hash: Buffer.alloc(32, 4),
+      }),
     ).rejects.toThrow(/bookings_reference_unique/);
   });
 });

@@ -68,7 +68,13 @@ const row = (id: string) => env.rt.db('outbound_messages').where({ id }).first()
 describe('notify: send-message', () => {
   it('e-mails through SMTP once', async () => {
     const id = await env.rt.db.transaction((trx) =>
-      queueMessage(trx, { channel: 'email', recipient: 'ada@example.org', subject: 'Your ride DTN-7K3F9Q', body: 'See you at 10:00', purpose: 'confirmation' }),
+      queueMessage(trx, {
+        channel: 'email',
+        recipient: 'ada@example.org',
+        subject: 'Your ride DTN-7K3F9Q',
+        body: 'See you at 10:00',
+        purpose: 'confirmation',
+      }),
     );
     const sent = await eventually(async () => ((await row(id))?.state === 'sent' ? row(id) : null));
     expect(sent.provider_id).toMatch(/@/);
@@ -80,8 +86,18 @@ describe('notify: send-message', () => {
 
   it('sends SMS and WhatsApp exactly as the Twilio REST API expects', async () => {
     const [smsId, waId] = await env.rt.db.transaction(async (trx) => [
-      await queueMessage(trx, { channel: 'sms', recipient: '+447700900123', body: 'Job DTN-7K3F9Q: SW1A, 10:00, £23.40', purpose: 'job_card' }),
-      await queueMessage(trx, { channel: 'whatsapp', recipient: '+447700900124', body: 'Job card', purpose: 'job_card' }),
+      await queueMessage(trx, {
+        channel: 'sms',
+        recipient: '+447700900123',
+        body: 'Job DTN-7K3F9Q: SW1A, 10:00, £23.40',
+        purpose: 'job_card',
+      }),
+      await queueMessage(trx, {
+        channel: 'whatsapp',
+        recipient: '+447700900124',
+        body: 'Job card',
+        purpose: 'job_card',
+      }),
     ]);
     await eventually(async () => (await row(smsId))?.state === 'sent' && (await row(waId))?.state === 'sent');
     const sms = twilio.requests.find((r) => r.form.To === '+447700900123');
@@ -120,7 +136,12 @@ describe('notify: send-message', () => {
 
   it('sends a message once even when its job is delivered twice', async () => {
     const id = await env.rt.db.transaction(async (trx) => {
-      const messageId = await queueMessage(trx, { channel: 'sms', recipient: '+447700900888', body: 'z', purpose: 'job_card' });
+      const messageId = await queueMessage(trx, {
+        channel: 'sms',
+        recipient: '+447700900888',
+        body: 'z',
+        purpose: 'job_card',
+      });
       await enqueueJob(trx, 'send-message', { messageId }); // a second job for the same row
       return messageId;
     });
@@ -132,7 +153,13 @@ describe('notify: send-message', () => {
 
   it('records a test-mode message without sending it', async () => {
     const id = await env.rt.db.transaction((trx) =>
-      queueMessage(trx, { channel: 'sms', recipient: '+447700900999', body: 'sandbox', purpose: 'job_card', testMode: true }),
+      queueMessage(trx, {
+        channel: 'sms',
+        recipient: '+447700900999',
+        body: 'sandbox',
+        purpose: 'job_card',
+        testMode: true,
+      }),
     );
     await eventually(async () => (await row(id))?.state === 'recorded');
     expect(twilio.requests.filter((r) => r.form.To === '+447700900999')).toHaveLength(0);

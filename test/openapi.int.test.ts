@@ -62,12 +62,30 @@ describe('OpenAPI documents', () => {
       { name: 'ref', in: 'path', required: true, schema: { type: 'string', pattern: '^DTN-[0-9A-Z]{6}$' } },
       { name: 'email', in: 'query', required: true, schema: { type: 'string', format: 'email' } },
     ]);
-    expect(op.requestBody.content['application/json'].schema.properties.action).toEqual({ type: 'string', enum: ['cancel'] });
+    expect(op.requestBody.content['application/json'].schema.properties.action).toEqual({
+      type: 'string',
+      enum: ['cancel'],
+    });
     expect(op.security).toEqual([{ ApiKeyHeader: [] }, { BearerAuth: [] }, { XApiKey: [] }]);
-    expect(Object.keys(op.responses).sort()).toEqual(['200', '400', '401', '403', '404', '413', '415', '429', '500', '503']);
+    expect(Object.keys(op.responses).sort()).toEqual([
+      '200',
+      '400',
+      '401',
+      '403',
+      '404',
+      '413',
+      '415',
+      '429',
+      '500',
+      '503',
+    ]);
     expect(op.responses['404'].description).toContain('booking_not_found');
     expect(op.responses['429'].headers['Retry-After']).toBeDefined();
-    expect(d.components.securitySchemes.ApiKeyHeader).toEqual({ type: 'apiKey', in: 'header', name: 'X-Direct-Taxi-Network-AI-Key' });
+    expect(d.components.securitySchemes.ApiKeyHeader).toEqual({
+      type: 'apiKey',
+      in: 'header',
+      name: 'X-Direct-Taxi-Network-AI-Key',
+    });
   });
 
   it('marks the key optional on public endpoints and leaves health checks out', async () => {
@@ -75,6 +93,9 @@ describe('OpenAPI documents', () => {
     expect(d.paths['/api/public/v1/whoami'].get.security[0]).toEqual({});
     expect(d.paths['/healthz']).toBeUndefined();
     expect(d.paths['/readyz']).toBeUndefined();
-    expect(d.components.schemas.Error.properties.error.properties.code.anyOf).toContainEqual({ const: 'rate_limited', type: 'string' });
+    expect(d.components.schemas.Error.properties.error.properties.code.anyOf).toContainEqual({
+      const: 'rate_limited',
+      type: 'string',
+    });
   });
 });

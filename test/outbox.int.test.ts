@@ -83,7 +83,10 @@ describe('transactional outbox', () => {
     const ids = [await commitJob(), await commitJob(), await commitJob()];
     // A real relay process that SIGKILLs itself after adding the jobs to BullMQ and before it
     // marks the rows relayed: the worst moment for a crash.
-    const crashed = await runTs('workers/main.ts', ['outbox-relay'], { ...env.childEnv, DTN_FAILPOINTS: 'outbox-after-enqueue' });
+    const crashed = await runTs('workers/main.ts', ['outbox-relay'], {
+      ...env.childEnv,
+      DTN_FAILPOINTS: 'outbox-after-enqueue',
+    });
     expect(crashed.signal ?? crashed.code).not.toBe(0);
     expect(crashed.stdout + crashed.stderr).not.toMatch(/stopped/);
     expect(await unrelayed()).toBe(3); // its transaction died with it
@@ -107,7 +110,9 @@ describe('transactional outbox', () => {
       for (let i = 0; i < n; i++) await enqueueJob(trx, 'send-message', { messageId: uuidv7() });
     });
     const cfg = { ...env.config, outbox: { pollMs: 50, batchSize: 7 } };
-    const relays = [1, 2, 3].map(() => startOutboxRelay({ db: env.rt.db, queues: env.rt.queues, config: cfg, logger: env.rt.logger }));
+    const relays = [1, 2, 3].map(() =>
+      startOutboxRelay({ db: env.rt.db, queues: env.rt.queues, config: cfg, logger: env.rt.logger }),
+    );
     try {
       await eventually(async () => (await unrelayed()) === 0);
     } finally {

@@ -76,7 +76,9 @@ describe('rate limits', () => {
   it('slows down key guessing: repeated bad keys from one IP end in 429', async () => {
     const statuses = new Set<number>();
     for (let i = 0; i < 22; i++) {
-      const res = await fetch(`${http.url}/api/public/v1/openapi.json`, { headers: { 'x-api-key': `dtn_live_${'x'.repeat(32)}` } });
+      const res = await fetch(`${http.url}/api/public/v1/openapi.json`, {
+        headers: { 'x-api-key': `dtn_live_${'x'.repeat(32)}` },
+      });
       statuses.add(res.status);
     }
     expect([...statuses].sort()).toEqual([401, 429]);

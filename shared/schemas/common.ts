@@ -24,6 +24,9 @@ export const Uuid = Type.String({ format: 'uuid' });
 export const DateTime = Type.String({ format: 'date-time' });
 
 /** A string enum as JSON Schema `enum` (clear errors, compact OpenAPI), typed as the union. */
-export function StringEnum<const T extends readonly string[]>(values: T, opts: { description?: string; default?: T[number] } = {}) {
+export function StringEnum<const T extends readonly string[]>(
+  values: T,
+  opts: { description?: string; default?: T[number] } = {},
+) {
   return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...opts });
 }

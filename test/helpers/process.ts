@@ -31,7 +31,11 @@ export function runTs(script: string, args: string[], env: NodeJS.ProcessEnv, ti
 }
 
 /** Start a long-running TypeScript entry point; the caller stops it. */
-export function startTs(script: string, args: string[], env: NodeJS.ProcessEnv): { child: ChildProcess; output: () => string; exited: Promise<Ran> } {
+export function startTs(
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): { child: ChildProcess; output: () => string; exited: Promise<Ran> } {
   const child = spawn(TSX, [path.join(ROOT, script), ...args], { env, cwd: ROOT });
   let stdout = '';
   let stderr = '';

@@ -36,7 +36,14 @@ export async function startTwilioStub() {
       if (fail && fail.times > 0) {
         fail.times -= 1;
         res.writeHead(fail.status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ code: fail.status === 400 ? 21211 : 20500, message: 'stub failure', status: fail.status, more_info: '' }));
+        res.end(
+          JSON.stringify({
+            code: fail.status === 400 ? 21211 : 20500,
+            message: 'stub failure',
+            status: fail.status,
+            more_info: '',
+          }),
+        );
         return;
       }
       sid += 1;

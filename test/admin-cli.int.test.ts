@@ -1,0 +1,108 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { unseal } from '../shared/crypto.ts';
+import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { runTs } from './helpers/process.ts';
+
+/** The operator CLI (CONTRACT.md section 9) as an operator runs it: a real process, JSON out. */
+let env: TestEnv;
+let http: Served;
+
+beforeAll(async () => {
+  env = await createTestEnv();
+  http = await serve(await appFor(env));
+});
+afterAll(async () => {
+  await http?.close();
+  await env?.cleanup();
+});
+
+const admin = (...args: string[]) => runTs('bin/admin.ts', args, { ...env.childEnv, DTN_OPERATOR: 'ops-test' });
+const whoami = (key: string) => fetch(`${http.url}/api/public/v1/whoami`, { headers: { 'x-api-key': key } });
+
+describe('admin CLI', () => {
+  it('creates a partner and prints its key and secrets once', async () => {
+    const r = await admin(
+      'partner',
+      'create',
+      '--name',
+      'Acme Transfers',
+      '--can-set-fares',
+      '--daily-limit',
+      '500',
+      '--webhook-url',
+      'https://acme.example/hooks/dtn',
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out).toEqual({
+      id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      apiKey: expect.stringMatching(/^dtn_live_[0-9A-Za-z]{32}$/),
+      signingSecret: expect.stringMatching(/^dtn_sign_[0-9A-Za-z]{40}$/),
+      webhookSecret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/),
+    });
+    const partner = await env.rt.db('partners').where({ id: out.id }).first();
+    expect(partner).toMatchObject({ name: 'Acme Transfers', can_set_fares: true, daily_job_limit: 500 });
+    // Secrets are sealed at rest, and open to the service's key.
+    expect(partner.signing_secret_sealed).not.toContain(out.signingSecret);
+    expect(unseal(partner.signing_secret_sealed, env.config.dataEncryptionKey)).toBe(out.signingSecret);
+    const endpoint = await env.rt.db('webhook_endpoints').where({ partner_id: out.id }).first();
+    expect(endpoint.url).toBe('https://acme.example/hooks/dtn');
+    expect(unseal(endpoint.secret_sealed, env.config.dataEncryptionKey)).toBe(out.webhookSecret);
+    // The partner's key works at once, and says whose it is.
+    const res = await whoami(out.apiKey);
+    expect(await res.json()).toMatchObject({ authenticated: true, key: { partnerId: out.id } });
+    const audit = await env.rt.db('audit_log').where({ subject_id: out.id }).first();
+    expect(audit).toMatchObject({ actor: 'cli:ops-test', action: 'partner.create' });
+    expect(JSON.stringify(audit.details)).not.toContain(out.apiKey);
+  });
+
+  it('creates, lists and revokes API keys', async () => {
+    const created = JSON.parse((await admin('key', 'create', '--name', 'agent one')).stdout);
+    expect(created).toEqual({
+      id: expect.any(String),
+      key: expect.stringMatching(/^dtn_live_/),
+      prefix: created.key.slice(0, 14),
+    });
+    expect((await whoami(created.key)).status).toBe(200);
+
+    const test = JSON.parse((await admin('key', 'create', '--name', 'sandbox', '--test')).stdout);
+    expect(test.key).toMatch(/^dtn_test_/);
+
+    const listed = JSON.parse((await admin('key', 'list')).stdout) as Array<Record<string, unknown>>;
+    const mine = listed.find((k) => k.id === created.id);
+    expect(mine).toMatchObject({
+      id: created.id,
+      prefix: created.prefix,
+      name: 'agent one',
+      revokedAt: null,
+      createdAt: expect.any(String),
+    });
+    expect(JSON.stringify(listed)).not.toContain(created.key);
+
+    const revoked = await admin('key', 'revoke', created.id);
+    expect(revoked.code).toBe(0);
+    expect(JSON.parse(revoked.stdout)).toEqual({ id: created.id, revokedAt: expect.any(String) });
+    expect((await whoami(created.key)).status).toBe(401);
+    const relisted = JSON.parse((await admin('key', 'list')).stdout) as Array<Record<string, unknown>>;
+    expect(relisted.find((k) => k.id === created.id)?.revokedAt).toEqual(expect.any(String));
+  });
+
+  it('answers mistakes with JSON on stderr and exit 1', async () => {
+    for (const args of [
+      ['partner', 'create'],
+      ['partner', 'create', '--name', 'X', '--daily-limit', 'lots'],
+      ['partner', 'create', '--name', 'X', '--webhook-url', 'ftp://x'],
+      ['key', 'revoke', 'not-an-id'],
+      ['key', 'revoke', '00000000-0000-7000-8000-000000000000'],
+      ['key', 'create', '--name', 'x', '--partner', '00000000-0000-7000-8000-000000000000'],
+      ['key', 'create', '--name', 'x', '--bogus'],
+      ['frobnicate', 'everything'],
+    ]) {
+      const r = await admin(...args);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stdout).toBe('');
+      const err = JSON.parse(r.stderr.trim().split('\n').pop() as string);
+      expect(err.error.code, args.join(' ')).toMatch(/^(invalid_input|not_found)$/);
+    }
+  });
+});

@@ -1,0 +1,128 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WORKER_ROLES } from '../shared/queues/registry.ts';
+import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
+import { ROOT, runTs, startTs } from './helpers/process.ts';
+
+/**
+ * `npm start` as a newcomer runs it (minus the bootstrap): one process that migrates, seeds
+ * the demo data, serves the API and runs every worker role, answers /readyz, and stops
+ * cleanly on SIGTERM. Then the Procfile's process types, one role each.
+ */
+let env: TestEnv;
+
+beforeAll(async () => {
+  env = await createTestEnv({ migrate: false });
+});
+afterAll(async () => {
+  await env?.cleanup();
+});
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer().listen(0, '127.0.0.1');
+  await new Promise((r) => srv.once('listening', r));
+  const { port } = srv.address() as net.AddressInfo;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+describe('the start command', () => {
+  it('brings up the API and every worker role, ready, and shuts down gracefully', async () => {
+    const port = await freePort();
+    const childEnv = {
+      ...env.childEnv,
+      PORT: String(port),
+      SEED_DEMO: '1',
+      LOG_LEVEL: 'info',
+      PUBLIC_BASE_URLS: `http://127.0.0.1:${port}`,
+    };
+    const proc = startTs('bin/start.ts', [], childEnv);
+    try {
+      const ready = await eventually(async () => {
+        const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+        return res.status === 200 ? res.json() : null;
+      }, 30_000);
+      expect(ready).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok', migrations: 'ok' } });
+      const out = proc.output();
+      for (const role of WORKER_ROLES) expect(out).toContain(`"workerRole":"${role}"`);
+      const key = /demoApiKey: (dtn_test_\w+)/.exec(out)?.[1];
+      expect(key).toBeDefined();
+      const who = await fetch(`http://127.0.0.1:${port}/api/public/v1/whoami`, {
+        headers: { 'x-api-key': key as string },
+      });
+      expect(await who.json()).toMatchObject({ authenticated: true, key: { name: 'demo', mode: 'test' } });
+    } finally {
+      proc.child.kill('SIGTERM');
+    }
+    const exited = await proc.exited;
+    expect(exited.code).toBe(0);
+    expect(exited.stdout).toContain('"msg":"stopped"');
+
+    // A second start finds the demo data and creates nothing new.
+    const again = startTs('bin/start.ts', [], childEnv);
+    try {
+      await eventually(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 30_000);
+      expect(again.output()).toContain('demo data already present');
+    } finally {
+      again.child.kill('SIGTERM');
+    }
+    expect((await again.exited).code).toBe(0);
+    expect(await env.rt.db('partners').count({ n: '*' })).toEqual([{ n: 1 }]);
+  });
+
+  it('starts with an empty database when SEED_DEMO=0', async () => {
+    const port = await freePort();
+    const proc = startTs('bin/start.ts', [], {
+      ...env.childEnv,
+      DATABASE_SCHEMA: `${env.config.databaseSchema}_e`,
+      PORT: String(port),
+      SEED_DEMO: '0',
+    });
+    try {
+      await eventually(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 30_000);
+      const n = await env.rt.db.withSchema(`${env.config.databaseSchema}_e`).from('api_keys').count({ n: '*' });
+      expect(n).toEqual([{ n: 0 }]);
+    } finally {
+      proc.child.kill('SIGTERM');
+      await proc.exited;
+      await env.rt.db.raw('drop schema if exists ?? cascade', [`${env.config.databaseSchema}_e`]);
+    }
+  });
+
+  it('names the variable when the configuration is wrong', async () => {
+    const r = await runTs('bin/start.ts', [], { ...env.childEnv, PORT: 'eighty' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('configuration error: PORT: must be a whole number');
+  });
+});
+
+describe('the Procfile', () => {
+  const procfile = fs.readFileSync(path.join(ROOT, 'Procfile'), 'utf8');
+  const types = Object.fromEntries(
+    procfile
+      .split('\n')
+      .filter((l) => /^[a-z-]+:/.test(l))
+      .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]),
+  );
+
+  it('declares web, release and one process type per worker role', () => {
+    expect(Object.keys(types).sort()).toEqual(['release', 'web', ...WORKER_ROLES].sort());
+    for (const role of WORKER_ROLES) expect(types[role]).toBe(`npm run worker -- ${role}`);
+  });
+
+  it('runs one role per process: a worker role starts alone and stops on SIGTERM', async () => {
+    const proc = startTs('workers/main.ts', ['notify'], { ...env.childEnv, LOG_LEVEL: 'info' });
+    try {
+      await eventually(async () => proc.output().includes('"msg":"worker started"'), 20_000);
+      expect(proc.output()).not.toContain('"workerRole":"dispatch"');
+    } finally {
+      proc.child.kill('SIGTERM');
+    }
+    expect((await proc.exited).code).toBe(0);
+    const bad = await runTs('workers/main.ts', ['teleport'], env.childEnv);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('unknown role teleport');
+  });
+});
