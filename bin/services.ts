@@ -150,7 +150,7 @@ async function ensurePostgres(): Promise<void> {
   if (!started) fail('could not start Postgres; start it yourself or set DATABASE_URL.');
   await retry(async () => {
     if (!(await pgAnswers())) throw new Error('not yet');
-  }, 20).catch(() => fail('Postgres was started but does not answer on ' + dbUrl.host));
+  }, 20).catch(() => fail(`Postgres was started but does not answer on ${dbUrl.host}`));
 }
 
 async function ensureDatabase(): Promise<void> {

@@ -33,10 +33,13 @@ afterAll(async () => {
   await env?.cleanup();
 });
 
-async function doc(path: string) {
+// biome-ignore lint/suspicious/noExplicitAny: a parsed JSON document, navigated by the assertions
+type Json = Record<string, any>;
+
+async function doc(path: string): Promise<Json> {
   const res = await fetch(`${http.url}${path}`);
   expect(res.status).toBe(200);
-  return (await res.json()) as Record<string, any>;
+  return (await res.json()) as Json;
 }
 
 describe('OpenAPI documents', () => {
@@ -44,8 +47,8 @@ describe('OpenAPI documents', () => {
     const d = await doc(path);
     expect(d.openapi).toBe('3.1.0');
     expect(d.info.version).toBe('1.0.0');
-    const result = await validate(structuredClone(d));
-    expect(result.errors ?? [], JSON.stringify(result.errors)).toEqual([]);
+    const result = await validate(structuredClone(d) as never);
+    expect(result.valid ? [] : result.errors).toEqual([]);
     expect(result.valid).toBe(true);
   });
 
