@@ -19,11 +19,13 @@ if [ "$major" -lt "$need_major" ] || { [ "$major" -eq "$need_major" ] && [ "$min
   exit 1
 fi
 
-# Install when node_modules is missing or older than the lockfile.
+# Install when node_modules is missing or older than the lockfile. `npm install` (which follows
+# the lockfile) rather than `npm ci`: the registry this project uses lacks the non-Linux
+# platform binaries of @biomejs/biome, which `npm ci` insists on finding in the lockfile.
 stamp=node_modules/.package-lock.json
 if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
-  echo "bootstrap: installing dependencies (npm ci)..." >&2
-  npm ci --no-audit --no-fund >&2
+  echo "bootstrap: installing dependencies (npm install from package-lock.json)..." >&2
+  npm install --no-audit --no-fund >&2
 fi
 
 exec node_modules/.bin/tsx bin/services.ts "$mode"
