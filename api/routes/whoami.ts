@@ -1,20 +1,5 @@
-import { Type } from '@sinclair/typebox';
+import { WhoAmI } from '../../shared/schemas/meta.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
-
-const WhoAmI = Type.Object({
-  authenticated: Type.Boolean({ description: 'true when a valid API key was presented' }),
-  key: Type.Union([
-    Type.Object({
-      id: Type.String(),
-      name: Type.String(),
-      prefix: Type.String({ description: 'First characters of the key' }),
-      mode: Type.Union([Type.Literal('live'), Type.Literal('test')]),
-      partnerId: Type.Union([Type.String(), Type.Null()]),
-    }),
-    Type.Null(),
-  ]),
-  rateLimitedBy: Type.Union([Type.Literal('key'), Type.Literal('ip')]),
-});
 
 /**
  * `GET /api/public/v1/whoami`: lets an integrator check which key the service sees (or that it
@@ -33,20 +18,19 @@ export const whoamiRoutes: RouteDef[] = [
     responses: { 200: { description: 'The caller as the service sees it', schema: WhoAmI } },
     handler: ({ caller }) => ({
       status: 200,
-      body:
-        caller.kind === 'api_key'
-          ? {
-              authenticated: true,
-              key: {
-                id: caller.key.id,
-                name: caller.key.name,
-                prefix: caller.key.prefix,
-                mode: caller.key.mode,
-                partnerId: caller.key.partnerId,
-              },
-              rateLimitedBy: 'key',
-            }
-          : { authenticated: false, key: null, rateLimitedBy: 'ip' },
+      body: (caller.kind === 'api_key'
+        ? {
+            authenticated: true,
+            key: {
+              id: caller.key.id,
+              name: caller.key.name,
+              prefix: caller.key.prefix,
+              mode: caller.key.mode,
+              partnerId: caller.key.partnerId,
+            },
+            rateLimitedBy: 'key',
+          }
+        : { authenticated: false, key: null, rateLimitedBy: 'ip' }) satisfies WhoAmI,
     }),
   }),
 ];

@@ -1,0 +1,65 @@
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../api/app.ts';
+import { knownMigrations } from '../shared/db/knex.ts';
+import { REDACT_PATHS } from '../shared/logger.ts';
+import { createApiKey } from '../shared/services/api-keys.ts';
+import { createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+
+/** Request logs carry ids, methods, paths and statuses; never keys, tokens, e-mails or phones. */
+let env: TestEnv;
+let http: Served;
+const lines: string[] = [];
+
+beforeAll(async () => {
+  env = await createTestEnv();
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      lines.push(String(chunk));
+      cb();
+    },
+  });
+  const logger = pino({ level: 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
+  http = await serve(buildApp({ ...env.rt, logger, expectedMigrations: await knownMigrations() }));
+});
+afterAll(async () => {
+  await http?.close();
+  await env?.cleanup();
+});
+
+describe('logs', () => {
+  it('keep keys, e-mails and phone numbers out of request logs', async () => {
+    const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: 'log test' });
+    await fetch(`${http.url}/api/public/v1/whoami?email=ada%40example.org&phone=%2B447700900123`, {
+      headers: { 'x-api-key': key, 'X-Request-Id': 'log-check-1' },
+    });
+    await fetch(`${http.url}/api/public/v1/whoami`, {
+      headers: { Authorization: 'Bearer dtn_live_wrongwrongwrongwrongwrongwrong12' },
+    });
+    const text = lines.join('');
+    expect(text).toContain('log-check-1');
+    expect(text).toContain('/api/public/v1/whoami');
+    expect(text).not.toContain(key);
+    expect(text).not.toContain('wrongwrong');
+    expect(text).not.toContain('ada@example.org');
+    expect(text).not.toContain('ada%40example.org');
+    expect(text).not.toContain('7700900123');
+  });
+
+  it('redacts personal and secret fields that code logs by mistake', () => {
+    const out: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        out.push(String(chunk));
+        cb();
+      },
+    });
+    const logger = pino({ redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
+    logger.info(
+      { booking: { passengerEmail: 'ada@example.org', passengerPhone: '+447700900123' }, apiKey: 'dtn_live_x' },
+      'oops',
+    );
+    expect(out.join('')).not.toMatch(/ada@example\.org|7700900123|dtn_live_x/);
+  });
+});
