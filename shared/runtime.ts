@@ -24,7 +24,7 @@ export interface Runtime {
 
 export function createRuntime(config: Config, name: string, opts: { logger?: Logger } = {}): Runtime {
   const logger = opts.logger ?? createLogger({ level: config.logLevel, name, apiKeyHeader: config.apiKeyHeader });
-  const db = createDb(config, { appName: `dtn-${name}` });
+  const db = createDb(config, { appName: `dtn-${name}`, logger });
   const redis = createRedis(config, 'producer', name);
   const queues = createQueues(redis, config.queuePrefix);
   const mailer = createMailer(config);
@@ -45,7 +45,9 @@ export function createRuntime(config: Config, name: string, opts: { logger?: Log
     async close() {
       await closeQueues(queues).catch(() => {});
       mailer.close();
-      await Promise.allSettled([redis.quit(), worker?.quit()]);
+      // quit() waits for a reply; on a connection that is down, disconnect instead of hanging.
+      const end = (r: Redis | null) => (r === null ? undefined : r.status === 'ready' ? r.quit() : r.disconnect());
+      await Promise.allSettled([end(redis), end(worker)]);
       await db.destroy();
     },
   };

@@ -99,3 +99,29 @@ describe('rate limits', () => {
     }
   });
 });
+
+describe('dependencies away', () => {
+  it('answers 503 with the envelope when Postgres is unreachable', async () => {
+    const { createDb } = await import('../shared/db/knex.ts');
+    const deadDb = createDb(
+      { databaseUrl: 'postgres://postgres@127.0.0.1:1/none', databaseSchema: 'public' },
+      { acquireTimeoutMs: 500, logger: env.rt.logger },
+    );
+    const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: 'pg-away' });
+    const app = buildApp({ ...env.rt, db: deadDb, expectedMigrations: await knownMigrations() });
+    const dead = await serve(app);
+    try {
+      const res = await fetch(`${dead.url}/api/public/v1/whoami`, { headers: { 'x-api-key': key } });
+      expect(res.status).toBe(503);
+      expect(await res.json()).toMatchObject({ error: { code: 'service_unavailable' } });
+      const ready = await fetch(`${dead.url}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(
+        ((await ready.json()) as { error: { details: Array<{ field: string }> } }).error.details.map((d) => d.field),
+      ).toContain('/checks/postgres');
+    } finally {
+      await dead.close();
+      await deadDb.destroy();
+    }
+  });
+});

@@ -48,6 +48,30 @@ function fromHttpError(err: {
   return null;
 }
 
+/** Connection-level failures of Postgres or Redis: the service is briefly unavailable, not broken. */
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+  '08006',
+  '08001',
+]);
+
+function isUnavailable(err: unknown): boolean {
+  const e = err as { name?: string; code?: string; message?: string } | null;
+  if (!e) return false;
+  return (
+    e.name === 'KnexTimeoutError' ||
+    (typeof e.code === 'string' && UNAVAILABLE_CODES.has(e.code)) ||
+    /Connection is closed|enableOfflineQueue|Connection terminated/.test(e.message ?? '')
+  );
+}
+
 /**
  * The last middleware: every error becomes the envelope of CONTRACT.md section 1. Anything
  * that is not a known error is a bug: it is logged with its stack and answered 500 with no
@@ -55,14 +79,21 @@ function fromHttpError(err: {
  */
 export function errorHandler() {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const known = err instanceof AppError ? err : fromHttpError((err ?? {}) as Record<string, never>);
+    const known =
+      err instanceof AppError
+        ? err
+        : isUnavailable(err)
+          ? new AppError('service_unavailable', 'The service is briefly unavailable; retry in a few seconds.', [], {
+              'Retry-After': '5',
+            })
+          : fromHttpError((err ?? {}) as Record<string, never>);
     if (res.headersSent) {
       req.log?.error({ err }, 'error after the response started');
       res.destroy();
       return;
     }
     if (known) {
-      if (known.status >= 500) req.log?.warn({ code: known.code }, known.message);
+      if (known.status >= 500) req.log?.warn({ code: known.code, err }, known.message);
       sendError(req, res, known);
       return;
     }

@@ -4,6 +4,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import type { Config } from '../config.ts';
+import type { Logger } from '../logger.ts';
 
 // Postgres BIGINT (int8) and COUNT(*) come back as strings by default; every bigint we store
 // (ids, pence) fits in a JS number, so parse them as numbers.
@@ -44,9 +45,20 @@ export function migrationConfig(): Knex.MigratorConfig {
   return { migrationSource, tableName: 'knex_migrations' };
 }
 
+/** knex's own warnings (pool errors, deprecations) into our logger rather than the console. */
+function knexLog(logger: Logger) {
+  const log = logger.child({ component: 'knex' });
+  return {
+    warn: (message: unknown) => log.warn({ detail: String(message) }, 'knex warning'),
+    error: (message: unknown) => log.error({ detail: String(message) }, 'knex error'),
+    deprecate: (method: string, alternative: string) => log.warn({ method, alternative }, 'knex deprecation'),
+    debug: (message: unknown) => log.debug({ detail: String(message) }, 'knex debug'),
+  };
+}
+
 export function createDb(
   config: Pick<Config, 'databaseUrl' | 'databaseSchema'>,
-  opts: { poolMax?: number; appName?: string } = {},
+  opts: { poolMax?: number; appName?: string; acquireTimeoutMs?: number; logger?: Logger } = {},
 ): Db {
   return knexFactory({
     client: 'pg',
@@ -56,8 +68,9 @@ export function createDb(
     },
     searchPath: [config.databaseSchema],
     pool: { min: 0, max: opts.poolMax ?? 10 },
-    acquireConnectionTimeout: 10_000,
+    acquireConnectionTimeout: opts.acquireTimeoutMs ?? 10_000,
     migrations: migrationConfig(),
+    ...(opts.logger ? { log: knexLog(opts.logger) } : {}),
   });
 }
 
