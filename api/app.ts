@@ -11,11 +11,12 @@ import { mountRoutes } from './mount.ts';
 import type { RouteDef } from './route.ts';
 import { healthRoutes } from './routes/health.ts';
 import { openApiRoutes } from './routes/openapi.ts';
+import { quoteRoutes } from './routes/quotes.ts';
 import { whoamiRoutes } from './routes/whoami.ts';
 
 /** Every route the service serves, in one list; later work adds its route files here. */
-export function publicRoutes(): RouteDef[] {
-  return [...whoamiRoutes];
+export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
+  return [...whoamiRoutes, ...quoteRoutes(config)];
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -75,7 +76,7 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
   app.use(jsonBody(config.http.bodyLimitBytes));
 
   const limits = createRateLimits(deps.redis, config);
-  const routes: RouteDef[] = [...healthRoutes, ...publicRoutes(), ...(opts.extraRoutes ?? [])];
+  const routes: RouteDef[] = [...healthRoutes, ...publicRoutes(config), ...(opts.extraRoutes ?? [])];
   routes.push(...openApiRoutes(() => routes));
   mountRoutes(app, routes, deps, limits);
 

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Config } from '../shared/config.ts';
@@ -5,6 +6,7 @@ import { createDb, type Db } from '../shared/db/knex.ts';
 import { configOrExit } from '../shared/lifecycle.ts';
 import { createApiKey, listApiKeys, revokeApiKey } from '../shared/services/api-keys.ts';
 import { createPartner } from '../shared/services/partners.ts';
+import { importTariffTables, parseTariffFile } from '../shared/services/tariff-store.ts';
 
 /**
  * The operator CLI (CONTRACT.md section 9): `npm run admin -- <command>`. Prints one JSON
@@ -133,6 +135,72 @@ export const COMMANDS: Record<string, Command> = {
         .insert({ actor: ctx.actor, action: 'key.revoke', subject_type: 'api_key', subject_id: id });
       return revoked;
     },
+  },
+  'tariff import': {
+    usage: 'tariff import FILE',
+    options: {},
+    positionals: 1,
+    run: async (_v, p, ctx) => {
+      const file = p[0] as string;
+      let json: unknown;
+      try {
+        json = JSON.parse(fs.readFileSync(file, 'utf8'));
+      } catch (err) {
+        throw new CliError('invalid_input', `cannot read ${file}: ${(err as Error).message}`);
+      }
+      let tables: ReturnType<typeof parseTariffFile>;
+      try {
+        tables = parseTariffFile(json);
+      } catch (err) {
+        throw new CliError('invalid_input', `${file} is not a tariff table: ${(err as Error).message}`);
+      }
+      const result = await importTariffTables(ctx.db, tables, ctx.actor);
+      for (const t of result.imported) {
+        await ctx.db('audit_log').insert({
+          actor: ctx.actor,
+          action: 'tariff.import',
+          subject_type: 'tariff_table',
+          subject_id: String(t.id),
+          details: JSON.stringify({ authorityId: t.authorityId, effectiveFrom: t.effectiveFrom, file }),
+        });
+      }
+      return {
+        imported: result.imported.map((t) => ({
+          id: t.id,
+          authorityId: t.authorityId,
+          authority: t.table.authority,
+          effectiveFrom: t.effectiveFrom,
+        })),
+        unchanged: result.unchanged,
+      };
+    },
+  },
+  'tariff list': {
+    usage: 'tariff list',
+    options: {},
+    run: async (_v, _p, ctx) =>
+      (
+        await ctx
+          .db('tariff_tables')
+          .orderBy([{ column: 'authority_id' }, { column: 'effective_from', order: 'desc' }])
+          .select(
+            'id',
+            'authority_id',
+            'authority',
+            'effective_from',
+            'imported_by',
+            'imported_at',
+            ctx.db.raw('"table"->>\'completeness\' as completeness'),
+          )
+      ).map((r) => ({
+        id: r.id,
+        authorityId: r.authority_id,
+        authority: r.authority,
+        effectiveFrom: r.effective_from,
+        completeness: r.completeness,
+        importedBy: r.imported_by,
+        importedAt: (r.imported_at as Date).toISOString(),
+      })),
   },
 };
 

@@ -1,5 +1,6 @@
 import { createDb } from '../shared/db/knex.ts';
 import { configOrExit } from '../shared/lifecycle.ts';
+import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 
 /** `tsx bin/migrate.ts latest|rollback|rollback-all|status` (the Procfile's release phase runs latest). */
 const command = process.argv[2] ?? 'latest';
@@ -10,7 +11,10 @@ try {
   switch (command) {
     case 'latest': {
       const [, applied] = (await db.migrate.latest()) as [number, string[]];
-      process.stdout.write(`${JSON.stringify({ applied })}\n`);
+      // Council tariffs shipped with this build (data/council-tariffs.json); tables already
+      // present for their authority and date are left alone.
+      const tariffsAdded = await syncBuiltInTariffs(db);
+      process.stdout.write(`${JSON.stringify({ applied, tariffsAdded })}\n`);
       break;
     }
     case 'rollback':

@@ -4,6 +4,7 @@ import { WORKER_ROLES } from '../shared/queues/registry.ts';
 import { waitForRedis } from '../shared/queues/connection.ts';
 import { createRuntime } from '../shared/runtime.ts';
 import { seedDemo } from '../shared/services/seed.ts';
+import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { startRoles } from '../workers/runner.ts';
 
 /**
@@ -16,6 +17,8 @@ const rt = createRuntime(config, 'all');
 if (config.databaseSchema !== 'public') await rt.db.raw('create schema if not exists ??', [config.databaseSchema]);
 const [, applied] = (await rt.db.migrate.latest()) as [number, string[]];
 if (applied.length > 0) rt.logger.info({ applied }, 'migrations applied');
+const tariffsAdded = await syncBuiltInTariffs(rt.db);
+if (tariffsAdded > 0) rt.logger.info({ tariffsAdded }, 'built-in council tariffs loaded');
 await waitForRedis(rt.redis);
 const seeded = config.seedDemo ? await seedDemo(rt.db, config, rt.logger) : null;
 const workers = startRoles([...WORKER_ROLES], rt);
@@ -27,6 +30,7 @@ const lines = [
   `${config.serviceName} is running: API on port ${web.port}, worker roles ${WORKER_ROLES.join(', ')}.`,
   `  readiness:   curl ${base}/readyz`,
   `  OpenAPI:     curl ${base}/api/public/v1/openapi.json`,
+  `  a quote:     curl -X POST ${base}/api/public/v1/quote -H 'Content-Type: application/json' -d '{"pickup":"Manchester Piccadilly","dropoff":"Manchester Airport","passengers":2}'`,
   `  your key:    curl -H "${config.apiKeyHeader}: <key>" ${base}/api/public/v1/whoami`,
 ];
 if (seeded && Object.keys(seeded.created).length > 0) {

@@ -60,6 +60,14 @@ export interface Config {
     readonly pollMs: number;
     readonly batchSize: number;
   };
+  readonly pricing: {
+    /** Approved operator multipliers for premium classes (CLASS_MULTIPLIERS=executive=1.4,luxury=1.8). */
+    readonly classMultipliers: Readonly<Partial<Record<string, number>>>;
+    /** v1 quotes per caller (key, else IP) per hour (SPEC.md section 8: 30). */
+    readonly quoteLimitPerHour: number;
+    /** How long the API waits for the pricing worker before answering 503. */
+    readonly timeoutMs: number;
+  };
   readonly shutdownTimeoutMs: number;
   /** 32-byte key for sealing secrets at rest (signing secrets, drivers' map keys). */
   readonly dataEncryptionKey: Buffer;
@@ -122,6 +130,23 @@ function serviceCodeFor(serviceName: string): string {
 }
 
 const DEV_ENCRYPTION_KEY = Buffer.alloc(32, 'direct-taxi-network-dev-only-key');
+
+function multipliers(env: Env, name: string, fallback: string): Record<string, number> {
+  const raw = str(env, name, fallback);
+  const out: Record<string, number> = {};
+  for (const part of raw
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
+    const m = /^([a-z0-9]+)=(\d+(?:\.\d+)?)$/.exec(part);
+    const factor = m ? Number(m[2]) : Number.NaN;
+    if (!m?.[1] || !(factor >= 1 && factor <= 5)) {
+      throw new ConfigError(name, `must be a comma list of class=factor with factors from 1 to 5, got "${part}"`);
+    }
+    out[m[1]] = factor;
+  }
+  return out;
+}
 
 function encryptionKey(env: Env, mode: Config['env']): Buffer {
   const raw = env.DATA_ENCRYPTION_KEY?.trim();
@@ -213,6 +238,11 @@ export function loadConfig(env: Env = process.env): Config {
     outbox: Object.freeze({
       pollMs: int(env, 'OUTBOX_POLL_MS', 1000, 10, 60_000),
       batchSize: int(env, 'OUTBOX_BATCH_SIZE', 200, 1, 10_000),
+    }),
+    pricing: Object.freeze({
+      classMultipliers: Object.freeze(multipliers(env, 'CLASS_MULTIPLIERS', 'executive=1.4,luxury=1.8')),
+      quoteLimitPerHour: int(env, 'QUOTE_LIMIT_PER_HOUR', 30, 1, 10_000_000),
+      timeoutMs: int(env, 'PRICING_TIMEOUT_MS', 5_000, 100, 120_000),
     }),
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 25_000, 100, 600_000),
     dataEncryptionKey: encryptionKey(env, mode),

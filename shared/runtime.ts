@@ -5,6 +5,11 @@ import { createLogger, type Logger } from './logger.ts';
 import { createMailer, type Mailer } from './providers/mailer.ts';
 import { createTwilioSender, type SmsSender } from './providers/sms.ts';
 import { closeQueues, createQueues, createRedis, type Queues } from './queues/connection.ts';
+import { defaultGazetteer } from './geo/gazetteer.ts';
+import { createRouteEstimator } from './geo/route-estimate.ts';
+import { createPricer, type Pricer } from './services/pricer.ts';
+import { createPricingClient, type PricingClient } from './services/pricing-client.ts';
+import { createTariffStore } from './services/tariff-store.ts';
 
 /**
  * The connections one process holds, created once from config and closed once. Workers get a
@@ -19,6 +24,10 @@ export interface Runtime {
   workerRedis(): Redis;
   mailer: Mailer;
   sms: SmsSender;
+  /** Request and reply to the pricing worker (API side). */
+  pricing: PricingClient;
+  /** The pricing engine with its data loaded (pricing worker side); built on first use. */
+  pricer(): Pricer;
   close(): Promise<void>;
 }
 
@@ -30,6 +39,17 @@ export function createRuntime(config: Config, name: string, opts: { logger?: Log
   const mailer = createMailer(config);
   const sms = createTwilioSender(config.twilio);
   let worker: Redis | null = null;
+  let events: Redis | null = null;
+  const pricing = createPricingClient(
+    queues.pricing,
+    () => {
+      events ??= createRedis(config, 'worker', `${name}-events`);
+      return events;
+    },
+    config.queuePrefix,
+    config.pricing.timeoutMs,
+  );
+  let pricer: Pricer | null = null;
   return {
     config,
     logger,
@@ -38,16 +58,28 @@ export function createRuntime(config: Config, name: string, opts: { logger?: Log
     queues,
     mailer,
     sms,
+    pricing,
+    pricer() {
+      pricer ??= createPricer({
+        db,
+        config,
+        geocoder: defaultGazetteer(),
+        router: createRouteEstimator(),
+        tariffs: createTariffStore(db),
+      });
+      return pricer;
+    },
     workerRedis() {
       worker ??= createRedis(config, 'worker', `${name}-worker`);
       return worker;
     },
     async close() {
+      await pricing.close().catch(() => {});
       await closeQueues(queues).catch(() => {});
       mailer.close();
       // quit() waits for a reply; on a connection that is down, disconnect instead of hanging.
       const end = (r: Redis | null) => (r === null ? undefined : r.status === 'ready' ? r.quit() : r.disconnect());
-      await Promise.allSettled([end(redis), end(worker)]);
+      await Promise.allSettled([end(redis), end(worker), end(events)]);
       await db.destroy();
     },
   };

@@ -4,6 +4,7 @@ import type { Logger } from '../shared/logger.ts';
 import type { Mailer } from '../shared/providers/mailer.ts';
 import type { SmsSender } from '../shared/providers/sms.ts';
 import type { Queues } from '../shared/queues/connection.ts';
+import type { Pricer } from '../shared/services/pricer.ts';
 
 /** What a job handler may use. Handlers get ids in their payload and reload from Postgres. */
 export interface WorkerContext {
@@ -13,4 +14,6 @@ export interface WorkerContext {
   queues: Queues;
   mailer: Mailer;
   sms: SmsSender;
+  /** The pricing engine (loads its data on first use). */
+  pricer(): Pricer;
 }

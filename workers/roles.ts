@@ -2,6 +2,7 @@ import type { Job } from 'bullmq';
 import type { JobPayload, JobsOf, QueueName } from '../shared/queues/registry.ts';
 import type { WorkerContext } from './context.ts';
 import { sendMessage } from './notify/send-message.ts';
+import { priceQuote } from './pricing/price-quote.ts';
 
 export type Handlers<Q extends QueueName> = {
   [N in JobsOf<Q>]: (payload: JobPayload<N>, ctx: WorkerContext, job: Job) => Promise<unknown>;
@@ -14,7 +15,7 @@ export type Handlers<Q extends QueueName> = {
  * worker on their queue already, so a deploy can scale them before their jobs exist.
  */
 export const ROLE_HANDLERS: { [Q in QueueName]: Handlers<Q> } = {
-  pricing: {},
+  pricing: { 'price-quote': priceQuote },
   dispatch: {},
   notify: { 'send-message': sendMessage },
   fanout: {},

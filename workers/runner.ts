@@ -32,6 +32,7 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
     queues: rt.queues,
     mailer: rt.mailer,
     sms: rt.sms,
+    pricer: () => rt.pricer(),
   };
   for (const role of roles) {
     if ((QUEUE_NAMES as readonly string[]).includes(role))

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { baseUrlFor } from '../base-url.ts';
 import { buildOpenApi } from '../openapi.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 
@@ -25,8 +26,7 @@ export function openApiRoutes(routes: () => readonly RouteDef[]): RouteDef[] {
       auth: 'public',
       responses: { 200: { description: 'The OpenAPI document', schema: doc } },
       handler: ({ deps, req }) => {
-        const here = `${req.protocol}://${req.get('host') ?? ''}`;
-        const servers = deps.config.publicBaseUrls.includes(here) ? [here] : [deps.config.publicBaseUrls[0] ?? here];
+        const servers = [baseUrlFor(req, deps.config)];
         return {
           status: 200,
           body: buildOpenApi(routes(), {

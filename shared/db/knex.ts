@@ -10,6 +10,8 @@ import type { Logger } from '../logger.ts';
 // (ids, pence) fits in a JS number, so parse them as numbers.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number.parseInt(v, 10));
 pg.types.setTypeParser(pg.types.builtins.NUMERIC, (v) => Number.parseFloat(v));
+// DATE is a calendar day, not an instant: keep it as 'YYYY-MM-DD' rather than a local-midnight Date.
+pg.types.setTypeParser(pg.types.builtins.DATE, (v) => v);
 
 export type Db = Knex;
 export type Tx = Knex.Transaction;

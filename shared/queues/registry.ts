@@ -1,4 +1,5 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
+import { VEHICLE_TYPES } from '../domain/tariffs/types.ts';
 import { compileSchema } from '../schemas/validate.ts';
 
 /**
@@ -18,7 +19,33 @@ export type WorkerRole = (typeof WORKER_ROLES)[number];
 
 const Uuid = Type.String({ format: 'uuid' });
 
+/**
+ * A synchronous price request (request and reply: the API waits for the result). The one job
+ * that carries inputs rather than ids: a quote has no row until it is priced. It holds no
+ * personal data (addresses of places, not of people) and its job is removed a minute after it
+ * completes. A driver's own map key is looked up by the worker, never put in Redis.
+ */
+export const PriceQuoteRequest = Type.Object(
+  {
+    pickup: Type.String({ minLength: 1, maxLength: 300 }),
+    dropoff: Type.String({ minLength: 1, maxLength: 300 }),
+    departAt: Type.String({ format: 'date-time' }),
+    passengers: Type.Integer({ minimum: 1, maximum: 8 }),
+    vehicleType: Type.Union(VEHICLE_TYPES.map((v) => Type.Literal(v))),
+    meetAndGreet: Type.Boolean(),
+    worldwide: Type.Boolean(),
+    /** Price on this approved rate card instead of the council tariff. */
+    rateCardId: Type.Optional(Uuid),
+    /** Quote made through this driver: their own map-provider key is used when stored. */
+    driverId: Type.Optional(Uuid),
+  },
+  { additionalProperties: false },
+);
+export type PriceQuoteRequest = Static<typeof PriceQuoteRequest>;
+
 export const JOBS = {
+  /** Price a journey (geocode, route, tariff) and return the result to the waiting caller. */
+  'price-quote': { queue: 'pricing', payload: PriceQuoteRequest },
   /** Deliver one row of outbound_messages (e-mail, SMS or WhatsApp) exactly once. */
   'send-message': { queue: 'notify', payload: Type.Object({ messageId: Uuid }, { additionalProperties: false }) },
 } as const satisfies Record<string, { queue: QueueName; payload: TSchema }>;

@@ -1,0 +1,141 @@
+import { EstimateRequest, EstimateResponse, V1QuoteRequest, V1QuoteResponse } from '../../shared/schemas/quotes.ts';
+import {
+  createQuote,
+  gbp,
+  miles,
+  minutes,
+  placeOut,
+  type Quote,
+  type QuoteCaller,
+} from '../../shared/services/quotes.ts';
+import { baseUrlFor } from '../base-url.ts';
+import type { ApiDeps } from '../deps.ts';
+import type { Caller } from '../middleware/auth.ts';
+import { defineRoute, type RouteDef } from '../route.ts';
+
+function quoteCaller(caller: Caller): QuoteCaller {
+  return caller.kind === 'api_key'
+    ? { apiKeyId: caller.key.id, partnerId: caller.key.partnerId, testMode: caller.key.mode === 'test' }
+    : { apiKeyId: null, partnerId: null, testMode: false };
+}
+
+function v1Body(q: Quote) {
+  return {
+    quoteId: q.id,
+    quote_id: q.id,
+    fareGBP: gbp(q.farePence),
+    currency: 'GBP' as const,
+    distanceMiles: miles(q.distanceMeters),
+    durationMinutes: minutes(q.durationSeconds),
+    vehicleType: q.vehicleType,
+    passengers: q.passengers,
+    departAt: q.departAt.toISOString(),
+    pickup: placeOut(q.pickup),
+    dropoff: placeOut(q.dropoff),
+    appliedRules: q.appliedRules.map((r) => ({
+      code: r.code,
+      description: r.description,
+      amountGBP: gbp(r.amountPence),
+    })),
+    tariffSource: q.tariffSource,
+    bookingUrl: q.bookingUrl,
+    expiresAt: q.expiresAt.toISOString(),
+    warnings: q.warnings,
+  };
+}
+
+function estimateBody(q: Quote) {
+  return {
+    quote_id: q.id,
+    fare: gbp(q.farePence),
+    currency: 'GBP' as const,
+    expires_at: q.expiresAt.toISOString(),
+    distance_miles: miles(q.distanceMeters),
+    duration_minutes: minutes(q.durationSeconds),
+    vehicle_type: q.vehicleType,
+    passenger_count: q.passengers,
+    applied_rules: q.appliedRules.map((r) => ({
+      code: r.code,
+      description: r.description,
+      amount_gbp: gbp(r.amountPence),
+    })),
+    tariff_source: {
+      kind: q.tariffSource.kind,
+      authority: q.tariffSource.authority,
+      tariff: q.tariffSource.tariff,
+      as_of: q.tariffSource.asOf,
+    },
+    booking_url: q.bookingUrl,
+    warnings: q.warnings,
+  };
+}
+
+const QUOTE_ERRORS = ['pickup_in_past', 'address_not_found'] as const;
+
+/** The two quote endpoints: same pricing, v1 in camelCase, the agent alias in snake_case. */
+export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/api/public/v1/quote',
+      operationId: 'createQuoteV1',
+      summary: 'Price a journey: a fixed fare on the regulated tariff, valid 24 hours',
+      description:
+        'Prices pickup to dropoff on the council tariff of the pickup (or an approved driver or partner rate), with night and holiday rates from departAt. The quote is stored: redeem quoteId once within 24 hours, or send the passenger to bookingUrl. Limited to ' +
+        `${config.pricing.quoteLimitPerHour} requests per hour per caller (API key, else IP).`,
+      tags: ['quotes'],
+      auth: 'public',
+      rateLimit: [{ name: 'quotes', points: config.pricing.quoteLimitPerHour, durationSeconds: 3600 }],
+      body: V1QuoteRequest,
+      errors: [...QUOTE_ERRORS],
+      responses: { 200: { description: 'The quote', schema: V1QuoteResponse } },
+      handler: async ({ body, deps, caller, req }) => {
+        const quote = await createQuote(
+          deps,
+          {
+            pickup: body.pickup,
+            dropoff: body.dropoff,
+            departAt: body.departAt,
+            passengers: body.passengers ?? 1,
+            vehicleType: body.vehicleType ?? body.vehicle_type,
+            meetAndGreet: body.meetAndGreet ?? body.meet_and_greet ?? false,
+            worldwide: body.worldwide ?? false,
+          },
+          quoteCaller(caller),
+          baseUrlFor(req, deps.config),
+        );
+        return { status: 200, body: v1Body(quote) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/public/quotes/estimate',
+      operationId: 'estimateFare',
+      summary: 'Price a journey (agent alias, snake_case): fare, quote_id and currency',
+      description:
+        'Same pricing as POST /api/public/v1/quote. The quote_id is redeemable with POST /api/public/bookings/create within 24 hours.',
+      tags: ['quotes'],
+      auth: 'public',
+      body: EstimateRequest,
+      errors: [...QUOTE_ERRORS],
+      responses: { 200: { description: 'The estimate', schema: EstimateResponse } },
+      handler: async ({ body, deps, caller, req }) => {
+        const quote = await createQuote(
+          deps,
+          {
+            pickup: body.pickup_address,
+            dropoff: body.dropoff_address,
+            departAt: body.depart_at,
+            passengers: body.passenger_count,
+            vehicleType: body.vehicle_type,
+            meetAndGreet: body.meet_and_greet ?? false,
+            worldwide: body.worldwide ?? false,
+          },
+          quoteCaller(caller),
+          baseUrlFor(req, deps.config),
+        );
+        return { status: 200, body: estimateBody(quote) };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,209 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import { loadConfig } from '../shared/config.ts';
+import { createDb } from '../shared/db/knex.ts';
+import { priceJourney } from '../shared/domain/tariffs/engine.ts';
+import { VEHICLE_TYPES } from '../shared/domain/tariffs/types.ts';
+import { defaultGazetteer } from '../shared/geo/gazetteer.ts';
+import { createRouteEstimator } from '../shared/geo/route-estimate.ts';
+import { createTariffStore, syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
+import { deleteKeys } from '../test/helpers/env.ts';
+
+/**
+ * `npm run bench`: every benchmark next to the baseline it is judged against, measured in the
+ * same run on this machine. Writes bench/results.json and bench/results.md.
+ * Each server runs in its own process; the load generator (autocannon) runs here.
+ */
+const ROOT = path.resolve(import.meta.dirname, '..');
+const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+
+const id = randomBytes(4).toString('hex');
+const baseEnv: Record<string, string> = {
+  PATH: process.env.PATH ?? '',
+  HOME: process.env.HOME ?? '',
+  NODE_ENV: 'production',
+  DATA_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+  LOG_LEVEL: 'warn',
+  DATABASE_URL: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/dtn',
+  DATABASE_SCHEMA: `bench_${id}`,
+  REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0',
+  QUEUE_PREFIX: `bench-${id}`,
+  QUOTE_LIMIT_PER_HOUR: '100000000',
+  RATE_LIMIT_PER_IP_PER_MINUTE: '100000000',
+  RATE_LIMIT_PER_KEY_PER_MINUTE: '100000000',
+};
+const config = loadConfig(baseEnv);
+const children: ChildProcess[] = [];
+
+function start(args: string[]): Promise<{ port: number; child: ChildProcess }> {
+  const child = spawn(TSX, args, { cwd: ROOT, env: baseEnv, stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout?.on('data', (d) => {
+      out += d;
+      const m = /PORT (\d+)/.exec(out);
+      if (m) resolve({ port: Number(m[1]), child });
+    });
+    child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}`)));
+  });
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const done = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await Promise.race([done, new Promise((r) => setTimeout(r, 5000))]);
+  if (child.exitCode === null) child.kill('SIGKILL');
+}
+
+interface HttpResult {
+  name: string;
+  requestsPerSecond: number;
+  p50ms: number;
+  p99ms: number;
+  non2xx: number;
+  errors: number;
+  cpuPercentOfServer?: number;
+}
+
+async function load(name: string, url: string, body: unknown, connections = CONNECTIONS, seconds = DURATION): Promise<HttpResult> {
+  const r = await autocannon({
+    url,
+    method: 'POST',
+    connections,
+    duration: seconds,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return {
+    name,
+    requestsPerSecond: Math.round(r.requests.average),
+    p50ms: r.latency.p50,
+    p99ms: r.latency.p99,
+    non2xx: r.non2xx,
+    errors: r.errors,
+  };
+}
+
+async function main(): Promise<void> {
+  const db = createDb(config);
+  await db.raw('create schema if not exists ??', [config.databaseSchema]);
+  await db.migrate.latest();
+  await syncBuiltInTariffs(db);
+  const results: Record<string, unknown> = {
+    machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version },
+    settings: { seconds: DURATION, connections: CONNECTIONS },
+    at: new Date().toISOString(),
+  };
+
+  // 1. The pure engine, in this process, one core.
+  const gazetteer = defaultGazetteer();
+  const router = createRouteEstimator();
+  const store = createTariffStore(db);
+  const places = ['Manchester Piccadilly', 'Manchester Airport', 'Sheffield', 'Glasgow Central', 'Cardiff Central', 'Newport, Wales', 'Bracknell', 'Oban', 'SW1A 2AA', 'Leeds'];
+  const resolved = [];
+  for (const p of places) {
+    const g = await gazetteer.geocode(p);
+    if (g.ok) resolved.push(g.place);
+  }
+  const departures = Array.from({ length: 64 }, (_, i) => new Date(Date.UTC(2026, 11, 1 + (i % 28), i % 24, (i * 7) % 60)));
+  const tables = (await store.tablesAt(new Date())).map((s) => s.table);
+  const routes = await Promise.all(resolved.map((a, i) => router.route(a, resolved[(i + 3) % resolved.length] ?? a)));
+  const n = 200_000;
+  let sink = 0;
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) {
+    const a = resolved[i % resolved.length];
+    const b = resolved[(i + 3) % resolved.length];
+    const r = routes[i % routes.length];
+    if (!a || !b || !r) continue;
+    const fare = priceJourney({
+      tables,
+      pickup: a,
+      dropoff: b,
+      departAt: departures[i % departures.length] as Date,
+      distanceMeters: r.distanceMeters + (i % 5000),
+      durationSeconds: r.durationSeconds,
+      slowSeconds: r.slowSeconds,
+      passengers: 1 + (i % 4),
+      vehicleType: VEHICLE_TYPES[i % 4] ?? 'saloon',
+      meetAndGreet: i % 7 === 0,
+      classMultipliers: config.pricing.classMultipliers,
+    });
+    sink += fare.farePence;
+  }
+  const engineSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  results.engine = { iterations: n, quotesPerSecond: Math.round(n / engineSeconds), target: 50_000, checksum: sink % 1000 };
+
+  // 1b. Geocoder lookups.
+  const g0 = process.hrtime.bigint();
+  const gn = 100_000;
+  for (let i = 0; i < gn; i++) await gazetteer.geocode(places[i % places.length] as string);
+  results.geocoder = { lookups: gn, microsecondsPerLookup: Number(process.hrtime.bigint() - g0) / 1e3 / gn };
+
+  // 2. HTTP: bare Express, the mandatory-I/O baseline, the quote endpoint.
+  const http: HttpResult[] = [];
+  const bare = await start(['bench/server.ts', 'bare']);
+  http.push(await load('bare express', `http://127.0.0.1:${bare.port}/bare`, { a: 1 }));
+  await stop(bare.child);
+
+  const noop = await start(['bench/server.ts', 'noop-worker']);
+  const baseline = await start(['bench/server.ts', 'baseline']);
+  http.push(await load('baseline: express + bullmq request/reply (no-op) + 1 INSERT', `http://127.0.0.1:${baseline.port}/baseline`, { pickup: 'x', dropoff: 'y' }));
+  await stop(baseline.child);
+  await stop(noop.child);
+
+  // The pricing worker prints no PORT line: give it a moment to connect and load its data.
+  const pricing = spawn(TSX, ['workers/main.ts', 'pricing'], { cwd: ROOT, env: baseEnv, stdio: 'ignore' });
+  children.push(pricing);
+  await new Promise((r) => setTimeout(r, 3000));
+  const apiSrv = await start(['bench/server.ts', 'api']);
+  const quoteBody = { pickup: 'Manchester Piccadilly', dropoff: 'Manchester Airport', passengers: 2 };
+  http.push(await load('POST /api/public/v1/quote', `http://127.0.0.1:${apiSrv.port}/api/public/v1/quote`, quoteBody));
+  await stop(apiSrv.child);
+  await stop(pricing);
+
+  const [bareR, baseR, quoteR] = http;
+  results.http = http;
+  results.ratios = {
+    quoteVsBaseline: baseR && quoteR ? Math.round((quoteR.requestsPerSecond / baseR.requestsPerSecond) * 100) / 100 : null,
+    quoteVsBare: bareR && quoteR ? Math.round((quoteR.requestsPerSecond / bareR.requestsPerSecond) * 100) / 100 : null,
+    targets: { quoteVsBaseline: 0.7, quoteP99ms: 50 },
+  };
+
+  fs.writeFileSync(path.join(ROOT, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+  const md = [
+    `# Benchmark results (${results.at})`,
+    '',
+    `Machine: ${os.cpus().length} cores, ${process.version}. ${DURATION} s per HTTP run, ${CONNECTIONS} connections.`,
+    '',
+    '| benchmark | req/s | p50 ms | p99 ms | non-2xx |',
+    '| --- | --- | --- | --- | --- |',
+    ...http.map((h) => `| ${h.name} | ${h.requestsPerSecond} | ${h.p50ms} | ${h.p99ms} | ${h.non2xx} |`),
+    '',
+    `Quote endpoint / baseline: **${(results.ratios as { quoteVsBaseline: number }).quoteVsBaseline}** (target ≥ 0.7); p99 target < 50 ms.`,
+    '',
+    `Pure tariff engine: **${(results.engine as { quotesPerSecond: number }).quotesPerSecond} quotes/s** on one core (target ≥ 50,000).`,
+    `Geocoder: ${(results.geocoder as { microsecondsPerLookup: number }).microsecondsPerLookup.toFixed(1)} µs per lookup.`,
+    '',
+  ].join('\n');
+  fs.writeFileSync(path.join(ROOT, 'bench', 'results.md'), md);
+  process.stdout.write(`${md}\n`);
+
+  await db.raw('drop schema if exists ?? cascade', [config.databaseSchema]);
+  await db.destroy();
+  await deleteKeys(config.redisUrl, `${config.queuePrefix}:*`);
+}
+
+try {
+  await main();
+} finally {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+}

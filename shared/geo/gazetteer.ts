@@ -1,0 +1,1357 @@
+/**
+ * The offline gazetteer: UK postcodes, railway and TfL stations, airports (UK, and worldwide
+ * on request) and towns, from the open data files in data/ (see data/NOTICE.md for sources and
+ * licences). Everything is loaded and indexed once, synchronously, when the gazetteer is
+ * created (about 0.3 s); each geocode afterwards is in memory, does no I/O and takes tens of
+ * microseconds (a few hundred when it falls back to fuzzy matching).
+ *
+ * How a query is resolved, in order:
+ *  1. a full postcode anywhere in the text ("SW1A 2AA", "sw1a2aa", "… London SW1A 2AA");
+ *  2. an outward code on its own ("M1", "sw1a", "W1": sectors such as W1 are merged from W1A…W1W);
+ *  3. a name: exact on normalised text, then a 3-letter CRS or IATA code, then fuzzy
+ *     (Damerau-Levenshtein ≤ 1 for names of 5–11 characters, ≤ 2 from 12, none below 5, and
+ *     the first letter must match; see text.ts);
+ *     words such as "station", "airport", "terminal 5", "town centre" say which kind is wanted;
+ *     text after a comma (or in brackets) qualifies the name: a nation, county, council, post
+ *     town, outward code or a nearby town;
+ *  4. an address: the rightmost part that names a town, station, airport or outward code is the
+ *     context, and a station named earlier in the text near that context refines the point.
+ * Ranking for names: the kind the text asks for, then exact before fuzzy, UK before abroad,
+ * then a class (hand-written alias 0, town of 20,000+ people 10, station or airport by its own
+ * name 20, derived names 30, smaller town 40, neighbourhood 50, foreign city name 60), then
+ * importance (population; rail before TfL; major airports first).
+ */
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { readCsvRecords } from './csv.ts';
+import {
+  createDistrictLocator,
+  type District,
+  type DistrictLocator,
+  loadDistricts,
+  type NearestDistrict,
+} from './districts.ts';
+import { haversineMeters } from './route-estimate.ts';
+import {
+  createFuzzyIndex,
+  damerauLevenshtein,
+  findPostcode,
+  fuzzyBudget,
+  normalizeName,
+  OUTWARD_RE,
+  outwardArea,
+  tokensOf,
+} from './text.ts';
+import type { GeocodeOptions, GeocodeResult, Geocoder, Place } from './types.ts';
+
+export type { District, NearestDistrict } from './districts.ts';
+
+/** <repo>/data, found from this module's own location. */
+export const DEFAULT_DATA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'data');
+
+// ---------------------------------------------------------------------------------------------
+// Hand-written tables
+
+/**
+ * Airport names people use that the OpenFlights names do not give. They outrank towns of the
+ * same name: "Luton" alone is the airport (as people booking a taxi mean it); "Luton town
+ * centre" asks for the town.
+ */
+const AIRPORT_ALIASES: Record<string, string> = {
+  heathrow: 'LHR',
+  'london heathrow': 'LHR',
+  'heathrow airport': 'LHR',
+  gatwick: 'LGW',
+  'london gatwick': 'LGW',
+  'gatwick airport': 'LGW',
+  stansted: 'STN',
+  'london stansted': 'STN',
+  'stansted airport': 'STN',
+  luton: 'LTN',
+  'london luton': 'LTN',
+  'luton airport': 'LTN',
+  'london city': 'LCY',
+  'city airport': 'LCY',
+  'london city airport': 'LCY',
+  'london southend': 'SEN',
+  'southend airport': 'SEN',
+  ringway: 'MAN',
+  'john lennon': 'LPL',
+  'liverpool airport': 'LPL',
+  'east midlands': 'EMA',
+  'george best': 'BHD',
+  'belfast city': 'BHD',
+  'belfast city airport': 'BHD',
+  aldergrove: 'BFS',
+  'belfast international': 'BFS',
+  'belfast airport': 'BFS',
+  prestwick: 'PIK',
+  'glasgow airport': 'GLA',
+  'edinburgh airport': 'EDI',
+  'cardiff airport': 'CWL',
+  teesside: 'MME',
+  'teesside airport': 'MME',
+};
+
+/**
+ * The main UK passenger airports, roughly in order of passenger numbers; they rank first among
+ * airports sharing a name, and their code beats a clashing CRS code of a minor station.
+ */
+const MAJOR_UK_AIRPORTS = [
+  'LHR',
+  'LGW',
+  'MAN',
+  'STN',
+  'LTN',
+  'EDI',
+  'BHX',
+  'GLA',
+  'BRS',
+  'BFS',
+  'NCL',
+  'LPL',
+  'EMA',
+  'LBA',
+  'LCY',
+  'ABZ',
+  'BHD',
+  'SEN',
+  'CWL',
+  'SOU',
+  'EXT',
+  'INV',
+  'BOH',
+  'NWI',
+  'MME',
+  'PIK',
+  'NQY',
+  'LDY',
+];
+
+/**
+ * 3-letter codes where the CRS code of a city's main station wins over the IATA code of its
+ * airport when nothing in the text says "airport" ("MAN" is Manchester Piccadilly; "MAN
+ * airport" is the airport). Every other clash between a major UK airport and a station goes
+ * to the airport (LGW, STN, BRS, SEN, …); clashes with minor or foreign airports go to the
+ * station (e.g. BCN is Branchton; "BCN airport" is Barcelona).
+ */
+const CRS_WINS = new Set(['MAN', 'SOU', 'NCL', 'INV']);
+
+/** Town names people shorten. */
+const TOWN_ALIASES: Record<string, string> = {
+  hull: 'Kingston upon Hull',
+  newcastle: 'Newcastle upon Tyne',
+  kingston: 'Kingston upon Thames',
+  stoke: 'Stoke-on-Trent',
+  southend: 'Southend-on-Sea',
+  westminster: 'City of Westminster',
+  'tunbridge wells': 'Royal Tunbridge Wells',
+  londonderry: 'Derry',
+};
+
+/** Station names people shorten. */
+const STATION_ALIASES: Record<string, string> = {
+  waverley: 'EDB',
+  'temple meads': 'BRI',
+  'new street': 'BHM',
+  'lime street': 'LIV',
+  'kings cross st pancras': 'KGX',
+};
+
+/** "<city> station" for cities whose main station has another name (used only with "station"). */
+const MAIN_STATIONS: Record<string, string> = {
+  manchester: 'MAN',
+  birmingham: 'BHM',
+  glasgow: 'GLC',
+  edinburgh: 'EDB',
+  liverpool: 'LIV',
+  bristol: 'BRI',
+  cardiff: 'CDF',
+  southampton: 'SOU',
+  exeter: 'EXD',
+  portsmouth: 'PMS',
+  heathrow: 'HXX',
+  gatwick: 'GTW',
+  stansted: 'SSD',
+};
+
+/**
+ * Terminal points. Heathrow's are the TfL interchange hubs at each terminal
+ * (london-tfl-stations.csv: HUBH13 Terminals 2 & 3, HUBHX4, HUBHX5); Gatwick South is its
+ * railway station (GTW, inside the South Terminal); Gatwick North is approximate (the North
+ * Terminal building, about 1.2 km north-west of the South Terminal). Other terminals use the
+ * airport point. Heathrow T1 closed in 2015 and gets the airport point.
+ */
+const TERMINALS: Record<string, Record<string, { tfl?: string; crs?: string; lat?: number; lng?: number }>> = {
+  LHR: { T2: { tfl: 'HUBH13' }, T3: { tfl: 'HUBH13' }, T4: { tfl: 'HUBHX4' }, T5: { tfl: 'HUBHX5' } },
+  LGW: { South: { crs: 'GTW' }, North: { lat: 51.162, lng: -0.177 } },
+};
+
+const STATION_WORDS = new Set([
+  'station',
+  'stn',
+  'railway',
+  'rail',
+  'rly',
+  'train',
+  'trains',
+  'tube',
+  'underground',
+  'dlr',
+  'overground',
+]);
+const AIRPORT_WORDS = new Set([
+  'airport',
+  'airpt',
+  'aeroport',
+  'terminal',
+  'terminals',
+  'term',
+  'departures',
+  'arrivals',
+  'aerodrome',
+  'airfield',
+]);
+/** Words dropped from airport names to make the short form ("London Heathrow"). */
+const GENERIC_AIRPORT_WORDS = new Set(['airport', 'international', 'intl', 'aerodrome', 'airfield', 'airstrip']);
+const PLACE_SUFFIXES = [
+  ['town', 'centre'],
+  ['city', 'centre'],
+  ['town', 'center'],
+  ['city', 'center'],
+  ['centre'],
+  ['center'],
+  ['town'],
+];
+/** Intent words corrected when misspelt by one edit ("staion", "airprot", "termnal"). */
+const INTENT_SPELLINGS = [
+  'station',
+  'airport',
+  'terminal',
+  'terminals',
+  'railway',
+  'underground',
+  'arrivals',
+  'departures',
+];
+/** A name followed by one of these is part of a street name ("Victoria Road"), not a place. */
+const STREET_WORDS = new Set([
+  'road',
+  'rd',
+  'street',
+  'st',
+  'lane',
+  'ln',
+  'avenue',
+  'ave',
+  'drive',
+  'dr',
+  'close',
+  'way',
+  'crescent',
+  'terrace',
+  'grove',
+  'gardens',
+  'place',
+  'court',
+  'mews',
+  'walk',
+  'row',
+  'parade',
+  'square',
+  'rise',
+  'vale',
+  'hill',
+  'park',
+  'green',
+  'gate',
+  'yard',
+  'wharf',
+  'embankment',
+  'broadway',
+]);
+const HOUSE_WORDS = new Set(['flat', 'apartment', 'apt', 'unit', 'suite', 'floor', 'no', 'number', 'house']);
+
+const ALL_NATIONS = ['England', 'Scotland', 'Wales', 'Northern Ireland'];
+const NATION_ALIASES: Record<string, string[]> = {
+  england: ['England'],
+  scotland: ['Scotland'],
+  wales: ['Wales'],
+  cymru: ['Wales'],
+  'south wales': ['Wales'],
+  'north wales': ['Wales'],
+  'mid wales': ['Wales'],
+  'west wales': ['Wales'],
+  'northern ireland': ['Northern Ireland'],
+  ni: ['Northern Ireland'],
+  'n ireland': ['Northern Ireland'],
+  uk: ALL_NATIONS,
+  'united kingdom': ALL_NATIONS,
+  gb: ['England', 'Scotland', 'Wales'],
+  'great britain': ['England', 'Scotland', 'Wales'],
+  britain: ['England', 'Scotland', 'Wales'],
+};
+const COUNTY_ABBREVIATIONS: Record<string, string> = {
+  herts: 'hertfordshire',
+  hants: 'hampshire',
+  beds: 'bedfordshire',
+  bucks: 'buckinghamshire',
+  berks: 'berkshire',
+  oxon: 'oxfordshire',
+  glos: 'gloucestershire',
+  lancs: 'lancashire',
+  notts: 'nottinghamshire',
+  wilts: 'wiltshire',
+  worcs: 'worcestershire',
+  yorks: 'yorkshire',
+  cambs: 'cambridgeshire',
+  northants: 'northamptonshire',
+  leics: 'leicestershire',
+  lincs: 'lincolnshire',
+  staffs: 'staffordshire',
+  warks: 'warwickshire',
+  middx: 'middlesex',
+  iow: 'isle of wight',
+};
+/** Crown dependencies: their postcodes look British but they are not in the UK (nor our data). */
+const CROWN_DEPENDENCY_AREAS: Record<string, string> = { GY: 'Guernsey', JE: 'Jersey', IM: 'the Isle of Man' };
+
+const BIG_TOWN = 20_000;
+
+// ---------------------------------------------------------------------------------------------
+// Records and the name index
+
+type Source = 'town' | 'rail' | 'tfl' | 'airport';
+type Variant = 'alias' | 'full' | 'derived' | 'city';
+type Intent = 'station' | 'airport' | 'place';
+
+interface Rec {
+  id: number;
+  source: Source;
+  kind: 'place' | 'station' | 'airport';
+  name: string;
+  lat: number;
+  lng: number;
+  countryCode: string;
+  uk: boolean;
+  population: number;
+  pplx: boolean;
+  /** Lower is more important within a source. */
+  tier: number;
+  crs?: string;
+  iata?: string;
+  tflId?: string;
+  /** For stations: the IATA code of the airport it serves. */
+  servesIata?: string;
+  /** England / Scotland / Wales / Northern Ireland when the source says. */
+  nation?: string;
+  /** Normalised texts a qualifier may name: bracketed part of the name, airport city and country. */
+  qualifierText: string[];
+  /** Airport city and country (display, for messages). */
+  city?: string;
+  country?: string;
+}
+
+interface KeyRef {
+  rec: number;
+  variant: Variant;
+  intentOnly?: Intent;
+}
+
+interface Cand {
+  rec: Rec;
+  variant: Variant;
+  distance: number;
+}
+
+const VARIANT_ORDER: Record<Variant, number> = { alias: 0, full: 1, derived: 2, city: 3 };
+
+function classScore(rec: Rec, variant: Variant): number {
+  if (variant === 'alias') return 0;
+  switch (rec.source) {
+    case 'town': {
+      if (rec.pplx) return 50;
+      const big = rec.population >= BIG_TOWN;
+      if (variant === 'full') return big ? 10 : 40;
+      return big ? 30 : 45;
+    }
+    case 'rail':
+    case 'tfl':
+      return variant === 'full' ? 20 : 30;
+    case 'airport':
+      if (variant === 'city') return 60;
+      return variant === 'full' ? 20 : 30;
+  }
+}
+
+function compareCands(intent: Intent | null) {
+  return (a: Cand, b: Cand): number => {
+    if (intent) {
+      const ia = a.rec.kind === intent ? 0 : 1;
+      const ib = b.rec.kind === intent ? 0 : 1;
+      if (ia !== ib) return ia - ib;
+    }
+    return (
+      a.distance - b.distance ||
+      (a.rec.uk ? 0 : 1) - (b.rec.uk ? 0 : 1) ||
+      classScore(a.rec, a.variant) - classScore(b.rec, b.variant) ||
+      a.rec.tier - b.rec.tier ||
+      a.rec.id - b.rec.id
+    );
+  };
+}
+
+interface Parsed {
+  norm: string;
+  intent: Intent | null;
+  terminal: string | null;
+  /** The text without airport words and terminal: "" for "Terminal 5" alone. */
+  airportCore: string;
+  /** Texts to look up: the whole, and the whole without the intent words. */
+  keys: string[];
+}
+
+function correctIntentWord(t: string): string {
+  if (t.length < 6 || INTENT_SPELLINGS.includes(t)) return t;
+  for (const w of INTENT_SPELLINGS) {
+    if (damerauLevenshtein(t, w, 1) <= 1) return w;
+  }
+  return t;
+}
+
+function parseQuery(norm: string): Parsed {
+  const tokens = tokensOf(norm).map(correctIntentWord);
+  let terminal: string | null = null;
+  const airportCore: string[] = [];
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i] ?? '';
+    const next = tokens[i + 1];
+    if (/^t[1-9]$/.test(t)) {
+      terminal = `T${t.slice(1)}`;
+      continue;
+    }
+    if ((t === 'terminal' || t === 'terminals' || t === 'term') && next && /^[1-9]$/.test(next)) {
+      terminal = `T${next}`;
+      i += 1;
+      if (tokens[i + 1] === 'and' && /^[1-9]$/.test(tokens[i + 2] ?? '')) i += 2;
+      continue;
+    }
+    if ((t === 'north' || t === 'south') && (next === 'terminal' || next === 'terminals')) {
+      terminal = t === 'north' ? 'North' : 'South';
+      i += 1;
+      continue;
+    }
+    if (t === 'terminal' && (next === 'north' || next === 'south')) {
+      terminal = next === 'north' ? 'North' : 'South';
+      i += 1;
+      continue;
+    }
+    if (AIRPORT_WORDS.has(t)) continue;
+    airportCore.push(t);
+  }
+  const stationCore = tokens.filter((t) => !STATION_WORDS.has(t));
+  let placeCore = tokens;
+  let placeWords = false;
+  for (const suffix of PLACE_SUFFIXES) {
+    if (tokens.length > suffix.length && suffix.every((w, k) => tokens[tokens.length - suffix.length + k] === w)) {
+      placeCore = tokens.slice(0, tokens.length - suffix.length);
+      placeWords = true;
+      break;
+    }
+  }
+  // An intent word alone ("STN" is Stonehaven's code, "Terminal" a word) is the name itself.
+  // With both kinds of word the last one says what is meant: "Gatwick Airport station" is the
+  // station, "STN airport" the airport.
+  const lastStation = stationCore.length > 0 ? tokens.findLastIndex((t) => STATION_WORDS.has(t)) : -1;
+  const lastAirport =
+    airportCore.length > 0 ? tokens.findLastIndex((t) => AIRPORT_WORDS.has(t) || /^t[1-9]$/.test(t)) : -1;
+  const intent: Intent | null =
+    lastStation >= 0 && lastStation > lastAirport
+      ? 'station'
+      : lastAirport >= 0
+        ? 'airport'
+        : placeWords
+          ? 'place'
+          : null;
+  const whole = tokens.join(' ');
+  const keys = [...new Set([whole, stationCore.join(' '), airportCore.join(' '), placeCore.join(' ')])].filter(
+    (k) => k !== '',
+  );
+  return { norm: whole, intent, terminal, airportCore: airportCore.join(' '), keys };
+}
+
+function titleCase(s: string): string {
+  return s.replace(/\b([a-z])/g, (m) => m.toUpperCase());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared district locators (one per data directory)
+
+const locators = new Map<string, DistrictLocator>();
+
+function districtLocatorFor(dataDir: string): DistrictLocator {
+  let loc = locators.get(dataDir);
+  if (!loc) {
+    loc = createDistrictLocator(loadDistricts(dataDir));
+    locators.set(dataDir, loc);
+  }
+  return loc;
+}
+
+/**
+ * The postcode district whose centroid is nearest the point (within 60 km), with its local
+ * authority. Loads the district file once per data directory. Used by the gazetteer for every
+ * non-postcode place and by the map-provider adapter.
+ */
+export function nearestDistrict(lat: number, lng: number, dataDir = DEFAULT_DATA_DIR): NearestDistrict | null {
+  return districtLocatorFor(dataDir).nearest(lat, lng);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The gazetteer
+
+export interface Gazetteer extends Geocoder {
+  /** The same as `geocode`, synchronously. */
+  geocodeSync(query: string, opts?: GeocodeOptions): GeocodeResult;
+  /** Nearest postcode district centroid (within 60 km) to a point. */
+  nearestDistrict(lat: number, lng: number): NearestDistrict | null;
+  /** A district by outward code (any case). */
+  district(code: string): District | undefined;
+  /** How many records and distinct names are indexed (for diagnostics and tests). */
+  readonly stats: { records: number; names: number };
+}
+
+let shared: Gazetteer | undefined;
+
+/** One gazetteer over data/, created on first use and shared by the whole process. */
+export function defaultGazetteer(): Gazetteer {
+  shared ??= createGazetteer();
+  return shared;
+}
+
+export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
+  const locator = districtLocatorFor(dataDir);
+  const recs: Rec[] = [];
+  const names = new Map<string, KeyRef[]>();
+  const crsIndex = new Map<string, Rec>();
+  const iataIndex = new Map<string, Rec>();
+  const tflIndex = new Map<string, Rec>();
+  const nearestCache = new Map<number, NearestDistrict | null>();
+
+  const addRec = (r: Omit<Rec, 'id'>): Rec => {
+    const rec = { ...r, id: recs.length };
+    recs.push(rec);
+    return rec;
+  };
+  const addKey = (key: string, rec: Rec, variant: Variant, intentOnly?: Intent) => {
+    if (key === '') return;
+    const list = names.get(key);
+    const ref: KeyRef = intentOnly ? { rec: rec.id, variant, intentOnly } : { rec: rec.id, variant };
+    if (!list) {
+      names.set(key, [ref]);
+      return;
+    }
+    const same = list.find((r) => r.rec === rec.id && r.intentOnly === intentOnly);
+    if (!same) list.push(ref);
+    else if (VARIANT_ORDER[variant] < VARIANT_ORDER[same.variant]) same.variant = variant;
+  };
+  const splitParen = (name: string): { base: string; inner: string } | null => {
+    const m = /^(.*?)\s*\(([^)]*)\)\s*(.*)$/.exec(name);
+    if (!m) return null;
+    return { base: `${m[1] ?? ''} ${m[3] ?? ''}`.trim(), inner: m[2] ?? '' };
+  };
+
+  // Towns (GeoNames), sorted by population in the file.
+  const townNames = new Set<string>();
+  for (const r of readCsvRecords(join(dataDir, 'uk-towns.csv'))) {
+    const lat = Number(r.latitude);
+    const lng = Number(r.longitude);
+    const name = r.name ?? '';
+    if (!name || !Number.isFinite(lat) || !Number.isFinite(lng)) continue;
+    const population = Number(r.population) || 0;
+    const rec = addRec({
+      source: 'town',
+      kind: 'place',
+      name,
+      lat,
+      lng,
+      countryCode: 'GB',
+      uk: true,
+      population,
+      pplx: r.feature_code === 'PPLX',
+      tier: -population,
+      nation: r.country || undefined,
+      qualifierText: [],
+    });
+    const full = normalizeName(name);
+    addKey(full, rec, 'full');
+    townNames.add(full);
+    const comma = name.indexOf(',');
+    if (comma > 0) {
+      addKey(normalizeName(name.slice(0, comma)), rec, 'derived');
+      rec.qualifierText.push(normalizeName(name.slice(comma + 1)));
+    }
+  }
+  for (const [alias, target] of Object.entries(TOWN_ALIASES)) {
+    const rec = recs.find((r) => r.source === 'town' && r.name === target);
+    if (rec) addKey(alias, rec, 'alias');
+  }
+
+  // National Rail stations.
+  for (const r of readCsvRecords(join(dataDir, 'uk-rail-stations.csv'))) {
+    const lat = Number(r.latitude);
+    const lng = Number(r.longitude);
+    const name = r.name ?? '';
+    const crs = (r.crs ?? '').toUpperCase();
+    if (!name || !crs || !Number.isFinite(lat) || !Number.isFinite(lng)) continue;
+    const rec = addRec({
+      source: 'rail',
+      kind: 'station',
+      name,
+      lat,
+      lng,
+      countryCode: 'GB',
+      uk: true,
+      population: 0,
+      pplx: false,
+      tier: 0,
+      crs,
+      servesIata: r.iata_airport_code || undefined,
+      nation: r.country ? titleCase(r.country) : undefined,
+      qualifierText: [],
+    });
+    crsIndex.set(crs, rec);
+    const full = normalizeName(name);
+    addKey(full, rec, 'full');
+    const paren = splitParen(name);
+    // Stations sharing a name rank by the town they serve: "Newport (South Wales)" before
+    // "Newport (Essex)".
+    const townNamesake = (names.get(paren ? normalizeName(paren.base) : full) ?? [])
+      .map((ref) => recs[ref.rec])
+      .filter((t): t is Rec => t?.source === 'town' && haversineMeters(t, rec) <= 10_000);
+    rec.tier = -Math.max(0, ...townNamesake.map((t) => t.population));
+    if (paren) {
+      addKey(normalizeName(paren.base), rec, 'derived');
+      rec.qualifierText.push(normalizeName(paren.inner));
+    }
+    const toks = tokensOf(full);
+    if (toks.length > 1 && STATION_WORDS.has(toks[toks.length - 1] ?? '')) {
+      addKey(toks.slice(0, -1).join(' '), rec, 'derived');
+    }
+    // "London Euston" is "Euston" to everyone; not "London Bridge" → "Bridge" or "London Road (…)".
+    if (name.startsWith('London ') && !paren) {
+      const rest = normalizeName(name.slice(7));
+      if (!['bridge', 'fields'].includes(rest)) {
+        addKey(rest, rec, 'full');
+        if (rest.endsWith(' international')) addKey(rest.slice(0, -' international'.length), rec, 'derived');
+      }
+    }
+    if (full.endsWith(' international')) addKey(full.slice(0, -' international'.length), rec, 'derived');
+  }
+  for (const [key, crs] of Object.entries(MAIN_STATIONS)) {
+    const rec = crsIndex.get(crs);
+    if (rec) addKey(key, rec, 'alias', 'station');
+  }
+  for (const [key, crs] of Object.entries(STATION_ALIASES)) {
+    const rec = crsIndex.get(crs);
+    if (rec) addKey(key, rec, 'alias');
+  }
+
+  // TfL stations (Underground, DLR, Overground, Elizabeth line, hubs).
+  for (const r of readCsvRecords(join(dataDir, 'london-tfl-stations.csv'))) {
+    const lat = Number(r.latitude);
+    const lng = Number(r.longitude);
+    const id = r.tfl_id ?? '';
+    const raw = r.name ?? '';
+    if (!raw || !Number.isFinite(lat) || !Number.isFinite(lng)) continue;
+    // "Oxford Circus Underground Station" → "Oxford Circus"; a few rows carry a second name
+    // after " / " ("Charing Cross Stn / Trafalgar Square"): the first part is the station.
+    const first = (raw.split(' / ')[0] ?? raw)
+      .replace(/\bStn\b/g, 'Station')
+      .replace(/\bRd\b/g, 'Road')
+      .replace(/\bTn Ctr\b/g, 'Town Centre');
+    const name =
+      first.replace(/\s+(?:(?:Underground|DLR|Rail|Overground|Tram)\s+)?(?:Station|Stop)\s*$/i, '').trim() || raw;
+    const rec = addRec({
+      source: 'tfl',
+      kind: 'station',
+      name,
+      lat,
+      lng,
+      countryCode: 'GB',
+      uk: true,
+      population: 0,
+      pplx: false,
+      tier: id.startsWith('HUB') ? 1 : id.startsWith('910') ? 2 : 3,
+      tflId: id,
+      servesIata: /^Heathrow\b/.test(name) ? 'LHR' : undefined,
+      nation: 'England',
+      qualifierText: ['london'],
+    });
+    tflIndex.set(id, rec);
+    const full = normalizeName(name);
+    addKey(full, rec, 'full');
+    const toks = tokensOf(full);
+    if (toks.length > 1 && STATION_WORDS.has(toks[toks.length - 1] ?? '')) {
+      addKey(toks.slice(0, -1).join(' '), rec, 'derived');
+    }
+    const paren = splitParen(name);
+    if (paren) addKey(normalizeName(paren.base), rec, 'derived');
+    const parts = name.split(' & ');
+    if (parts.length === 2 && parts.every((p) => /[A-Za-z]{3}/.test(p) && p.trim().includes(' '))) {
+      for (const p of parts) addKey(normalizeName(p), rec, 'derived');
+    }
+  }
+
+  // Airports (OpenFlights), worldwide.
+  for (const r of readCsvRecords(join(dataDir, 'airports.csv'))) {
+    const lat = Number(r.lat);
+    const lng = Number(r.lng);
+    const iata = (r.iata ?? '').toUpperCase();
+    const name = r.name ?? '';
+    if (!iata || !name || !Number.isFinite(lat) || !Number.isFinite(lng)) continue;
+    const countryCode = r.country_code || '';
+    const uk = countryCode === 'GB';
+    const major = MAJOR_UK_AIRPORTS.indexOf(iata);
+    const military = /^(RAF|RNAS)\b/.test(name);
+    const tier = uk
+      ? major >= 0
+        ? major
+        : military
+          ? 150
+          : 100
+      : /international/i.test(name)
+        ? 200
+        : normalizeName(name) === `${normalizeName(r.city ?? '')} airport`
+          ? 250
+          : 300;
+    const city = r.city ?? '';
+    const cityN = normalizeName(city);
+    const rec = addRec({
+      source: 'airport',
+      kind: 'airport',
+      name,
+      lat,
+      lng,
+      countryCode,
+      uk,
+      population: 0,
+      pplx: false,
+      tier,
+      iata,
+      qualifierText: [cityN, normalizeName(r.country ?? ''), countryCode.toLowerCase()].filter(Boolean),
+      city,
+      country: r.country ?? '',
+    });
+    iataIndex.set(iata, rec);
+    const full = normalizeName(name);
+    addKey(full, rec, 'full');
+    const stripped = tokensOf(full)
+      .filter((t) => !GENERIC_AIRPORT_WORDS.has(t))
+      .join(' ');
+    // "London Heathrow" yes; "Wick" (Wick Airport) no: a bare town name stays the town's.
+    if (stripped !== '' && stripped !== full && stripped.includes(' ') && !townNames.has(stripped)) {
+      addKey(stripped, rec, 'derived');
+    }
+    if (cityN !== '') {
+      if (stripped !== '' && !stripped.startsWith(cityN)) addKey(`${cityN} ${stripped}`, rec, 'derived');
+      addKey(`${cityN} airport`, rec, 'derived');
+      if (!uk) addKey(cityN, rec, 'city');
+    }
+  }
+  for (const [alias, code] of Object.entries(AIRPORT_ALIASES)) {
+    const rec = iataIndex.get(code);
+    if (rec) addKey(alias, rec, 'alias');
+  }
+
+  // Terminal points.
+  const terminalPoints = new Map<string, { lat: number; lng: number }>();
+  for (const [iata, terms] of Object.entries(TERMINALS)) {
+    for (const [term, src] of Object.entries(terms)) {
+      const rec = src.tfl ? tflIndex.get(src.tfl) : src.crs ? crsIndex.get(src.crs) : undefined;
+      const pt = rec ?? (src.lat !== undefined && src.lng !== undefined ? { lat: src.lat, lng: src.lng } : undefined);
+      if (pt) terminalPoints.set(`${iata}:${term}`, { lat: pt.lat, lng: pt.lng });
+    }
+  }
+
+  const keyList = [...names.keys()];
+  const areas = new Set([...locator.byCode.values()].map((d) => d.area));
+  /** London's split districts: "W1" → W1A…W1W, "SW1" → SW1A…SW1Y, "EC1" → EC1A…EC1Y. */
+  const sectors = new Map<string, District[]>();
+  for (const d of locator.byCode.values()) {
+    const m = /^([A-Z]{1,2}[0-9])[A-Z]$/.exec(d.district);
+    if (!m?.[1] || locator.get(m[1])) continue;
+    const list = sectors.get(m[1]);
+    if (list) list.push(d);
+    else sectors.set(m[1], [d]);
+  }
+  const fuzzy = createFuzzyIndex(keyList);
+
+  // ----- helpers over the index -----
+
+  const nearestOf = (rec: Rec): NearestDistrict | null => {
+    if (!rec.uk) return null;
+    if (!nearestCache.has(rec.id)) nearestCache.set(rec.id, locator.nearest(rec.lat, rec.lng));
+    return nearestCache.get(rec.id) ?? null;
+  };
+
+  const refsToCands = (key: string, distance: number, intent: Intent | null): Cand[] => {
+    const refs = names.get(key) ?? [];
+    const out: Cand[] = [];
+    for (const ref of refs) {
+      if (ref.intentOnly && ref.intentOnly !== intent) continue;
+      const rec = recs[ref.rec];
+      if (rec) out.push({ rec, variant: ref.variant, distance });
+    }
+    return out;
+  };
+
+  const dedupe = (cands: Cand[], cmp: (a: Cand, b: Cand) => number): Cand[] => {
+    cands.sort(cmp);
+    const seen = new Set<number>();
+    return cands.filter((c) => {
+      if (seen.has(c.rec.id)) return false;
+      seen.add(c.rec.id);
+      return true;
+    });
+  };
+
+  const exactCands = (p: Parsed): Cand[] =>
+    dedupe(
+      p.keys.flatMap((k) => refsToCands(k, 0, p.intent)),
+      compareCands(p.intent),
+    );
+
+  const fuzzyCands = (p: Parsed): Cand[] => {
+    const out: Cand[] = [];
+    for (const k of p.keys) {
+      const budget = fuzzyBudget(k);
+      if (budget === 0) continue;
+      for (const hit of fuzzy.search(k, budget)) out.push(...refsToCands(hit.key, hit.distance, p.intent));
+    }
+    return dedupe(out, compareCands(p.intent));
+  };
+
+  /** A 3-letter code, alone ("KGX", "lgw") or with words of its name or city ("Paris CDG"). */
+  const codeCands = (p: Parsed): Cand[] => {
+    for (const key of p.keys) {
+      const toks = tokensOf(key);
+      const options: Array<{ code: string; rest: string[] }> = [];
+      if (toks.length === 1) options.push({ code: toks[0] ?? '', rest: [] });
+      else if (toks.length > 1) {
+        options.push({ code: toks[toks.length - 1] ?? '', rest: toks.slice(0, -1) });
+        options.push({ code: toks[0] ?? '', rest: toks.slice(1) });
+      }
+      for (const option of options) {
+        const code = option.code;
+        if (!/^[a-z]{3}$/.test(code)) continue;
+        const rest = option.rest.filter((w) => !STATION_WORDS.has(w) && !AIRPORT_WORDS.has(w));
+        const upper = code.toUpperCase();
+        const fits = (rec: Rec | undefined): rec is Rec => {
+          if (!rec) return false;
+          if (rest.length === 0) return true;
+          const words = new Set(tokensOf([normalizeName(rec.name), ...rec.qualifierText].join(' ')));
+          return rest.every((w) => words.has(w));
+        };
+        const station = crsIndex.get(upper);
+        const airport = iataIndex.get(upper);
+        const s = fits(station) ? station : undefined;
+        const a = fits(airport) ? airport : undefined;
+        if (!s && !a) continue;
+        let order: Rec[];
+        if (s && a) {
+          let airportFirst: boolean;
+          if (p.intent === 'airport') airportFirst = true;
+          else if (p.intent === 'station') airportFirst = false;
+          else if (s.servesIata === a.iata) airportFirst = true;
+          else airportFirst = a.uk && MAJOR_UK_AIRPORTS.includes(upper) && !CRS_WINS.has(upper);
+          order = airportFirst ? [a, s] : [s, a];
+        } else order = [s ?? a].filter((x): x is Rec => x !== undefined);
+        return order.map((rec) => ({ rec, variant: 'full' as const, distance: 0 }));
+      }
+    }
+    return [];
+  };
+
+  /**
+   * Candidates for one piece of text, best first: exact UK names, then codes, then exact names
+   * abroad ("Man" is a town in Côte d'Ivoire, "MAN" a UK code), then fuzzy. Memoised: the
+   * answer depends only on the text, and the same text is looked up again in address parsing.
+   */
+  const memo = new Map<string, Cand[]>();
+  const lookup = (p: Parsed, allowFuzzy = true): Cand[] => {
+    const memoKey = `${allowFuzzy ? 1 : 0}|${p.intent ?? ''}|${p.keys.join('|')}`;
+    const hit = memo.get(memoKey);
+    if (hit) return hit;
+    const exact = exactCands(p);
+    let out: Cand[];
+    if (exact.some((c) => c.rec.uk)) {
+      out = exact;
+      // "LYE airport": the name is a station's, the code an airport's; the text says airport.
+      if (p.intent && !exact.some((c) => c.rec.kind === p.intent)) {
+        const codes = codeCands(p);
+        if (codes.some((c) => c.rec.kind === p.intent)) out = [...codes, ...exact];
+      }
+    } else {
+      const codes = codeCands(p);
+      if (codes.length > 0) out = codes;
+      else if (exact.length > 0) out = exact;
+      else out = allowFuzzy ? fuzzyCands(p) : [];
+    }
+    if (memo.size >= 10_000) memo.clear();
+    memo.set(memoKey, out);
+    return out;
+  };
+
+  /**
+   * A small town and its station share a name ("Ely"): unless the text asks for a station,
+   * the town is meant. Picks, among candidates as good as the first (same fuzzy distance and
+   * qualifier score), a town (not a neighbourhood) within 5 km of a leading station.
+   */
+  const preferTown = (ordered: Array<{ c: Cand; score: number }>, intent: Intent | null): Cand | undefined => {
+    const top = ordered[0];
+    if (top?.c.rec.kind !== 'station' || intent === 'station' || top.c.variant === 'alias') return top?.c;
+    const town = ordered.find(
+      (o) =>
+        o.score === top.score &&
+        o.c.distance === top.c.distance &&
+        o.c.rec.source === 'town' &&
+        !o.c.rec.pplx &&
+        o.c.variant !== 'city' &&
+        haversineMeters(o.c.rec, top.c.rec) <= 5_000,
+    );
+    return town?.c ?? top.c;
+  };
+
+  // ----- qualifiers ("Newport, Wales") -----
+
+  interface Qualifier {
+    tokens: string[];
+    nations: string[] | null;
+    district: District | null;
+    place: Rec | null;
+  }
+
+  const prepareQualifier = (raw: string): Qualifier | null => {
+    const norm = normalizeName(raw);
+    if (norm === '') return null;
+    const tokens = tokensOf(norm).flatMap((t) => tokensOf(COUNTY_ABBREVIATIONS[t] ?? t));
+    const joined = tokens.join(' ');
+    const compact = joined.replace(/ /g, '').toUpperCase();
+    const district = OUTWARD_RE.test(compact) ? (locator.get(compact) ?? null) : null;
+    const placeCands = district ? [] : exactCands(parseQuery(joined)).filter((c) => c.rec.uk);
+    return {
+      tokens,
+      nations: NATION_ALIASES[joined] ?? null,
+      district,
+      place: placeCands[0]?.rec ?? null,
+    };
+  };
+
+  const qualifierTexts = (rec: Rec): string[][] => {
+    const texts = [...rec.qualifierText];
+    const nd = nearestOf(rec)?.district;
+    if (nd) {
+      if (nd.localAuthorityName) texts.push(normalizeName(nd.localAuthorityName));
+      if (nd.county) texts.push(normalizeName(nd.county));
+      for (const t of nd.postTowns) texts.push(normalizeName(t));
+    }
+    return texts.map(tokensOf);
+  };
+
+  const nationOf = (rec: Rec): string | undefined => rec.nation ?? nearestOf(rec)?.district.country;
+
+  const matchesQualifier = (rec: Rec, q: Qualifier): boolean => {
+    if (q.nations) return rec.uk && q.nations.includes(nationOf(rec) ?? '');
+    if (q.district) {
+      const nd = nearestOf(rec);
+      return nd?.district.district === q.district.district || haversineMeters(rec, q.district) <= 10_000;
+    }
+    if (qualifierTexts(rec).some((words) => q.tokens.every((t) => words.includes(t)))) return true;
+    if (q.place && q.place.id !== rec.id && haversineMeters(rec, q.place) <= 30_000) return true;
+    return false;
+  };
+
+  // ----- building results -----
+
+  const placeFromDistrictPoint = (
+    query: string,
+    name: string,
+    kind: Place['kind'],
+    lat: number,
+    lng: number,
+    district: District | null,
+  ): Place => {
+    const d = district ?? locator.nearest(lat, lng)?.district ?? null;
+    return {
+      query,
+      name,
+      kind,
+      lat,
+      lng,
+      countryCode: 'GB',
+      localAuthorityCode: d?.localAuthorityCode ?? null,
+      postcodeDistrict: d?.district ?? null,
+    };
+  };
+
+  const resultFor = (query: string, rec: Rec, terminal: string | null, worldwide: boolean): GeocodeResult => {
+    if (!rec.uk) {
+      const where = [rec.city, rec.country].filter(Boolean).join(', ');
+      if (!worldwide) {
+        return {
+          ok: false,
+          reason: 'outside_uk',
+          message: `"${query}" is outside the UK (${rec.name}${where ? `, ${where}` : ''}); send worldwide: true to use places abroad`,
+        };
+      }
+      return {
+        ok: true,
+        place: {
+          query,
+          name: rec.name,
+          kind: 'airport',
+          lat: rec.lat,
+          lng: rec.lng,
+          countryCode: rec.countryCode,
+          localAuthorityCode: null,
+          postcodeDistrict: null,
+          ...(rec.iata ? { iata: rec.iata } : {}),
+          ...(terminal ? { terminal } : {}),
+        },
+      };
+    }
+    let lat = rec.lat;
+    let lng = rec.lng;
+    let name = rec.name;
+    if (rec.kind === 'airport' && terminal) {
+      const pt = terminalPoints.get(`${rec.iata}:${terminal}`);
+      if (pt) {
+        lat = pt.lat;
+        lng = pt.lng;
+      }
+      name = /^T\d$/.test(terminal)
+        ? `${rec.name}, Terminal ${terminal.slice(1)}`
+        : `${rec.name}, ${terminal} Terminal`;
+    }
+    // A terminal keeps its airport's district and council (Heathrow T5 is in Hillingdon even
+    // though the nearest district centroid to it is Stanwell's, TW19, in Spelthorne).
+    // Likewise a station inside an airport (Heathrow Terminal 5, Gatwick Airport) takes the
+    // airport's district.
+    const served = rec.servesIata ? iataIndex.get(rec.servesIata) : undefined;
+    const nd = served?.uk ? nearestOf(served) : nearestOf(rec);
+    const place: Place = {
+      query,
+      name,
+      kind: rec.kind,
+      lat,
+      lng,
+      countryCode: 'GB',
+      localAuthorityCode: nd?.district.localAuthorityCode ?? null,
+      postcodeDistrict: nd?.district.district ?? null,
+    };
+    if (rec.kind === 'airport') {
+      if (rec.iata) place.iata = rec.iata;
+      if (terminal) place.terminal = terminal;
+    }
+    // National Rail stations carry their CRS code, so station charges (e.g. Manchester
+    // Piccadilly's rank barrier) can apply.
+    if (rec.kind === 'station' && rec.crs) place.crs = rec.crs;
+    return { ok: true, place };
+  };
+
+  const notFound = (query: string, detail?: string): GeocodeResult => ({
+    ok: false,
+    reason: 'not_found',
+    message: detail ?? `No UK postcode, station, airport or town matches "${query}"`,
+  });
+
+  /** An outward code, or a London sector such as "W1" made of W1A…W1W. */
+  const outwardPoint = (outward: string): { lat: number; lng: number; district: District } | null => {
+    const d = locator.get(outward);
+    if (d) return { lat: d.lat, lng: d.lng, district: d };
+    const subs = sectors.get(outward);
+    if (!subs) return null;
+    const weight = (x: District) => Math.max(1, x.postcodeCount);
+    const total = subs.reduce((s, x) => s + weight(x), 0);
+    const lat = subs.reduce((s, x) => s + x.lat * weight(x), 0) / total;
+    const lng = subs.reduce((s, x) => s + x.lng * weight(x), 0) / total;
+    const near = locator.nearest(lat, lng)?.district;
+    return near ? { lat, lng, district: near } : null;
+  };
+
+  const cleanText = (text: string) =>
+    text
+      .replace(/\s+/g, ' ')
+      .replace(/\s*,\s*/g, ', ')
+      .replace(/^[\s,;.]+|[\s,;.]+$/g, '');
+
+  const postcodeResult = (query: string, text: string, worldwide: boolean): GeocodeResult | null => {
+    const pc = findPostcode(text);
+    if (!pc) return null;
+    const area = outwardArea(pc.outward) ?? '';
+    const formatted = `${pc.outward} ${pc.inward}`;
+    const crown = CROWN_DEPENDENCY_AREAS[area];
+    if (crown) {
+      return worldwide
+        ? notFound(query, `${formatted} is a postcode in ${crown}, which this gazetteer does not cover`)
+        : {
+            ok: false,
+            reason: 'outside_uk',
+            message: `${formatted} is a postcode in ${crown}, outside the UK; send worldwide: true to use places abroad`,
+          };
+    }
+    if (!areas.has(area)) return null;
+    const point = outwardPoint(pc.outward);
+    if (!point) return notFound(query, `Postcode district ${pc.outward} (in "${query}") is not a known UK district`);
+    const rest = normalizeName(text.slice(0, pc.start) + text.slice(pc.end));
+    // Only district centroids are available (Code-Point Open aggregated to outward codes), so
+    // a full postcode is placed at its district's centroid: within a few km in towns, more in
+    // rural districts (see radius_p90_m in uk-postcode-districts.csv).
+    if (rest === '') {
+      return {
+        ok: true,
+        place: placeFromDistrictPoint(query, formatted, 'postcode', point.lat, point.lng, point.district),
+      };
+    }
+    const name = cleanText(`${text.slice(0, pc.start)}${formatted}${text.slice(pc.end)}`);
+    return { ok: true, place: placeFromDistrictPoint(query, name, 'address', point.lat, point.lng, point.district) };
+  };
+
+  // ----- addresses -----
+
+  /**
+   * Drops a leading house number ("221B", "Flat 4, 12") from a part of the text. Read on the
+   * raw words, so that "Five Ways" (normalised "5 ways") is not taken for a house number.
+   */
+  const stripHouseNumber = (raw: string): { tokens: string[]; had: boolean } => {
+    const words = raw
+      .toLowerCase()
+      .split(/[^a-z0-9]+/)
+      .filter(Boolean);
+    const tokens = tokensOf(normalizeName(raw));
+    let i = 0;
+    while (i < words.length && (/^\d+[a-z]?$/.test(words[i] ?? '') || HOUSE_WORDS.has(words[i] ?? ''))) i += 1;
+    // "flat" alone is not a house number; a number or a number with a letter is.
+    const had = words.slice(0, i).some((t) => /^\d/.test(t));
+    return { tokens: had ? tokens.slice(i) : tokens, had };
+  };
+
+  interface Context {
+    rec: Rec | null;
+    lat: number;
+    lng: number;
+    district: District | null;
+    radius: number;
+  }
+
+  const contextFromCands = (cands: Cand[]): Context | null => {
+    const best = cands.find((c) => c.rec.uk);
+    if (!best) return null;
+    const r = best.rec;
+    const radius =
+      r.kind !== 'place' ? 3_000 : r.population >= 1_000_000 ? 25_000 : r.population >= 200_000 ? 12_000 : 8_000;
+    return { rec: r, lat: r.lat, lng: r.lng, district: null, radius };
+  };
+
+  const contextForText = (text: string, allowFuzzy: boolean): Context | null => {
+    const compact = text.replace(/ /g, '').toUpperCase();
+    if (OUTWARD_RE.test(compact)) {
+      const pt = outwardPoint(compact);
+      if (pt) return { rec: null, lat: pt.lat, lng: pt.lng, district: pt.district, radius: 6_000 };
+    }
+    return contextFromCands(lookup(parseQuery(text), allowFuzzy));
+  };
+
+  const namedStationNear = (tokens: string[], ctx: Context): Rec | null => {
+    const n = tokens.length;
+    for (let len = n; len >= 1; len--) {
+      if (len === 1 && n !== 1) break;
+      for (let start = 0; start + len <= n; start++) {
+        const next = tokens[start + len];
+        if (next !== undefined && STREET_WORDS.has(next)) continue;
+        const key = tokens.slice(start, start + len).join(' ');
+        const cands = refsToCands(key, 0, null)
+          .filter((c) => c.rec.uk && c.rec.kind !== 'airport' && c.rec !== ctx.rec)
+          .filter(
+            (c) =>
+              c.rec.kind === 'station' ||
+              (ctx.rec?.kind === 'place' && !c.rec.pplx && c.rec.population < ctx.rec.population),
+          )
+          .filter((c) => haversineMeters(c.rec, ctx) <= ctx.radius)
+          .sort(compareCands(null));
+        if (cands[0]) return cands[0].rec;
+      }
+    }
+    return null;
+  };
+
+  const resolveAddress = (
+    query: string,
+    segments: string[],
+    worldwide: boolean,
+    terminal: string | null,
+  ): GeocodeResult | null => {
+    const segs = segments.map((raw) => {
+      const stripped = stripHouseNumber(raw);
+      return { tokens: stripped.tokens, hadNumber: stripped.had };
+    });
+    const hadNumber = segs.some((s) => s.hadNumber);
+    let ctx: Context | null = null;
+    let ctxIdx = -1;
+    let prefix: string[] = [];
+    for (let i = segs.length - 1; i >= 0 && !ctx; i--) {
+      const seg = segs[i];
+      if (!seg || seg.tokens.length === 0) continue;
+      ctx = contextForText(seg.tokens.join(' '), !seg.hadNumber);
+      if (ctx) {
+        ctxIdx = i;
+        break;
+      }
+      for (let s = 1; s < seg.tokens.length; s++) {
+        const suffix = seg.tokens.slice(s);
+        if (suffix.length === 1 && STREET_WORDS.has(suffix[0] ?? '')) continue;
+        ctx = contextForText(suffix.join(' '), false);
+        if (ctx) {
+          ctxIdx = i;
+          prefix = seg.tokens.slice(0, s);
+          break;
+        }
+      }
+    }
+    if (!ctx) {
+      if (!worldwide) {
+        for (const raw of segments) {
+          const abroad = lookup(parseQuery(normalizeName(raw)), false)[0];
+          if (abroad && !abroad.rec.uk) return resultFor(query, abroad.rec, null, false);
+        }
+      }
+      return null;
+    }
+    const ctxRec = ctx.rec;
+    const wholeSegmentContext = prefix.length === 0;
+    if (ctxRec && ctxRec.kind !== 'place' && wholeSegmentContext && !hadNumber) {
+      const parsed = parseQuery(segs[ctxIdx]?.tokens.join(' ') ?? '');
+      return resultFor(query, ctxRec, parsed.terminal ?? terminal, worldwide);
+    }
+    let point: { lat: number; lng: number } = ctx;
+    const before = [...segs.slice(0, ctxIdx).map((s) => s.tokens), prefix].filter((t) => t.length > 0);
+    for (const tokens of before) {
+      const named = namedStationNear(tokens, ctx);
+      if (named) {
+        point = named;
+        break;
+      }
+    }
+    const district = point === ctx ? ctx.district : null;
+    return {
+      ok: true,
+      place: placeFromDistrictPoint(query, cleanText(query), 'address', point.lat, point.lng, district),
+    };
+  };
+
+  // ----- the whole resolution -----
+
+  const resolve = (query: string, opts: GeocodeOptions = {}): GeocodeResult => {
+    const worldwide = opts.worldwide === true;
+    const text = query.trim();
+    if (text === '') return notFound(query, 'The place to geocode is empty');
+
+    const pc = postcodeResult(query, text, worldwide);
+    if (pc) return pc;
+
+    const norm = normalizeName(text);
+    if (norm === '') return notFound(query);
+
+    const compact = norm.replace(/ /g, '').toUpperCase();
+    if (OUTWARD_RE.test(compact) && !norm.includes(' ')) {
+      const area = outwardArea(compact) ?? '';
+      if (CROWN_DEPENDENCY_AREAS[area] && locator.get(compact) === undefined) {
+        return {
+          ok: false,
+          reason: 'outside_uk',
+          message: `${compact} is a postcode district in ${CROWN_DEPENDENCY_AREAS[area]}, outside the UK`,
+        };
+      }
+      const pt = outwardPoint(compact);
+      if (pt)
+        return { ok: true, place: placeFromDistrictPoint(query, compact, 'postcode', pt.lat, pt.lng, pt.district) };
+    } else if (OUTWARD_RE.test(compact) && norm.includes(' ')) {
+      // "sw1a" typed as "sw 1a" is still an outward code.
+      const pt = outwardPoint(compact);
+      if (pt && /^[a-z]{1,2} ?[0-9][a-z0-9]?$/.test(norm)) {
+        return { ok: true, place: placeFromDistrictPoint(query, compact, 'postcode', pt.lat, pt.lng, pt.district) };
+      }
+    }
+
+    const rawSegments = text
+      .split(/[,;\n()]+/)
+      .map((s) => s.trim())
+      .filter((s) => normalizeName(s) !== '');
+    // A terminal may sit in its own part of the text ("Heathrow, Terminal 5"): it is not a
+    // qualifier, and it applies to the airport named elsewhere.
+    const wholeTerminal = parseQuery(norm).terminal;
+    const segments = rawSegments.filter((seg, i) => {
+      if (i === 0) return true;
+      const p = parseQuery(normalizeName(seg));
+      return !(p.terminal !== null && p.airportCore === '');
+    });
+    const head = segments[0] ?? text;
+    const headHasNumber = stripHouseNumber(head).had;
+
+    // A comma inside a real name ("Basford, Stoke-on-Trent"); brackets inside a station's name.
+    if (segments.length > 1) {
+      const whole = parseQuery(norm);
+      const exact = exactCands(whole).filter((c) =>
+        text.includes(',') ? c.rec.source === 'town' && normalizeName(c.rec.name) === norm : true,
+      );
+      if (exact[0] && !headHasNumber) return resultFor(query, exact[0].rec, whole.terminal, worldwide);
+    }
+
+    if (!headHasNumber) {
+      const parsed = parseQuery(normalizeName(head));
+      const cands = lookup(parsed);
+      const quals = segments
+        .slice(1)
+        .map(prepareQualifier)
+        .filter((q): q is Qualifier => q !== null);
+      if (cands.length > 0 && quals.length === 0) {
+        const best = preferTown(
+          cands.map((c) => ({ c, score: 0 })),
+          parsed.intent,
+        );
+        if (best) return resultFor(query, best.rec, parsed.terminal ?? wholeTerminal, worldwide);
+      }
+      if (cands.length > 0) {
+        const scored = cands.map((c, order) => ({
+          c,
+          order,
+          score: quals.filter((q) => matchesQualifier(c.rec, q)).length,
+        }));
+        scored.sort((a, b) => b.score - a.score || a.order - b.order);
+        const top = scored[0];
+        const chosen = preferTown(scored, parsed.intent);
+        if (top && chosen && top.score > 0)
+          return resultFor(query, chosen.rec, parsed.terminal ?? wholeTerminal, worldwide);
+        // Nothing matched the qualifiers: perhaps the head is a street or building ("Victoria
+        // Quarter, Leeds"), so try it as an address before falling back to the bare name.
+        const addr = resolveAddress(query, segments, worldwide, wholeTerminal);
+        if (addr?.ok) return addr;
+        const first = cands[0];
+        if (first) return resultFor(query, first.rec, parsed.terminal ?? wholeTerminal, worldwide);
+      }
+    }
+
+    const addr = resolveAddress(query, segments, worldwide, wholeTerminal);
+    if (addr) return addr;
+    return notFound(query);
+  };
+
+  return {
+    geocode: async (query, opts) => resolve(query, opts),
+    geocodeSync: resolve,
+    nearestDistrict: (lat, lng) => locator.nearest(lat, lng),
+    district: (code) => locator.get(code.replace(/\s+/g, '').toUpperCase()),
+    stats: { records: recs.length, names: keyList.length },
+  };
+}

@@ -1,0 +1,100 @@
+import { type Static, Type } from '@sinclair/typebox';
+import { VEHICLE_TYPES } from '../domain/tariffs/types.ts';
+import { DateTime, StringEnum, Uuid } from './common.ts';
+
+const Address = (description: string) => Type.String({ minLength: 1, maxLength: 300, description });
+const Passengers = Type.Integer({ minimum: 1, maximum: 8, description: 'Passengers, 1 to 8' });
+const Vehicle = StringEnum(VEHICLE_TYPES, {
+  description:
+    'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav. Groups over 4 need 6seater, 7seater or mpv; wav for wheelchair access.',
+});
+
+/** POST /api/public/v1/quote (SPEC.md 2.1). `vehicle_type` and `meet_and_greet` are accepted too. */
+export const V1QuoteRequest = Type.Object({
+  pickup: Address('Address, station, postcode, airport or town'),
+  dropoff: Address('Same kinds as pickup'),
+  departAt: Type.Optional({
+    ...DateTime,
+    description: 'Planned departure, UTC; default now. Night and holiday rates apply automatically',
+  }),
+  vehicleType: Type.Optional(Vehicle),
+  vehicle_type: Type.Optional({ ...Vehicle, description: 'Same as vehicleType' }),
+  passengers: Type.Optional(Passengers),
+  meetAndGreet: Type.Optional(
+    Type.Boolean({ description: 'Airport meet and greet, £25, charged only for an airport pickup' }),
+  ),
+  meet_and_greet: Type.Optional(Type.Boolean({ description: 'Same as meetAndGreet' })),
+  worldwide: Type.Optional(Type.Boolean({ description: 'true for journeys outside the UK' })),
+});
+export type V1QuoteRequest = Static<typeof V1QuoteRequest>;
+
+/** POST /api/public/quotes/estimate (SPEC.md 2.3). */
+export const EstimateRequest = Type.Object({
+  pickup_address: Address('Address, station, postcode, airport or town'),
+  dropoff_address: Address('Same kinds as pickup'),
+  passenger_count: Passengers,
+  depart_at: Type.Optional({ ...DateTime, description: 'Planned departure, UTC; default now' }),
+  vehicle_type: Type.Optional(Vehicle),
+  meet_and_greet: Type.Optional(Type.Boolean()),
+  worldwide: Type.Optional(Type.Boolean()),
+});
+export type EstimateRequest = Static<typeof EstimateRequest>;
+
+export const QuotePlace = Type.Object({
+  query: Type.String(),
+  name: Type.String(),
+  kind: StringEnum(['address', 'postcode', 'station', 'airport', 'place'] as const),
+  lat: Type.Number(),
+  lng: Type.Number(),
+});
+
+const Money = Type.Number({ description: 'GBP, pounds with two decimals' });
+
+export const V1QuoteResponse = Type.Object({
+  quoteId: Uuid,
+  quote_id: { ...Uuid, description: 'Same as quoteId' },
+  fareGBP: Money,
+  currency: Type.Literal('GBP'),
+  distanceMiles: Type.Number(),
+  durationMinutes: Type.Integer(),
+  vehicleType: Vehicle,
+  passengers: Passengers,
+  departAt: DateTime,
+  pickup: QuotePlace,
+  dropoff: QuotePlace,
+  appliedRules: Type.Array(Type.Object({ code: Type.String(), description: Type.String(), amountGBP: Money }), {
+    description: 'Itemised; sums exactly to fareGBP',
+  }),
+  tariffSource: Type.Object({
+    kind: StringEnum(['council', 'driver_override', 'partner_rate', 'default'] as const),
+    authority: Type.String(),
+    tariff: Type.String(),
+    asOf: Type.String(),
+  }),
+  bookingUrl: Type.String({
+    format: 'uri',
+    description: 'Website page that opens the quote for the passenger to confirm',
+  }),
+  expiresAt: DateTime,
+  warnings: Type.Array(Type.String()),
+});
+
+export const EstimateResponse = Type.Object({
+  quote_id: Uuid,
+  fare: Money,
+  currency: Type.Literal('GBP'),
+  expires_at: DateTime,
+  distance_miles: Type.Number(),
+  duration_minutes: Type.Integer(),
+  vehicle_type: Vehicle,
+  passenger_count: Passengers,
+  applied_rules: Type.Array(Type.Object({ code: Type.String(), description: Type.String(), amount_gbp: Money })),
+  tariff_source: Type.Object({
+    kind: Type.String(),
+    authority: Type.String(),
+    tariff: Type.String(),
+    as_of: Type.String(),
+  }),
+  booking_url: Type.String({ format: 'uri' }),
+  warnings: Type.Array(Type.String()),
+});

@@ -1,0 +1,162 @@
+import { v7 as uuidv7 } from 'uuid';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/knex.ts';
+import { SeatingError } from '../domain/tariffs/errors.ts';
+import { type AppliedRule, type TariffSource, VEHICLE_SEATS, type VehicleType } from '../domain/tariffs/types.ts';
+import { AppError } from '../errors.ts';
+import type { Place } from '../geo/types.ts';
+import type { PricingClient } from './pricing-client.ts';
+
+export const QUOTE_TTL_MS = 24 * 3600 * 1000;
+/** A departure this far in the past is refused; a little slack absorbs clock skew and slow clients. */
+const PAST_SLACK_MS = 5 * 60 * 1000;
+const MAX_AHEAD_MS = 366 * 24 * 3600 * 1000;
+
+export interface QuoteInput {
+  pickup: string;
+  dropoff: string;
+  departAt?: string;
+  passengers: number;
+  vehicleType?: VehicleType;
+  meetAndGreet: boolean;
+  worldwide: boolean;
+}
+
+export interface QuoteCaller {
+  apiKeyId: string | null;
+  partnerId: string | null;
+  testMode: boolean;
+}
+
+export interface Quote {
+  id: string;
+  farePence: number;
+  distanceMeters: number;
+  durationSeconds: number;
+  vehicleType: VehicleType;
+  passengers: number;
+  departAt: Date;
+  pickup: Place;
+  dropoff: Place;
+  appliedRules: AppliedRule[];
+  tariffSource: TariffSource;
+  warnings: string[];
+  bookingUrl: string;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+function chooseVehicle(input: QuoteInput, warnings: string[]): VehicleType {
+  if (input.vehicleType) {
+    if (VEHICLE_SEATS[input.vehicleType] < input.passengers)
+      throw new SeatingError(input.vehicleType, input.passengers);
+    return input.vehicleType;
+  }
+  if (input.passengers <= 4) return 'saloon';
+  const chosen = (['6seater', '7seater', 'mpv'] as const).find((v) => VEHICLE_SEATS[v] >= input.passengers) ?? 'mpv';
+  warnings.push(`No vehicle type given: a ${chosen} was chosen to seat ${input.passengers} passengers.`);
+  return chosen;
+}
+
+function departure(raw: string | undefined, now: Date): Date {
+  if (raw === undefined) return now;
+  const at = new Date(raw);
+  if (at.getTime() < now.getTime() - PAST_SLACK_MS) {
+    throw new AppError('pickup_in_past', 'The departure time is in the past.', [
+      { field: '/departAt', problem: 'must not be in the past' },
+    ]);
+  }
+  if (at.getTime() > now.getTime() + MAX_AHEAD_MS) {
+    throw new AppError('invalid_input', 'Quotes are made up to a year ahead.', [
+      { field: '/departAt', problem: 'must be within a year' },
+    ]);
+  }
+  return at;
+}
+
+/**
+ * Make a quote: check the request, have the pricing worker price it (request and reply),
+ * store it (fixed fare, valid 24 hours, redeemable once). The fare never changes after this.
+ */
+export async function createQuote(
+  deps: { db: Db; pricing: PricingClient; config: Pick<Config, 'publicBaseUrls'> },
+  input: QuoteInput,
+  caller: QuoteCaller,
+  baseUrl: string,
+  now = new Date(),
+): Promise<Quote> {
+  const warnings: string[] = [];
+  const departAt = departure(input.departAt, now);
+  const vehicleType = chooseVehicle(input, warnings);
+  const rateCard = caller.partnerId
+    ? await deps
+        .db('rate_cards')
+        .where({ partner_id: caller.partnerId })
+        .whereNotNull('approved_at')
+        .first<{ id: string } | undefined>('id')
+    : undefined;
+
+  const result = await deps.pricing.price({
+    pickup: input.pickup,
+    dropoff: input.dropoff,
+    departAt: departAt.toISOString(),
+    passengers: input.passengers,
+    vehicleType,
+    meetAndGreet: input.meetAndGreet,
+    worldwide: input.worldwide,
+    ...(rateCard ? { rateCardId: rateCard.id } : {}),
+  });
+  if (!result.ok) throw new AppError(result.error.code, result.error.message, result.error.details);
+  const j = result.journey;
+
+  const id = uuidv7();
+  const expiresAt = new Date(now.getTime() + QUOTE_TTL_MS);
+  const allWarnings = [...warnings, ...j.warnings];
+  await deps.db('quotes').insert({
+    id,
+    created_at: now,
+    expires_at: expiresAt,
+    api_key_id: caller.apiKeyId,
+    partner_id: caller.partnerId,
+    pickup: JSON.stringify(j.pickup),
+    dropoff: JSON.stringify(j.dropoff),
+    depart_at: departAt,
+    vehicle_type: vehicleType,
+    passengers: input.passengers,
+    meet_and_greet: input.meetAndGreet,
+    worldwide: input.worldwide,
+    distance_miles: j.distanceMeters / 1609.344,
+    duration_minutes: Math.ceil(j.durationSeconds / 60),
+    fare_pence: j.farePence,
+    applied_rules: JSON.stringify(j.appliedRules),
+    tariff_source: JSON.stringify(j.tariffSource),
+    warnings: JSON.stringify(allWarnings),
+    base_url: baseUrl,
+    test_mode: caller.testMode,
+    tariff_table_id: j.tariffTableId,
+    rate_card_id: rateCard?.id ?? null,
+    request: JSON.stringify(input),
+  });
+  return {
+    id,
+    farePence: j.farePence,
+    distanceMeters: j.distanceMeters,
+    durationSeconds: j.durationSeconds,
+    vehicleType,
+    passengers: input.passengers,
+    departAt,
+    pickup: j.pickup,
+    dropoff: j.dropoff,
+    appliedRules: j.appliedRules,
+    tariffSource: j.tariffSource,
+    warnings: allWarnings,
+    bookingUrl: `${baseUrl}/book/${id}`,
+    createdAt: now,
+    expiresAt,
+  };
+}
+
+export const gbp = (pence: number): number => Math.round(pence) / 100;
+export const miles = (meters: number): number => Math.round((meters / 1609.344) * 10) / 10;
+export const minutes = (seconds: number): number => Math.ceil(seconds / 60);
+export const placeOut = (p: Place) => ({ query: p.query, name: p.name, kind: p.kind, lat: p.lat, lng: p.lng });

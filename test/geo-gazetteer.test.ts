@@ -1,0 +1,585 @@
+import { describe, expect, it } from 'vitest';
+import { createGazetteer, defaultGazetteer } from '../shared/geo/gazetteer.ts';
+import { haversineMeters } from '../shared/geo/route-estimate.ts';
+import type { Place, PlaceKind } from '../shared/geo/types.ts';
+
+const gazetteer = createGazetteer();
+
+interface Golden {
+  q: string;
+  kind: PlaceKind;
+  /** Exact display name, or a pattern for it. */
+  name: string | RegExp;
+  /** The real-world location (not read from our data files), and how far off we may be. */
+  at: readonly [number, number];
+  km: number;
+  extra?: Partial<Place>;
+}
+
+const g = (
+  q: string,
+  kind: PlaceKind,
+  name: string | RegExp,
+  at: readonly [number, number],
+  km: number,
+  extra?: Partial<Place>,
+): Golden => (extra ? { q, kind, name, at, km, extra } : { q, kind, name, at, km });
+
+// Known locations (WGS84), rounded; tolerances: stations and terminals 1 km, airports 3 km,
+// postcodes 3 km (we only have district centroids), towns 5 km, addresses as stated.
+const KINGS_CROSS = [51.5308, -0.1238] as const;
+const EUSTON = [51.5282, -0.1337] as const;
+const PICCADILLY = [53.4774, -2.2309] as const;
+const HEATHROW = [51.47, -0.4543] as const;
+const GATWICK = [51.1537, -0.1821] as const;
+const BAKER_STREET = [51.5226, -0.1571] as const;
+const DOWNING_STREET = [51.5034, -0.1276] as const;
+
+const postcodes: Golden[] = [
+  g('SW1A 2AA', 'postcode', 'SW1A 2AA', DOWNING_STREET, 3, {
+    localAuthorityCode: 'E09000033',
+    postcodeDistrict: 'SW1A',
+  }),
+  g('sw1a2aa', 'postcode', 'SW1A 2AA', DOWNING_STREET, 3, { postcodeDistrict: 'SW1A' }),
+  g('  sw1a   2aa ', 'postcode', 'SW1A 2AA', DOWNING_STREET, 3),
+  g('SW1A2AA', 'postcode', 'SW1A 2AA', DOWNING_STREET, 3),
+  g('M1 1AE', 'postcode', 'M1 1AE', [53.478, -2.236], 3, { localAuthorityCode: 'E08000003', postcodeDistrict: 'M1' }),
+  g('m11ae', 'postcode', 'M1 1AE', [53.478, -2.236], 3),
+  g('EH1 1YZ', 'postcode', 'EH1 1YZ', [55.95, -3.19], 3, { localAuthorityCode: 'S12000036' }),
+  g('G2 1DY', 'postcode', 'G2 1DY', [55.861, -4.258], 3, { localAuthorityCode: 'S12000049' }),
+  g('CF10 1EP', 'postcode', 'CF10 1EP', [51.478, -3.177], 3, { localAuthorityCode: 'W06000015' }),
+  g('B1 1BB', 'postcode', 'B1 1BB', [52.478, -1.908], 3, { localAuthorityCode: 'E08000025' }),
+  g('LS1 4DY', 'postcode', 'LS1 4DY', [53.797, -1.549], 3, { localAuthorityCode: 'E08000035' }),
+  g('BS1 4DJ', 'postcode', 'BS1 4DJ', [51.452, -2.594], 3, { localAuthorityCode: 'E06000023' }),
+  g('NE1 7RU', 'postcode', 'NE1 7RU', [54.972, -1.613], 3, { localAuthorityCode: 'E08000021' }),
+  g('L1 8JQ', 'postcode', 'L1 8JQ', [53.404, -2.98], 3, { localAuthorityCode: 'E08000012' }),
+  g('TW6 1EW', 'postcode', 'TW6 1EW', HEATHROW, 3, { localAuthorityCode: 'E09000017', postcodeDistrict: 'TW6' }),
+  g('BT1 5GS', 'postcode', 'BT1 5GS', [54.597, -5.93], 3, { localAuthorityCode: null, countryCode: 'GB' }),
+  g('AB10 1XG', 'postcode', 'AB10 1XG', [57.145, -2.1], 3, { localAuthorityCode: 'S12000033' }),
+  g('cb2 1tn', 'postcode', 'CB2 1TN', [52.2, 0.12], 3),
+  g('OX1 2JD', 'postcode', 'OX1 2JD', [51.752, -1.258], 3, { localAuthorityCode: 'E07000178' }),
+  g('YO1 7HH', 'postcode', 'YO1 7HH', [53.96, -1.082], 3, { localAuthorityCode: 'E06000014' }),
+  // W1A is a large-user district whose units sit at a sorting office in Islington.
+  g('W1A 1AA', 'postcode', 'W1A 1AA', [51.5188, -0.1439], 3, { localAuthorityCode: 'E09000019' }),
+  g('e1 6an', 'postcode', 'E1 6AN', [51.517, -0.065], 3, { localAuthorityCode: 'E09000030' }),
+  g('PL1 2AA', 'postcode', 'PL1 2AA', [50.37, -4.14], 3),
+  g('SA1 1NW', 'postcode', 'SA1 1NW', [51.62, -3.94], 3, { localAuthorityCode: 'W06000011' }),
+  g('NR1 1AA', 'postcode', 'NR1 1AA', [52.63, 1.3], 3),
+  // Outward codes alone.
+  g('M1', 'postcode', 'M1', [53.478, -2.236], 3, { localAuthorityCode: 'E08000003', postcodeDistrict: 'M1' }),
+  g('EH1', 'postcode', 'EH1', [55.951, -3.19], 3, { localAuthorityCode: 'S12000036' }),
+  g('sw1a', 'postcode', 'SW1A', [51.503, -0.135], 3, { postcodeDistrict: 'SW1A' }),
+  g('B1', 'postcode', 'B1', [52.478, -1.905], 3, { localAuthorityCode: 'E08000025' }),
+  g('ls1', 'postcode', 'LS1', [53.797, -1.549], 3),
+  g('G1', 'postcode', 'G1', [55.859, -4.246], 3, { localAuthorityCode: 'S12000049' }),
+  g('CF10', 'postcode', 'CF10', [51.473, -3.175], 3),
+  g('W1', 'postcode', 'W1', [51.515, -0.145], 3, { localAuthorityCode: 'E09000033' }),
+  g('EC1', 'postcode', 'EC1', [51.523, -0.1], 3),
+  g('BT7', 'postcode', 'BT7', [54.58, -5.92], 3, { localAuthorityCode: null }),
+  g('TW6', 'postcode', 'TW6', HEATHROW, 3, { localAuthorityCode: 'E09000017' }),
+  g('E14', 'postcode', 'E14', [51.505, -0.02], 3, { localAuthorityCode: 'E09000030' }),
+];
+
+const stations: Golden[] = [
+  g('Manchester Piccadilly', 'station', 'Manchester Piccadilly', PICCADILLY, 1, { localAuthorityCode: 'E08000003' }),
+  g('MAN', 'station', 'Manchester Piccadilly', PICCADILLY, 1),
+  g('Manchester Piccadilly station', 'station', 'Manchester Piccadilly', PICCADILLY, 1),
+  g('Manchester station', 'station', 'Manchester Piccadilly', PICCADILLY, 1),
+  g('KGX', 'station', 'London Kings Cross', KINGS_CROSS, 1, { localAuthorityCode: 'E09000007' }),
+  g('kings cross', 'station', 'London Kings Cross', KINGS_CROSS, 1),
+  g("King's Cross", 'station', 'London Kings Cross', KINGS_CROSS, 1),
+  g('London Kings Cross', 'station', 'London Kings Cross', KINGS_CROSS, 1),
+  g("London King's Cross railway station", 'station', 'London Kings Cross', KINGS_CROSS, 1),
+  g('Kings Cross St Pancras', 'station', 'London Kings Cross', KINGS_CROSS, 1),
+  g('Euston station', 'station', 'London Euston', EUSTON, 1, { localAuthorityCode: 'E09000007' }),
+  g('Euston', 'station', 'London Euston', EUSTON, 1),
+  g('EUS', 'station', 'London Euston', EUSTON, 1),
+  g('London Paddington', 'station', 'London Paddington', [51.5154, -0.1755], 1),
+  g('Paddington station', 'station', 'London Paddington', [51.5154, -0.1755], 1),
+  g('PAD', 'station', 'London Paddington', [51.5154, -0.1755], 1),
+  g('Victoria station', 'station', 'London Victoria', [51.4952, -0.1441], 1),
+  g('Waterloo', 'station', 'London Waterloo', [51.5031, -0.1132], 1),
+  g('Liverpool Street', 'station', 'London Liverpool Street', [51.5178, -0.0823], 1),
+  g('London Bridge', 'station', 'London Bridge', [51.505, -0.086], 1),
+  g('St Pancras', 'station', 'London St Pancras International', [51.5319, -0.1263], 1),
+  g('Marylebone', 'station', 'London Marylebone', [51.5225, -0.1631], 1),
+  g('Birmingham New Street', 'station', 'Birmingham New Street', [52.4778, -1.899], 1, {
+    localAuthorityCode: 'E08000025',
+  }),
+  g('BHM', 'station', 'Birmingham New Street', [52.4778, -1.899], 1),
+  g('New Street station', 'station', 'Birmingham New Street', [52.4778, -1.899], 1),
+  g('Leeds station', 'station', 'Leeds', [53.795, -1.5475], 1, { localAuthorityCode: 'E08000035' }),
+  g('Glasgow Central', 'station', 'Glasgow Central', [55.859, -4.258], 1, { localAuthorityCode: 'S12000049' }),
+  g('GLC', 'station', 'Glasgow Central', [55.859, -4.258], 1),
+  g('Glasgow Queen Street', 'station', 'Glasgow Queen Street', [55.8622, -4.2511], 1),
+  g('Edinburgh Waverley', 'station', 'Edinburgh Waverley', [55.952, -3.189], 1, { localAuthorityCode: 'S12000036' }),
+  g('Waverley', 'station', 'Edinburgh Waverley', [55.952, -3.189], 1),
+  g('Cardiff Central', 'station', 'Cardiff Central', [51.476, -3.179], 1, { localAuthorityCode: 'W06000015' }),
+  g('CDF', 'station', 'Cardiff Central', [51.476, -3.179], 1),
+  g('Bristol Temple Meads', 'station', 'Bristol Temple Meads', [51.4491, -2.5813], 1, {
+    localAuthorityCode: 'E06000023',
+  }),
+  g('Temple Meads', 'station', 'Bristol Temple Meads', [51.4491, -2.5813], 1),
+  g('Liverpool Lime Street', 'station', 'Liverpool Lime Street', [53.4075, -2.977], 1, {
+    localAuthorityCode: 'E08000012',
+  }),
+  g('York station', 'station', 'York', [53.958, -1.093], 1),
+  g('Newcastle station', 'station', 'Newcastle', [54.9683, -1.6174], 1),
+  g('Manchester Victoria', 'station', 'Manchester Victoria', [53.4875, -2.2425], 1),
+  g('Manchester Oxford Road', 'station', 'Manchester Oxford Road', [53.474, -2.242], 1),
+  g('Manchester Airport station', 'station', 'Manchester Airport', [53.365, -2.273], 1.5),
+  g('Gatwick Airport station', 'station', 'Gatwick Airport', [51.1565, -0.161], 1),
+  g('Stratford (London)', 'station', 'Stratford (London)', [51.5416, -0.0034], 1, { localAuthorityCode: 'E09000025' }),
+  g('Stratford station', 'station', /^Stratford/, [51.5416, -0.0034], 1),
+  g('Clapham Junction', 'station', 'Clapham Junction', [51.4642, -0.1704], 1),
+  g('Reading station', 'station', 'Reading', [51.4588, -0.9718], 1),
+  g('Milton Keynes Central', 'station', 'Milton Keynes Central', [52.0343, -0.7741], 1),
+  g('Brighton station', 'station', 'Brighton', [50.829, -0.1413], 1),
+  g('Oxford station', 'station', 'Oxford', [51.7535, -1.27], 1),
+  g('Cambridge station', 'station', 'Cambridge', [52.1943, 0.1373], 1),
+  g('Sheffield rail station', 'station', 'Sheffield', [53.3781, -1.462], 1),
+  g('Southampton Central', 'station', 'Southampton Central', [50.9075, -1.4139], 1),
+  g('SOU', 'station', 'Southampton Central', [50.9075, -1.4139], 1),
+  g('Exeter St Davids', 'station', 'Exeter St Davids', [50.7292, -3.5434], 1),
+  g('Preston station', 'station', 'Preston', [53.7565, -2.7075], 1),
+  g('Stirling station', 'station', 'Stirling', [56.1196, -3.9355], 1),
+  g('Perth station', 'station', 'Perth', [56.3918, -3.4396], 1),
+  g('Newport station', 'station', 'Newport (South Wales)', [51.5887, -3.0001], 1, { localAuthorityCode: 'W06000022' }),
+  g('Heathrow Terminal 5 station', 'station', 'Heathrow Terminal 5', [51.4723, -0.488], 1, {
+    localAuthorityCode: 'E09000017',
+  }),
+  // TfL.
+  g('Oxford Circus', 'station', 'Oxford Circus', [51.5152, -0.1419], 1, { localAuthorityCode: 'E09000033' }),
+  g('Canary Wharf', 'station', 'Canary Wharf', [51.5054, -0.0195], 1, { localAuthorityCode: 'E09000030' }),
+  g('Bank', 'station', 'Bank', [51.5133, -0.0886], 1),
+  g('Baker Street station', 'station', 'Baker Street', BAKER_STREET, 1),
+  g('Piccadilly Circus', 'station', 'Piccadilly Circus', [51.5098, -0.1342], 1),
+  g('Tottenham Court Road', 'station', 'Tottenham Court Road', [51.5165, -0.131], 1),
+  g('Covent Garden', 'station', 'Covent Garden', [51.5129, -0.1243], 1),
+  g('Westminster station', 'station', 'Westminster', [51.501, -0.1254], 1),
+  g("Shepherd's Bush", 'station', 'Shepherds Bush', [51.5046, -0.2187], 1),
+  g('Canada Water', 'station', 'Canada Water', [51.4982, -0.0502], 1),
+  g('Brixton tube', 'station', 'Brixton', [51.4627, -0.1145], 1),
+  g('Seven Sisters', 'station', 'Seven Sisters', [51.5822, -0.0749], 1),
+  g('Five Ways station', 'station', 'Five Ways', [52.4711, -1.9124], 1),
+  g('Battersea Power Station', 'station', 'Battersea Power Station', [51.4799, -0.1421], 1),
+];
+
+const airport = (iata: string, extra?: Partial<Place>): Partial<Place> => ({ iata, countryCode: 'GB', ...extra });
+
+const airports: Golden[] = [
+  g('Heathrow', 'airport', 'London Heathrow Airport', HEATHROW, 3, airport('LHR', { localAuthorityCode: 'E09000017' })),
+  g('Heathrow Airport', 'airport', 'London Heathrow Airport', HEATHROW, 3, airport('LHR')),
+  g('London Heathrow', 'airport', 'London Heathrow Airport', HEATHROW, 3, airport('LHR')),
+  g('LHR', 'airport', 'London Heathrow Airport', HEATHROW, 3, airport('LHR')),
+  g('lhr', 'airport', 'London Heathrow Airport', HEATHROW, 3, airport('LHR')),
+  g(
+    'Heathrow T5',
+    'airport',
+    'London Heathrow Airport, Terminal 5',
+    [51.4715, -0.488],
+    1,
+    airport('LHR', { terminal: 'T5', localAuthorityCode: 'E09000017' }),
+  ),
+  g(
+    'Heathrow Terminal 2',
+    'airport',
+    'London Heathrow Airport, Terminal 2',
+    [51.4697, -0.4513],
+    1,
+    airport('LHR', { terminal: 'T2' }),
+  ),
+  g('Heathrow Terminal 3', 'airport', /Terminal 3$/, [51.4712, -0.4569], 1, airport('LHR', { terminal: 'T3' })),
+  g('heathrow terminal five', 'airport', /Terminal 5$/, [51.4715, -0.488], 1, airport('LHR', { terminal: 'T5' })),
+  g('LHR T4', 'airport', /Terminal 4$/, [51.4584, -0.446], 1, airport('LHR', { terminal: 'T4' })),
+  g('Heathrow, Terminal 5', 'airport', /Terminal 5$/, [51.4715, -0.488], 1, airport('LHR', { terminal: 'T5' })),
+  g('Gatwick', 'airport', 'London Gatwick Airport', GATWICK, 3, airport('LGW')),
+  g('lgw', 'airport', 'London Gatwick Airport', GATWICK, 3, airport('LGW')),
+  g(
+    'Gatwick North Terminal',
+    'airport',
+    'London Gatwick Airport, North Terminal',
+    [51.162, -0.1772],
+    1,
+    airport('LGW', { terminal: 'North' }),
+  ),
+  g(
+    'Gatwick South Terminal',
+    'airport',
+    'London Gatwick Airport, South Terminal',
+    [51.1564, -0.1609],
+    1,
+    airport('LGW', { terminal: 'South' }),
+  ),
+  g(
+    'Gatwick (North Terminal)',
+    'airport',
+    /North Terminal$/,
+    [51.162, -0.1772],
+    1,
+    airport('LGW', { terminal: 'North' }),
+  ),
+  g('Stansted', 'airport', 'London Stansted Airport', [51.886, 0.2389], 3, airport('STN')),
+  g('STN', 'airport', 'London Stansted Airport', [51.886, 0.2389], 3, airport('STN')),
+  g('STN airport', 'airport', 'London Stansted Airport', [51.886, 0.2389], 3, airport('STN')),
+  g('Luton', 'airport', 'London Luton Airport', [51.8747, -0.3683], 3, airport('LTN')),
+  g('Luton Airport', 'airport', 'London Luton Airport', [51.8747, -0.3683], 3, airport('LTN')),
+  g(
+    'London City',
+    'airport',
+    'London City Airport',
+    [51.5048, 0.0495],
+    3,
+    airport('LCY', { localAuthorityCode: 'E09000025' }),
+  ),
+  g('London City Airport', 'airport', 'London City Airport', [51.5048, 0.0495], 3, airport('LCY')),
+  g('Southend Airport', 'airport', /Southend Airport/, [51.5703, 0.6933], 3, airport('SEN')),
+  g(
+    'Manchester Airport',
+    'airport',
+    'Manchester Airport',
+    [53.365, -2.2728],
+    3,
+    airport('MAN', { localAuthorityCode: 'E08000003' }),
+  ),
+  g('MAN airport', 'airport', 'Manchester Airport', [53.365, -2.2728], 3, airport('MAN')),
+  g(
+    'Edinburgh Airport',
+    'airport',
+    'Edinburgh Airport',
+    [55.95, -3.3725],
+    3,
+    airport('EDI', { localAuthorityCode: 'S12000036' }),
+  ),
+  g('EDI', 'airport', 'Edinburgh Airport', [55.95, -3.3725], 3, airport('EDI')),
+  g(
+    'Glasgow Airport',
+    'airport',
+    /Glasgow International/,
+    [55.8719, -4.4331],
+    3,
+    airport('GLA', { localAuthorityCode: 'S12000038' }),
+  ),
+  g(
+    'Birmingham Airport',
+    'airport',
+    'Birmingham International Airport',
+    [52.4539, -1.748],
+    3,
+    airport('BHX', { localAuthorityCode: 'E08000029' }),
+  ),
+  g('Bristol Airport', 'airport', 'Bristol Airport', [51.3827, -2.7191], 3, airport('BRS')),
+  g('Newcastle Airport', 'airport', 'Newcastle Airport', [55.0375, -1.6917], 3, airport('NCL')),
+  g('Liverpool John Lennon Airport', 'airport', 'Liverpool John Lennon Airport', [53.3336, -2.8497], 3, airport('LPL')),
+  g('John Lennon Airport', 'airport', 'Liverpool John Lennon Airport', [53.3336, -2.8497], 3, airport('LPL')),
+  g('East Midlands Airport', 'airport', 'East Midlands Airport', [52.8311, -1.3281], 3, airport('EMA')),
+  g('Leeds Bradford Airport', 'airport', 'Leeds Bradford Airport', [53.8659, -1.6606], 3, airport('LBA')),
+  g(
+    'Belfast International Airport',
+    'airport',
+    'Belfast International Airport',
+    [54.6575, -6.2158],
+    3,
+    airport('BFS', { localAuthorityCode: null }),
+  ),
+  g(
+    'George Best Belfast City Airport',
+    'airport',
+    'George Best Belfast City Airport',
+    [54.6181, -5.8725],
+    3,
+    airport('BHD'),
+  ),
+  g('Aberdeen Airport', 'airport', /Aberdeen/, [57.2019, -2.1978], 3, airport('ABZ')),
+  g('Cardiff Airport', 'airport', 'Cardiff International Airport', [51.3967, -3.3433], 3, airport('CWL')),
+  g('Inverness Airport', 'airport', 'Inverness Airport', [57.5425, -4.0475], 3, airport('INV')),
+  g('Prestwick Airport', 'airport', 'Glasgow Prestwick Airport', [55.5094, -4.5867], 3, airport('PIK')),
+];
+
+const towns: Golden[] = [
+  g('Leeds', 'place', 'Leeds', [53.7997, -1.5492], 5, { localAuthorityCode: 'E08000035', countryCode: 'GB' }),
+  g('Birmingham', 'place', 'Birmingham', [52.4862, -1.8904], 5, { localAuthorityCode: 'E08000025' }),
+  g('Manchester', 'place', 'Manchester', [53.4808, -2.2426], 5, { localAuthorityCode: 'E08000003' }),
+  g('London', 'place', 'London', [51.5074, -0.1278], 5),
+  g('St Albans', 'place', 'St Albans', [51.752, -0.336], 5, { localAuthorityCode: 'E07000240' }),
+  g('Saint Albans', 'place', 'St Albans', [51.752, -0.336], 5),
+  g('st. albans', 'place', 'St Albans', [51.752, -0.336], 5),
+  g('Stratford-upon-Avon', 'place', 'Stratford-upon-Avon', [52.1917, -1.7073], 5, { localAuthorityCode: 'E07000221' }),
+  g('Stratford upon Avon', 'place', 'Stratford-upon-Avon', [52.1917, -1.7073], 5),
+  g('Newport, Wales', 'place', 'Newport', [51.5842, -2.9977], 5, { localAuthorityCode: 'W06000022' }),
+  g('Newport, Isle of Wight', 'place', 'Newport', [50.701, -1.2883], 5, { localAuthorityCode: 'E06000046' }),
+  g('Newport', 'place', 'Newport', [51.5842, -2.9977], 5, { localAuthorityCode: 'W06000022' }),
+  g('Newport (Shropshire)', 'place', 'Newport', [52.769, -2.378], 5, { localAuthorityCode: 'E06000020' }),
+  g('Newport, Telford', 'place', 'Newport', [52.769, -2.378], 5),
+  g('Newport, Essex', 'place', 'Newport', [51.984, 0.214], 5),
+  g('Richmond, North Yorkshire', 'place', 'Richmond', [54.403, -1.737], 5),
+  g('Edinburgh', 'place', 'Edinburgh', [55.9533, -3.1883], 5, { localAuthorityCode: 'S12000036' }),
+  g('Glasgow', 'place', 'Glasgow', [55.8642, -4.2518], 5, { localAuthorityCode: 'S12000049' }),
+  g('Cardiff', 'place', 'Cardiff', [51.4816, -3.1791], 5, { localAuthorityCode: 'W06000015' }),
+  g('Belfast', 'place', 'Belfast', [54.5973, -5.9301], 5, { localAuthorityCode: null, countryCode: 'GB' }),
+  g('Derry', 'place', 'Derry', [54.9966, -7.3086], 5),
+  g('Londonderry', 'place', 'Derry', [54.9966, -7.3086], 5),
+  g('Aberdeen', 'place', 'Aberdeen', [57.1497, -2.0943], 5),
+  g('Inverness', 'place', 'Inverness', [57.4778, -4.2247], 5),
+  g('Hull', 'place', 'Kingston upon Hull', [53.7676, -0.3274], 5),
+  g('Newcastle', 'place', 'Newcastle upon Tyne', [54.9783, -1.6178], 5),
+  g('York', 'place', 'York', [53.96, -1.0873], 5),
+  g('Bath', 'place', 'Bath', [51.3811, -2.359], 5),
+  g('Oxford', 'place', 'Oxford', [51.752, -1.2577], 5),
+  g('Cambridge', 'place', 'Cambridge', [52.2053, 0.1218], 5),
+  g('Brighton', 'place', 'Brighton', [50.8225, -0.1372], 5),
+  g('Milton Keynes', 'place', 'Milton Keynes', [52.0406, -0.7594], 5),
+  g('Luton town centre', 'place', 'Luton', [51.8787, -0.42], 5),
+  g('Manchester city centre', 'place', 'Manchester', [53.4808, -2.2426], 5),
+  g('Westminster', 'place', 'City of Westminster', [51.4975, -0.1357], 5),
+  g('Harrogate', 'place', 'Harrogate', [53.9921, -1.5418], 5),
+  g('Swansea', 'place', 'Swansea', [51.6214, -3.9436], 5),
+  g('Stoke', 'place', 'Stoke-on-Trent', [53.0027, -2.1794], 5),
+  g('Southend', 'place', 'Southend-on-Sea', [51.5459, 0.7077], 5),
+  g('Camden Town', 'place', 'Camden Town', [51.539, -0.1426], 5),
+  g('Kingston', 'place', 'Kingston upon Thames', [51.4123, -0.3007], 5),
+  g('Ely', 'place', 'Ely', [52.399, 0.262], 5),
+  g('Leeds, UK', 'place', 'Leeds', [53.7997, -1.5492], 5),
+  g('Manchester, England', 'place', 'Manchester', [53.4808, -2.2426], 5),
+  g('Edinburgh, Scotland', 'place', 'Edinburgh', [55.9533, -3.1883], 5),
+  g('Cardiff, Wales', 'place', 'Cardiff', [51.4816, -3.1791], 5),
+  g('St Albans, Herts', 'place', 'St Albans', [51.752, -0.336], 5),
+  g('Harpenden, St Albans', 'place', 'Harpenden', [51.8168, -0.3571], 5),
+];
+
+const addresses: Golden[] = [
+  g('10 Downing Street, London SW1A 2AA', 'address', '10 Downing Street, London SW1A 2AA', DOWNING_STREET, 3, {
+    localAuthorityCode: 'E09000033',
+    postcodeDistrict: 'SW1A',
+  }),
+  g('10 downing street london sw1a2aa', 'address', '10 downing street london SW1A 2AA', DOWNING_STREET, 3),
+  g('Buckingham Palace, London SW1A 1AA', 'address', 'Buckingham Palace, London SW1A 1AA', [51.5014, -0.1419], 3),
+  // M3 straddles the Irwell; most of its units are in Salford, so the district says Salford.
+  g(
+    'Flat 4, 22 Deansgate, Manchester M3 2BW',
+    'address',
+    'Flat 4, 22 Deansgate, Manchester M3 2BW',
+    [53.48, -2.248],
+    3,
+    {
+      localAuthorityCode: 'E08000006',
+      postcodeDistrict: 'M3',
+    },
+  ),
+  g('1 Princes Street, Edinburgh EH2 2EQ', 'address', /Princes Street/, [55.953, -3.19], 3, {
+    localAuthorityCode: 'S12000036',
+  }),
+  g('5 High Street, Oxford OX1 4AA', 'address', /High Street, Oxford OX1 4AA/, [51.752, -1.255], 3, {
+    localAuthorityCode: 'E07000178',
+  }),
+  g('221B Baker Street, London', 'address', '221B Baker Street, London', [51.5238, -0.1586], 1, {
+    localAuthorityCode: 'E09000033',
+  }),
+  g('221b baker street london', 'address', '221b baker street london', [51.5238, -0.1586], 1),
+  g('Baker Street, London NW1', 'address', 'Baker Street, London NW1', [51.5238, -0.1586], 1),
+  g('10 Downing Street, London', 'address', '10 Downing Street, London', DOWNING_STREET, 3),
+  g('Tesco, Leeds', 'address', 'Tesco, Leeds', [53.7997, -1.5492], 5),
+  g('Victoria Quarter, Leeds', 'address', 'Victoria Quarter, Leeds', [53.7976, -1.5407], 5),
+  g('14 Victoria Road, Leeds', 'address', '14 Victoria Road, Leeds', [53.7997, -1.5492], 5),
+  g('12 Station Road, Harpenden', 'address', '12 Station Road, Harpenden', [51.8168, -0.3571], 3),
+  g('12 Station Road, Harpenden, St Albans', 'address', /Harpenden/, [51.8168, -0.3571], 3),
+  g('1 Canada Square, Canary Wharf, London', 'address', '1 Canada Square, Canary Wharf, London', [51.5049, -0.0195], 1),
+  g(
+    'Departures, Heathrow Terminal 5',
+    'airport',
+    /Terminal 5$/,
+    [51.4715, -0.488],
+    1,
+    airport('LHR', { terminal: 'T5' }),
+  ),
+  g('Arrivals, Gatwick South Terminal', 'airport', /South Terminal$/, [51.1564, -0.1609], 1, airport('LGW')),
+  g('Costa Coffee, Euston station', 'station', 'London Euston', EUSTON, 1),
+];
+
+const misspelt: Golden[] = [
+  g('Manchster Picadilly', 'station', 'Manchester Piccadilly', PICCADILLY, 1, { localAuthorityCode: 'E08000003' }),
+  g('Manchester Piccadily station', 'station', 'Manchester Piccadilly', PICCADILLY, 1),
+  g('Birmingam', 'place', 'Birmingham', [52.4862, -1.8904], 5),
+  g('Brimingham', 'place', 'Birmingham', [52.4862, -1.8904], 5),
+  g('Edinbrugh', 'place', 'Edinburgh', [55.9533, -3.1883], 5),
+  g('Glasgw', 'place', 'Glasgow', [55.8642, -4.2518], 5),
+  g('Nottingam', 'place', 'Nottingham', [52.9548, -1.1581], 5),
+  g('Sheffeild', 'place', 'Sheffield', [53.3811, -1.4701], 5),
+  g('Liverpol', 'place', 'Liverpool', [53.4084, -2.9916], 5),
+  g('Cambrige', 'place', 'Cambridge', [52.2053, 0.1218], 5),
+  g('Heathrw', 'airport', 'London Heathrow Airport', HEATHROW, 3, airport('LHR')),
+  g('Gatwik', 'airport', 'London Gatwick Airport', GATWICK, 3, airport('LGW')),
+  g('Standsted', 'airport', 'London Stansted Airport', [51.886, 0.2389], 3, airport('STN')),
+  g('heathrow termnal 5', 'airport', /Terminal 5$/, [51.4715, -0.488], 1, airport('LHR', { terminal: 'T5' })),
+  g('Edinburgh Airprot', 'airport', 'Edinburgh Airport', [55.95, -3.3725], 3, airport('EDI')),
+  g('Picadilly Circus', 'station', 'Piccadilly Circus', [51.5098, -0.1342], 1),
+  g('kings cros', 'station', 'London Kings Cross', KINGS_CROSS, 1),
+  g('Oxford Circs', 'station', 'Oxford Circus', [51.5152, -0.1419], 1),
+  g('Edinburgh Waverly', 'station', 'Edinburgh Waverley', [55.952, -3.189], 1),
+  g('Glasgow Centrl', 'station', 'Glasgow Central', [55.859, -4.258], 1),
+  g('Stratford on Avon', 'place', 'Stratford-upon-Avon', [52.1917, -1.7073], 5),
+  g('Newcastle upon Tyne', 'place', 'Newcastle upon Tyne', [54.9783, -1.6178], 5),
+];
+
+const oddlyTyped: Golden[] = [
+  g('  LEEDS  ', 'place', 'Leeds', [53.7997, -1.5492], 5),
+  g('leeds!!!', 'place', 'Leeds', [53.7997, -1.5492], 5),
+  g('MANCHESTER   PICCADILLY', 'station', 'Manchester Piccadilly', PICCADILLY, 1),
+  g('st-albans', 'place', 'St Albans', [51.752, -0.336], 5),
+  g('Stratford Upon Avon', 'place', 'Stratford-upon-Avon', [52.1917, -1.7073], 5),
+  g('KINGS-CROSS', 'station', 'London Kings Cross', KINGS_CROSS, 1),
+  g('LONDON HEATHROW AIRPORT', 'airport', 'London Heathrow Airport', HEATHROW, 3, airport('LHR')),
+  g('london-city-airport', 'airport', 'London City Airport', [51.5048, 0.0495], 3, airport('LCY')),
+  g('Oxford Circus.', 'station', 'Oxford Circus', [51.5152, -0.1419], 1),
+  g('EDINBURGH AIRPORT', 'airport', 'Edinburgh Airport', [55.95, -3.3725], 3, airport('EDI')),
+  g('glasgow   central', 'station', 'Glasgow Central', [55.859, -4.258], 1),
+  g('Cardiff  Central  Station', 'station', 'Cardiff Central', [51.476, -3.179], 1, {
+    localAuthorityCode: 'W06000015',
+  }),
+  g('"Heathrow T2"', 'airport', /Terminal 2$/, [51.4697, -0.4513], 1, airport('LHR', { terminal: 'T2' })),
+];
+
+const golden: Golden[] = [...postcodes, ...stations, ...airports, ...towns, ...addresses, ...misspelt, ...oddlyTyped];
+
+describe('gazetteer golden set', () => {
+  it('has at least 150 queries', () => {
+    expect(golden.length).toBeGreaterThanOrEqual(150);
+    expect(new Set(golden.map((x) => x.q)).size).toBe(golden.length);
+  });
+
+  it.each(golden.map((x) => [x.q, x] as const))('%s', async (_q, c) => {
+    const r = await gazetteer.geocode(c.q);
+    if (!r.ok) throw new Error(`${c.q}: ${r.reason}: ${r.message}`);
+    const p = r.place;
+    expect(p.query).toBe(c.q);
+    expect(p.kind).toBe(c.kind);
+    if (typeof c.name === 'string') expect(p.name).toBe(c.name);
+    else expect(p.name).toMatch(c.name);
+    const km = haversineMeters(p, { lat: c.at[0], lng: c.at[1] }) / 1000;
+    expect(km, `${c.q} is ${km.toFixed(2)} km from where it should be`).toBeLessThanOrEqual(c.km);
+    expect(p.countryCode).toBe('GB');
+    expect(typeof p.postcodeDistrict).toBe('string');
+    if (p.postcodeDistrict?.startsWith('BT')) expect(p.localAuthorityCode).toBeNull();
+    else expect(p.localAuthorityCode).toMatch(/^[ESW]\d{8}$/);
+    if (c.extra) expect(p).toMatchObject(c.extra);
+    if (p.kind !== 'airport') {
+      expect(p.iata).toBeUndefined();
+      expect(p.terminal).toBeUndefined();
+    }
+  });
+});
+
+describe('councils for the tariff engine', () => {
+  it.each([
+    ['Manchester Piccadilly', 'E08000003'],
+    ['Heathrow', 'E09000017'],
+    ['Glasgow Central', 'S12000049'],
+    ['Cardiff Central', 'W06000015'],
+    ['Newport, Wales', 'W06000022'],
+    ['Bracknell', 'E06000036'],
+    ['Sheffield', 'E08000039'],
+    ['Nottingham', 'E06000018'],
+    ['Brighton', 'E06000043'],
+  ])('%s → %s', async (q, code) => {
+    const r = await gazetteer.geocode(q);
+    expect(r.ok && r.place.localAuthorityCode).toBe(code);
+  });
+});
+
+describe('places outside the UK', () => {
+  it.each([
+    ['JFK', 'JFK', 'US', [40.6413, -73.7781]],
+    ['Paris CDG', 'CDG', 'FR', [49.0097, 2.5479]],
+    ['CDG', 'CDG', 'FR', [49.0097, 2.5479]],
+    ['Paris Charles de Gaulle', 'CDG', 'FR', [49.0097, 2.5479]],
+    ['jfk airport', 'JFK', 'US', [40.6413, -73.7781]],
+    ['Dublin Airport', 'DUB', 'IE', [53.4264, -6.2499]],
+    ['Amsterdam Schiphol', 'AMS', 'NL', [52.3105, 4.7683]],
+  ] as const)('%s is outside_uk, and resolves with worldwide', async (q, iata, country, at) => {
+    const r = await gazetteer.geocode(q);
+    expect(r).toMatchObject({ ok: false, reason: 'outside_uk' });
+    expect(!r.ok && r.message).toContain('outside the UK');
+    expect(!r.ok && r.message).toContain('worldwide');
+    const w = await gazetteer.geocode(q, { worldwide: true });
+    if (!w.ok) throw new Error(w.message);
+    expect(w.place).toMatchObject({
+      kind: 'airport',
+      iata,
+      countryCode: country,
+      localAuthorityCode: null,
+      postcodeDistrict: null,
+    });
+    expect(haversineMeters(w.place, { lat: at[0], lng: at[1] })).toBeLessThan(3_000);
+  });
+
+  it('UK places still resolve the same with worldwide', async () => {
+    for (const q of ['Leeds', 'Heathrow T5', 'SW1A 2AA', 'MAN']) {
+      expect(await gazetteer.geocode(q, { worldwide: true })).toEqual(await gazetteer.geocode(q));
+    }
+  });
+
+  it('Channel Islands postcodes are outside the UK', async () => {
+    expect(await gazetteer.geocode('GY1 1AA')).toMatchObject({ ok: false, reason: 'outside_uk' });
+    expect(await gazetteer.geocode('JE2 3QA', { worldwide: true })).toMatchObject({ ok: false, reason: 'not_found' });
+  });
+
+  it('a code that is a UK station and a foreign airport is the station unless "airport" is said', async () => {
+    const bare = await gazetteer.geocode('BCN');
+    expect(bare.ok && bare.place).toMatchObject({ kind: 'station', name: 'Branchton' });
+    expect(await gazetteer.geocode('BCN airport')).toMatchObject({ ok: false, reason: 'outside_uk' });
+  });
+});
+
+describe('not found', () => {
+  it.each([
+    'asdfghjkl',
+    'zzqx blorf',
+    'Narnia',
+    'Hogwarts Castle',
+    'qwertyuiop station',
+    '!!!',
+    '',
+    '   ',
+    'XX1 1XX',
+    'Terminal',
+  ])('%j is not_found, naming the query', async (q) => {
+    const r = await gazetteer.geocode(q);
+    expect(r).toMatchObject({ ok: false, reason: 'not_found' });
+    if (!r.ok && q.trim() !== '' && /[a-z]{3}/i.test(q)) expect(r.message).toContain(q);
+  });
+});
+
+describe('behaviour', () => {
+  it('is deterministic and keeps the query as sent', async () => {
+    const a = await gazetteer.geocode(' Newport, Wales ');
+    const b = createGazetteer().geocodeSync(' Newport, Wales ');
+    expect(a).toEqual(b);
+    expect(a.ok && a.place.query).toBe(' Newport, Wales ');
+  });
+
+  it('prefers exact names to fuzzy ones, and the kind the text asks for', async () => {
+    // "Leeds" is a town and a station; "Leeds station" the station.
+    const town = await gazetteer.geocode('Leeds');
+    expect(town.ok && town.place.kind).toBe('place');
+    const st = await gazetteer.geocode('Leeds station');
+    expect(st.ok && st.place.kind).toBe('station');
+    // "Gatwick Airport" is a station's name too; the text says airport.
+    const ap = await gazetteer.geocode('Gatwick Airport');
+    expect(ap.ok && ap.place).toMatchObject({ kind: 'airport', iata: 'LGW' });
+  });
+
+  it('shares one default gazetteer', () => {
+    expect(defaultGazetteer()).toBe(defaultGazetteer());
+  });
+
+  it('exposes the nearest district lookup and districts by code', () => {
+    expect(gazetteer.nearestDistrict(53.4774, -2.2309)?.district.district).toBe('M1');
+    expect(gazetteer.district('sw1a')?.localAuthorityCode).toBe('E09000033');
+    expect(gazetteer.stats.records).toBeGreaterThan(13_000);
+  });
+
+  it('loads from an explicit data directory', async () => {
+    const other = createGazetteer(new URL('../data', import.meta.url).pathname);
+    expect(await other.geocode('KGX')).toEqual(await gazetteer.geocode('KGX'));
+  });
+});

@@ -1,0 +1,274 @@
+import http from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiKey } from '../shared/services/api-keys.ts';
+import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+
+/**
+ * Both quote endpoints through real HTTP, priced by the real pricing worker over BullMQ
+ * request and reply, stored in Postgres. SPEC.md sections 2.1 to 2.4 and 7, CONTRACT.md section 3.
+ */
+let env: TestEnv;
+let roles: RunningRoles;
+let api: Served;
+
+/** The next Wednesday at the given London hour, as UTC ISO (November: London is on GMT). */
+function nextWednesdayAt(hourLondon: number): string {
+  const d = new Date();
+  d.setUTCDate(d.getUTCDate() + ((3 - d.getUTCDay() + 7) % 7 || 7) + 7);
+  d.setUTCHours(hourLondon, 0, 0, 0);
+  return d.toISOString();
+}
+
+beforeAll(async () => {
+  env = await createTestEnv({
+    env: { PUBLIC_BASE_URLS: 'http://primary.example,http://second.example', QUOTE_LIMIT_PER_HOUR: '30' },
+  });
+  await syncBuiltInTariffs(env.rt.db);
+  roles = startRoles(['pricing'], env.rt);
+  api = await serve(await appFor(env));
+});
+afterAll(async () => {
+  await api?.close();
+  await roles?.close();
+  await env?.cleanup();
+});
+
+type Json = Record<string, unknown> & {
+  error?: { code: string; message: string; details: Array<{ field: string; problem: string }> };
+};
+
+async function post(
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: Json; headers: Headers }> {
+  const res = await fetch(`${api.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, json: (await res.json()) as Json, headers: res.headers };
+}
+
+describe('POST /api/public/v1/quote', () => {
+  it('prices a journey on the council tariff with rules that sum to the fare, and stores it', async () => {
+    const departAt = nextWednesdayAt(12);
+    const { status, json } = await post('/api/public/v1/quote', {
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      departAt,
+      passengers: 2,
+    });
+    expect(status, JSON.stringify(json)).toBe(200);
+    expect(json).toMatchObject({
+      quoteId: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/),
+      currency: 'GBP',
+      vehicleType: 'saloon',
+      passengers: 2,
+      departAt,
+      pickup: { query: 'Manchester Piccadilly', kind: 'station', lat: expect.any(Number), lng: expect.any(Number) },
+      dropoff: { query: 'Manchester Airport', kind: 'airport' },
+      tariffSource: { kind: 'council', authority: 'Manchester City Council' },
+      warnings: expect.any(Array),
+    });
+    expect(json.quote_id).toBe(json.quoteId);
+    const rules = json.appliedRules as Array<{ code: string; amountGBP: number }>;
+    const sumPence = rules.reduce((s, r) => s + Math.round(r.amountGBP * 100), 0);
+    expect(sumPence).toBe(Math.round((json.fareGBP as number) * 100));
+    expect(json.fareGBP as number).toBeGreaterThan(15);
+    expect(json.fareGBP as number).toBeLessThan(60);
+    expect(json.distanceMiles as number).toBeGreaterThan(7);
+    expect(json.durationMinutes as number).toBeGreaterThan(10);
+    expect(json.bookingUrl).toBe(`http://primary.example/book/${json.quoteId}`);
+    const expires = Date.parse(json.expiresAt as string) - Date.now();
+    expect(expires).toBeGreaterThan(24 * 3600_000 - 60_000);
+    expect(expires).toBeLessThanOrEqual(24 * 3600_000);
+
+    const row = await env.rt.db('quotes').where({ id: json.quoteId }).first();
+    expect(row.fare_pence).toBe(sumPence);
+    expect(row.redeemed_at).toBeNull();
+    expect(row.tariff_table_id).not.toBeNull();
+  });
+
+  it('charges night rates from departAt automatically', async () => {
+    const body = { pickup: 'Manchester Piccadilly', dropoff: 'Manchester Airport', passengers: 1 };
+    const day = await post('/api/public/v1/quote', { ...body, departAt: nextWednesdayAt(12) });
+    const night = await post('/api/public/v1/quote', { ...body, departAt: nextWednesdayAt(23) });
+    expect(night.json.fareGBP as number).toBeGreaterThan(day.json.fareGBP as number);
+    expect((night.json.tariffSource as { tariff: string }).tariff).not.toBe(
+      (day.json.tariffSource as { tariff: string }).tariff,
+    );
+  });
+
+  it('accepts vehicle_type and meet_and_greet spellings; meet and greet is £25 at an airport pickup only', async () => {
+    const departAt = nextWednesdayAt(10);
+    const a = await post('/api/public/v1/quote', {
+      pickup: 'Heathrow Terminal 5',
+      dropoff: 'Paddington',
+      departAt,
+      vehicle_type: 'mpv',
+      passengers: 6,
+      meet_and_greet: true,
+    });
+    expect(a.status, JSON.stringify(a.json)).toBe(200);
+    expect(a.json.vehicleType).toBe('mpv');
+    expect(a.json.appliedRules as Array<{ code: string; amountGBP: number }>).toContainEqual(
+      expect.objectContaining({ code: 'meet_and_greet', amountGBP: 25 }),
+    );
+    const b = await post('/api/public/v1/quote', {
+      pickup: 'Paddington',
+      dropoff: 'Heathrow',
+      departAt,
+      meetAndGreet: true,
+    });
+    expect(b.status).toBe(200);
+    expect((b.json.appliedRules as Array<{ code: string }>).map((r) => r.code)).not.toContain('meet_and_greet');
+    expect((b.json.warnings as string[]).join(' ')).toMatch(/meet and greet/i);
+  });
+
+  it('points bookingUrl at the connected domain the request came to', async () => {
+    const body = JSON.stringify({ pickup: 'Leeds', dropoff: 'York', departAt: nextWednesdayAt(9) });
+    const url = new URL(api.url);
+    const json = await new Promise<Json>((resolve, reject) => {
+      const req = http.request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: '/api/public/v1/quote',
+          method: 'POST',
+          headers: {
+            host: 'second.example',
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          let raw = '';
+          res.on('data', (d) => (raw += d));
+          res.on('end', () => resolve(JSON.parse(raw)));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+    expect(json.bookingUrl).toBe(`http://second.example/book/${json.quoteId}`);
+  });
+
+  it('answers every error of SPEC.md section 7 with its code', async () => {
+    const departAt = nextWednesdayAt(12);
+    const missing = await post('/api/public/v1/quote', { dropoff: 'York' });
+    expect(missing.status).toBe(400);
+    expect(missing.json.error?.details).toContainEqual({ field: '/pickup', problem: 'is required' });
+
+    const tooMany = await post('/api/public/v1/quote', { pickup: 'Leeds', dropoff: 'York', passengers: 9 });
+    expect(tooMany.status).toBe(400);
+    expect(tooMany.json.error?.code).toBe('invalid_input');
+
+    const seats = await post('/api/public/v1/quote', {
+      pickup: 'Leeds',
+      dropoff: 'York',
+      passengers: 6,
+      vehicleType: 'saloon',
+      departAt,
+    });
+    expect(seats.status).toBe(400);
+    expect(seats.json.error?.message).toMatch(/6seater.*7seater.*mpv|mpv/);
+
+    const badType = await post('/api/public/v1/quote', { pickup: 'Leeds', dropoff: 'York', vehicleType: 'tank' });
+    expect(badType.status).toBe(400);
+    expect(badType.json.error?.details[0]?.field).toBe('/vehicleType');
+
+    const past = await post('/api/public/v1/quote', {
+      pickup: 'Leeds',
+      dropoff: 'York',
+      departAt: '2020-01-01T10:00:00Z',
+    });
+    expect(past.status).toBe(400);
+    expect(past.json.error?.code).toBe('pickup_in_past');
+
+    const nowhere = await post('/api/public/v1/quote', { pickup: 'Leeds', dropoff: 'Xqzzy Plonkville 99', departAt });
+    expect(nowhere.status).toBe(422);
+    expect(nowhere.json.error?.code).toBe('address_not_found');
+    expect(nowhere.json.error?.details).toEqual([
+      { field: '/dropoff', problem: expect.stringContaining('Xqzzy Plonkville 99') },
+    ]);
+
+    const abroad = await post('/api/public/v1/quote', { pickup: 'JFK', dropoff: 'Manhattan', departAt });
+    expect(abroad.status).toBe(422);
+    expect(abroad.json.error?.code).toBe('address_not_found');
+  });
+
+  it('answers the 31st v1 quote in an hour 429 with Retry-After', async () => {
+    const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: 'quota' });
+    const body = { pickup: 'Sheffield', dropoff: 'Rotherham', departAt: nextWednesdayAt(11) };
+    const statuses: number[] = [];
+    for (let i = 0; i < 30; i++) statuses.push((await post('/api/public/v1/quote', body, { 'x-api-key': key })).status);
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    const last = await post('/api/public/v1/quote', body, { 'x-api-key': key });
+    expect(last.status).toBe(429);
+    expect(last.json.error?.code).toBe('rate_limited');
+    expect(Number(last.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(last.headers.get('ratelimit-policy')).toContain('"quotes";q=30;w=3600');
+  });
+});
+
+describe('POST /api/public/quotes/estimate', () => {
+  it('prices with the alias field names and answers in snake_case', async () => {
+    const { status, json } = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Cardiff Central',
+      dropoff_address: 'CF10 1EP',
+      passenger_count: 3,
+      depart_at: nextWednesdayAt(14),
+      vehicle_type: 'estate',
+    });
+    expect(status, JSON.stringify(json)).toBe(200);
+    expect(json).toMatchObject({
+      quote_id: expect.any(String),
+      fare: expect.any(Number),
+      currency: 'GBP',
+      vehicle_type: 'estate',
+      passenger_count: 3,
+      booking_url: expect.stringMatching(/^http:\/\/primary\.example\/book\//),
+      tariff_source: { kind: expect.any(String), as_of: expect.any(String) },
+    });
+    const sum = (json.applied_rules as Array<{ amount_gbp: number }>).reduce(
+      (s, r) => s + Math.round(r.amount_gbp * 100),
+      0,
+    );
+    expect(sum).toBe(Math.round((json.fare as number) * 100));
+  });
+
+  it('answers 400 and 422 as SPEC.md section 7 lists', async () => {
+    const noCount = await post('/api/public/quotes/estimate', { pickup_address: 'Leeds', dropoff_address: 'York' });
+    expect(noCount.status).toBe(400);
+    expect(noCount.json.error?.details).toContainEqual({ field: '/passenger_count', problem: 'is required' });
+    const lost = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Qwxyzzy',
+      dropoff_address: 'York',
+      passenger_count: 1,
+    });
+    expect(lost.status).toBe(422);
+    expect(lost.json.error?.details[0]?.field).toBe('/pickup');
+  });
+});
+
+describe('pricing worker away', () => {
+  it('answers 503 with the envelope, not a hung request', async () => {
+    const lonely = await createTestEnv({ env: { PRICING_TIMEOUT_MS: '300' } });
+    const s = await serve(await appFor(lonely));
+    try {
+      const res = await fetch(`${s.url}/api/public/v1/quote`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ pickup: 'Leeds', dropoff: 'York' }),
+      });
+      expect(res.status).toBe(503);
+      expect(((await res.json()) as Json).error?.code).toBe('service_unavailable');
+    } finally {
+      await s.close();
+      await lonely.cleanup();
+    }
+  });
+});
