@@ -18,6 +18,8 @@ import { createRuntime } from '../shared/runtime.ts';
  * Prints `PORT <n>` when listening.
  */
 const mode = process.argv[2];
+// Exit cleanly on SIGTERM so --cpu-prof can write its profile.
+process.on('SIGTERM', () => process.exit(0));
 const config = loadConfig();
 
 async function listen(app: express.Express): Promise<void> {

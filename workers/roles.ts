@@ -24,7 +24,8 @@ export const ROLE_HANDLERS: { [Q in QueueName]: Handlers<Q> } = {
 
 /** Concurrency per role, per process. I/O-bound roles run more jobs at once. */
 export const ROLE_CONCURRENCY: Record<QueueName, number> = {
-  pricing: 8,
+  // Price jobs are short (microseconds of CPU) and someone waits for each: take many at once.
+  pricing: 64,
   dispatch: 16,
   notify: 16,
   fanout: 32,

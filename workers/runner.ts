@@ -47,6 +47,9 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
       log.info('outbox relay started');
       continue;
     }
+    // The pricing engine loads its data (gazetteer, tariffs) now, not on the first job, so the
+    // first callers do not wait for it.
+    if (role === 'pricing') ctx.pricer();
     const handlers = ROLE_HANDLERS[role] as Record<string, AnyHandler>;
     const worker = new Worker(
       role,

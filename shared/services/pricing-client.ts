@@ -27,6 +27,9 @@ export function createPricingClient(
     if (!queueEvents) {
       queueEvents = new QueueEvents(queue.name, { connection: events(), prefix });
       queueEvents.on('error', () => {});
+      // Every waiting request listens for its job: hundreds at once is normal here.
+      queueEvents.setMaxListeners(0);
+      queue.setMaxListeners(0);
       ready = queueEvents.waitUntilReady().then(() => undefined);
     }
     await ready;
