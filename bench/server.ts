@@ -40,7 +40,9 @@ if (mode === 'bare') {
   await rt.db.raw('create table if not exists bench_rows (id bigserial primary key, body jsonb not null, at timestamptz not null default now())');
   const events = new QueueEvents('bench-noop', { connection: createRedis(config, 'worker', 'bench-events'), prefix: config.queuePrefix });
   await events.waitUntilReady();
+  events.setMaxListeners(0);
   const noop = new Queue('bench-noop', { connection: rt.redis, prefix: config.queuePrefix });
+  noop.setMaxListeners(0);
   const app = express();
   app.use(express.json());
   app.post('/baseline', async (req, res) => {

@@ -25,6 +25,8 @@ export interface Config {
   readonly databaseUrl: string;
   /** Postgres schema the service lives in (tests give each file its own). */
   readonly databaseSchema: string;
+  /** Postgres connections per process. */
+  readonly databasePoolMax: number;
   readonly redisUrl: string;
   /** BullMQ key prefix; tests give each file its own. */
   readonly queuePrefix: string;
@@ -211,6 +213,7 @@ export function loadConfig(env: Env = process.env): Config {
     host: str(env, 'HOST', '0.0.0.0'),
     databaseUrl: url(env, 'DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/dtn', ['postgres:', 'postgresql:']),
     databaseSchema: schema,
+    databasePoolMax: int(env, 'DATABASE_POOL_MAX', 20, 1, 500),
     redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379/0', ['redis:', 'rediss:']),
     queuePrefix,
     publicBaseUrls: Object.freeze(baseUrls),

@@ -33,7 +33,7 @@ export interface Runtime {
 
 export function createRuntime(config: Config, name: string, opts: { logger?: Logger } = {}): Runtime {
   const logger = opts.logger ?? createLogger({ level: config.logLevel, name, apiKeyHeader: config.apiKeyHeader });
-  const db = createDb(config, { appName: `dtn-${name}`, logger });
+  const db = createDb(config, { appName: `dtn-${name}`, logger, poolMax: config.databasePoolMax });
   const redis = createRedis(config, 'producer', name);
   const queues = createQueues(redis, config.queuePrefix);
   const mailer = createMailer(config);
