@@ -9,6 +9,7 @@ import { errorHandler, notFoundHandler } from './middleware/errors.ts';
 import { createRateLimits } from './middleware/rate-limit.ts';
 import { mountRoutes } from './mount.ts';
 import type { RouteDef } from './route.ts';
+import { bookingRoutes } from './routes/bookings.ts';
 import { healthRoutes } from './routes/health.ts';
 import { openApiRoutes } from './routes/openapi.ts';
 import { quoteRoutes } from './routes/quotes.ts';
@@ -16,7 +17,7 @@ import { whoamiRoutes } from './routes/whoami.ts';
 
 /** Every route the service serves, in one list; later work adds its route files here. */
 export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
-  return [...whoamiRoutes, ...quoteRoutes(config)];
+  return [...whoamiRoutes, ...quoteRoutes(config), ...bookingRoutes()];
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;

@@ -1,8 +1,9 @@
 import type { Express, NextFunction, Request, Response } from 'express';
-import { AppError } from '../shared/errors.ts';
+import { AppError, errorBody } from '../shared/errors.ts';
+import { beginIdempotent } from '../shared/services/idempotency.ts';
 import { compileSchema, type Validator } from '../shared/schemas/validate.ts';
 import type { ApiDeps } from './deps.ts';
-import { authenticate } from './middleware/auth.ts';
+import { authenticate, type Caller } from './middleware/auth.ts';
 import { requestIdOf } from './middleware/errors.ts';
 import type { RateLimits } from './middleware/rate-limit.ts';
 import type { RouteDef } from './route.ts';
@@ -18,6 +19,11 @@ function check(v: Validator | null, data: unknown, where: string): void {
     const summary = details.map((d) => `${d.field} ${d.problem}`).join('; ');
     throw new AppError('invalid_input', `The ${where} is not valid: ${summary}.`, details);
   }
+}
+
+/** Whose requests these are, for idempotency keys and repeat detection: the API key, else the IP. */
+export function callerScope(caller: Caller): string {
+  return caller.kind === 'api_key' ? `key:${caller.key.id}` : `ip:${caller.ip}`;
 }
 
 /**
@@ -41,18 +47,54 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
       check(params, p, 'path');
       check(query, q, 'query string');
       check(body, b, 'request body');
-      const result = await route.handler({
-        req,
-        res,
-        deps,
-        caller: res.locals.caller,
-        body: b as never,
-        query: q as never,
-        params: p as never,
-        requestId: requestIdOf(req),
-      });
-      for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
-      res.status(result.status).json(result.body);
+      const idemKey = route.idempotent ? req.get('idempotency-key') : undefined;
+      const caller = res.locals.caller as Caller;
+      const idem =
+        idemKey !== undefined
+          ? await beginIdempotent(deps.db, callerScope(caller), idemKey, req.method, req.path, req.rawBody)
+          : null;
+      if (idem?.kind === 'replay') {
+        for (const [k, v] of Object.entries(idem.response.headers)) res.setHeader(k, v);
+        res.setHeader('Idempotency-Replayed', 'true');
+        res.status(idem.response.status).type('application/json').send(idem.response.body);
+        return;
+      }
+      let status: number;
+      let headers: Record<string, string>;
+      let payload: Buffer;
+      try {
+        const result = await route.handler({
+          req,
+          res,
+          deps,
+          caller,
+          body: b as never,
+          query: q as never,
+          params: p as never,
+          requestId: requestIdOf(req),
+        });
+        status = result.status;
+        headers = result.headers ?? {};
+        payload = Buffer.from(JSON.stringify(result.body));
+      } catch (err) {
+        if (idem?.kind === 'new') {
+          // A refusal (4xx) is the answer to this request and is replayed too; a failure on our
+          // side (5xx) is not remembered, so the caller can retry with the same key.
+          if (err instanceof AppError && err.status < 500) {
+            await idem.complete({
+              status: err.status,
+              headers: err.headers,
+              body: Buffer.from(JSON.stringify(errorBody(err.code, err.message, err.details, requestIdOf(req)))),
+            });
+          } else {
+            await idem.abandon();
+          }
+        }
+        throw err;
+      }
+      if (idem?.kind === 'new') await idem.complete({ status, headers, body: payload });
+      for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+      res.status(status).type('application/json').send(payload);
     });
     app[route.method](route.path, ...chain);
     const list = methodsByPath.get(route.path) ?? [];

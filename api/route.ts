@@ -56,6 +56,8 @@ export interface RouteDef<
   auth: 'none' | 'public' | 'key';
   /** false: no rate limit (health checks). Else the general limit plus these policies. */
   rateLimit?: false | RoutePolicy[];
+  /** A creating POST: honours the Idempotency-Key header (CONTRACT.md section 2). */
+  idempotent?: boolean;
   /** Appears in the OpenAPI document (public surface). Default true. */
   documented?: boolean;
   body?: B;

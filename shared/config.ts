@@ -70,6 +70,14 @@ export interface Config {
     /** How long the API waits for the pricing worker before answering 503. */
     readonly timeoutMs: number;
   };
+  readonly bookings: {
+    /** Bookings are dispatched this long before pickup (at once when pickup is sooner). */
+    readonly dispatchLeadMinutes: number;
+    /** Booking reference prefix: `DTN` gives `DTN-7K3F9Q`. */
+    readonly referencePrefix: string;
+    /** Passenger e-mail mail-server check: strict, soft (default) or off (CONTRACT.md section 5). */
+    readonly emailMxCheck: 'strict' | 'soft' | 'off';
+  };
   readonly shutdownTimeoutMs: number;
   /** 32-byte key for sealing secrets at rest (signing secrets, drivers' map keys). */
   readonly dataEncryptionKey: Buffer;
@@ -246,6 +254,21 @@ export function loadConfig(env: Env = process.env): Config {
       classMultipliers: Object.freeze(multipliers(env, 'CLASS_MULTIPLIERS', 'executive=1.4,luxury=1.8')),
       quoteLimitPerHour: int(env, 'QUOTE_LIMIT_PER_HOUR', 30, 1, 10_000_000),
       timeoutMs: int(env, 'PRICING_TIMEOUT_MS', 5_000, 100, 120_000),
+    }),
+    bookings: Object.freeze({
+      dispatchLeadMinutes: int(env, 'DISPATCH_LEAD_MINUTES', 30, 0, 24 * 60),
+      referencePrefix: (() => {
+        const prefix = str(env, 'BOOKING_REFERENCE_PREFIX', 'DTN');
+        if (!/^[A-Z]{2,5}$/.test(prefix))
+          throw new ConfigError('BOOKING_REFERENCE_PREFIX', 'must be 2 to 5 capital letters');
+        return prefix;
+      })(),
+      emailMxCheck: (() => {
+        const mode = str(env, 'EMAIL_MX_CHECK', 'soft');
+        if (mode !== 'strict' && mode !== 'soft' && mode !== 'off')
+          throw new ConfigError('EMAIL_MX_CHECK', 'must be strict, soft or off');
+        return mode;
+      })(),
     }),
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 25_000, 100, 600_000),
     dataEncryptionKey: encryptionKey(env, mode),

@@ -1,6 +1,8 @@
 import type { Job } from 'bullmq';
 import type { JobPayload, JobsOf, QueueName } from '../shared/queues/registry.ts';
 import type { WorkerContext } from './context.ts';
+import { bookingCancelled } from './dispatch/booking-cancelled.ts';
+import { dispatchBooking } from './dispatch/dispatch-booking.ts';
 import { sendMessage } from './notify/send-message.ts';
 import { priceQuote } from './pricing/price-quote.ts';
 
@@ -16,7 +18,7 @@ export type Handlers<Q extends QueueName> = {
  */
 export const ROLE_HANDLERS: { [Q in QueueName]: Handlers<Q> } = {
   pricing: { 'price-quote': priceQuote },
-  dispatch: {},
+  dispatch: { 'dispatch-booking': dispatchBooking, 'booking-cancelled': bookingCancelled },
   notify: { 'send-message': sendMessage },
   fanout: {},
   billing: {},

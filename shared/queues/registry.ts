@@ -46,6 +46,13 @@ export type PriceQuoteRequest = Static<typeof PriceQuoteRequest>;
 export const JOBS = {
   /** Price a journey (geocode, route, tariff) and return the result to the waiting caller. */
   'price-quote': { queue: 'pricing', payload: PriceQuoteRequest },
+  /** Start dispatching a booking (at pickup minus the dispatch lead time). */
+  'dispatch-booking': { queue: 'dispatch', payload: Type.Object({ bookingId: Uuid }, { additionalProperties: false }) },
+  /** Tell whoever holds a cancelled booking (offered or assigned driver) and withdraw live offers. */
+  'booking-cancelled': {
+    queue: 'dispatch',
+    payload: Type.Object({ bookingId: Uuid }, { additionalProperties: false }),
+  },
   /** Deliver one row of outbound_messages (e-mail, SMS or WhatsApp) exactly once. */
   'send-message': { queue: 'notify', payload: Type.Object({ messageId: Uuid }, { additionalProperties: false }) },
 } as const satisfies Record<string, { queue: QueueName; payload: TSchema }>;

@@ -1,0 +1,485 @@
+import { sha256 } from '../../shared/crypto.ts';
+import type { BookingRow } from '../../shared/db/bookings.ts';
+import { VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
+import { AppError, type ErrorDetail } from '../../shared/errors.ts';
+import {
+  BookingRefParams,
+  CancelRequest,
+  CreateBookingRequest,
+  InstantBookingRequest,
+  LookupQuery,
+  PAYMENT_SPELLINGS,
+  V1BookingRequest,
+} from '../../shared/schemas/bookings.ts';
+import {
+  type BookingCaller,
+  type BookingView,
+  bookingForPassenger,
+  cancelBooking,
+  normalisePhone,
+  type Passenger,
+  REPEAT_WINDOW_MS,
+  redeemQuote,
+  trackingToken,
+  viewOf,
+} from '../../shared/services/bookings.ts';
+import { createQuote, gbp } from '../../shared/services/quotes.ts';
+import { baseUrlFor } from '../base-url.ts';
+import type { ApiDeps } from '../deps.ts';
+import type { Caller } from '../middleware/auth.ts';
+import { callerScope } from '../mount.ts';
+import { defineRoute, type RouteDef } from '../route.ts';
+
+function bookingCaller(caller: Caller): BookingCaller {
+  return caller.kind === 'api_key'
+    ? {
+        apiKeyId: caller.key.id,
+        partnerId: caller.key.partnerId,
+        testMode: caller.key.mode === 'test',
+        scope: callerScope(caller),
+      }
+    : { apiKeyId: null, partnerId: null, testMode: false, scope: callerScope(caller) };
+}
+
+function payment(raw: keyof typeof PAYMENT_SPELLINGS | undefined) {
+  return raw ? PAYMENT_SPELLINGS[raw] : 'cash';
+}
+
+function requireFields(fields: Record<string, unknown>): void {
+  const missing: ErrorDetail[] = Object.entries(fields)
+    .filter(([, v]) => v === undefined || v === null || v === '')
+    .map(([k]) => ({ field: `/${k}`, problem: 'is required' }));
+  if (missing.length > 0) {
+    throw new AppError('invalid_input', `Missing: ${missing.map((m) => m.field.slice(1)).join(', ')}.`, missing);
+  }
+}
+
+function vehicle(raw: string | undefined): VehicleType | undefined {
+  if (raw === undefined) return undefined;
+  const v = raw.trim().toLowerCase().replace(/[\s-]/g, '');
+  if ((VEHICLE_TYPES as readonly string[]).includes(v)) return v as VehicleType;
+  throw new AppError('invalid_input', `Unknown vehicle type "${raw}".`, [
+    { field: '/vehicleType', problem: `must be one of: ${VEHICLE_TYPES.join(', ')}` },
+  ]);
+}
+
+/** Normalised content of a booking request, for the 15-minute repeat rule. */
+function contentHash(scope: string, parts: Record<string, unknown>): Buffer {
+  const norm = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase().replace(/\s+/g, ' ') : v);
+  const entries = Object.keys(parts)
+    .sort()
+    .map((k) => [k, norm(parts[k])]);
+  return sha256(JSON.stringify([scope, entries]));
+}
+
+async function recentRepeat(deps: ApiDeps, hash: Buffer): Promise<BookingRow | undefined> {
+  return deps
+    .db<BookingRow>('bookings')
+    .where('content_hash', hash)
+    .where('created_at', '>', new Date(Date.now() - REPEAT_WINDOW_MS))
+    .orderBy('created_at')
+    .first();
+}
+
+async function partnerFare(deps: ApiDeps, caller: Caller, fareGBP: number | undefined): Promise<number | null> {
+  if (fareGBP === undefined) return null;
+  const partnerId = caller.kind === 'api_key' ? caller.key.partnerId : null;
+  const partner = partnerId
+    ? await deps.db('partners').where({ id: partnerId }).first<{ can_set_fares: boolean } | undefined>('can_set_fares')
+    : undefined;
+  if (!partner?.can_set_fares) {
+    throw new AppError(
+      'forbidden',
+      'Only partners allowed to set fares may send fareGBP; leave it out to be priced on the published tariffs.',
+      [{ field: '/fareGBP', problem: 'not allowed for this caller' }],
+    );
+  }
+  return Math.round(fareGBP * 100);
+}
+
+function v1Body(v: BookingView) {
+  return {
+    bookingReference: v.reference,
+    status: v.status,
+    fareGBP: gbp(v.farePence),
+    currency: v.currency,
+    pickupTime: v.pickupTime.toISOString(),
+    statusUrl: v.statusUrl,
+    trackingUrl: v.trackingUrl,
+    payDriverUrl: v.payDriverUrl,
+    emailVerified: v.emailVerified,
+  };
+}
+
+const aliasBody = (v: BookingView) => ({
+  booking_reference: v.reference,
+  status: v.status,
+  fare: gbp(v.farePence),
+  currency: v.currency,
+  status_url: v.statusUrl,
+  tracking_url: v.trackingUrl,
+});
+
+const V1_ERRORS = [
+  'pickup_in_past',
+  'forbidden',
+  'quote_not_found',
+  'quote_already_redeemed',
+  'quote_expired',
+  'address_not_found',
+  'idempotency_in_progress',
+  'idempotency_key_reused',
+] as const;
+
+export function bookingRoutes(): RouteDef[] {
+  const v1 = (path: string, operationId: string, documented: boolean) =>
+    defineRoute({
+      method: 'post',
+      path,
+      operationId,
+      summary: 'Book a ride: from pickup, dropoff and time, or by redeeming a quote_id',
+      description:
+        'Two shapes: (1) pickup, dropoff, departAt, passengerName, passengerEmail, passengerPhone (priced on the published tariffs; partners allowed to set fares may send fareGBP); (2) quote_id (or quoteId) with passenger_name, passenger_email, passenger_phone and payment_method. A confirmation link is e-mailed. The same request repeated within 15 minutes, or with the same Idempotency-Key, returns the first booking.',
+      tags: ['bookings'],
+      auth: 'public',
+      idempotent: true,
+      documented,
+      body: V1BookingRequest,
+      errors: [...V1_ERRORS],
+      responses: { 201: { description: 'The booking' } },
+      handler: async ({ body, deps, caller, req }) => {
+        const base = baseUrlFor(req, deps.config);
+        const bc = bookingCaller(caller);
+        const quoteId = body.quote_id ?? body.quoteId;
+        const name = body.passengerName ?? body.passenger_name;
+        const email = body.passengerEmail ?? body.passenger_email;
+        const phone = body.passengerPhone ?? body.passenger_phone;
+        const method = payment(body.paymentMethod ?? body.payment_method);
+        if (quoteId !== undefined) {
+          requireFields({ passengerName: name, passengerEmail: email, passengerPhone: phone });
+          const passenger: Passenger = {
+            name: name as string,
+            email: (email as string).toLowerCase(),
+            phone: normalisePhone(phone as string),
+          };
+          const view = await redeemQuote(
+            deps,
+            {
+              origin: 'api',
+              quoteId,
+              passenger,
+              paymentMethod: method,
+              flightNumber: body.flightNumber,
+              notes: body.notes,
+              confirmByEmail: true,
+            },
+            bc,
+            base,
+          );
+          return { status: 201, body: v1Body(view) };
+        }
+        requireFields({
+          pickup: body.pickup,
+          dropoff: body.dropoff,
+          departAt: body.departAt,
+          passengerName: name,
+          passengerEmail: email,
+          passengerPhone: phone,
+        });
+        const passenger: Passenger = {
+          name: name as string,
+          email: (email as string).toLowerCase(),
+          phone: normalisePhone(phone as string),
+        };
+        const vehicleType = vehicle(body.vehicleType);
+        const fare = await partnerFare(deps, caller, body.fareGBP);
+        const hash = contentHash(bc.scope, {
+          pickup: body.pickup,
+          dropoff: body.dropoff,
+          departAt: new Date(body.departAt as string).toISOString(),
+          ...passenger,
+          passengers: body.passengers ?? 1,
+          vehicleType,
+          fare,
+          method,
+        });
+        const repeat = await recentRepeat(deps, hash);
+        if (repeat) return { status: 201, body: v1Body(viewOf(repeat, base, deps.config.dataEncryptionKey, false)) };
+        const quote = await createQuote(
+          deps,
+          {
+            pickup: body.pickup as string,
+            dropoff: body.dropoff as string,
+            departAt: body.departAt,
+            passengers: body.passengers ?? 1,
+            vehicleType,
+            meetAndGreet: false,
+            worldwide: false,
+          },
+          bc,
+          base,
+        );
+        const view = await redeemQuote(
+          deps,
+          {
+            origin: 'api',
+            quoteId: quote.id,
+            passenger,
+            paymentMethod: method,
+            flightNumber: body.flightNumber,
+            notes: body.notes,
+            farePenceOverride: fare,
+            contentHash: hash,
+            confirmByEmail: true,
+          },
+          bc,
+          base,
+        );
+        return { status: 201, body: v1Body(view) };
+      },
+    });
+
+  return [
+    v1('/api/public/v1/booking', 'createBookingV1', true),
+    v1('/api/public/v1/bookings', 'createBookingsV1', true),
+    defineRoute({
+      method: 'post',
+      path: '/api/public/bookings/create',
+      operationId: 'createBookingFromQuote',
+      summary: 'Book by redeeming a quote_id (agent alias, snake_case)',
+      description:
+        'Redeems a quote within 24 hours. Redeeming it again for the same passenger returns the same booking; for another passenger it is 409.',
+      tags: ['bookings'],
+      auth: 'public',
+      idempotent: true,
+      body: CreateBookingRequest,
+      errors: [
+        'quote_not_found',
+        'quote_expired',
+        'quote_already_redeemed',
+        'pickup_in_past',
+        'idempotency_in_progress',
+        'idempotency_key_reused',
+      ],
+      responses: { 200: { description: 'The booking' } },
+      handler: async ({ body, deps, caller, req }) => {
+        const phone = body.passenger_phone_whatsapp ?? body.passenger_phone;
+        requireFields({ passenger_phone_whatsapp: phone });
+        const passenger: Passenger = {
+          name: body.passenger_name,
+          email: body.passenger_email?.toLowerCase() ?? null,
+          phone: normalisePhone(phone as string),
+        };
+        const view = await redeemQuote(
+          deps,
+          {
+            origin: 'agent',
+            quoteId: body.quote_id,
+            passenger,
+            paymentMethod: payment(body.payment_method),
+            flightNumber: body.flight_number,
+            notes: body.notes,
+          },
+          bookingCaller(caller),
+          baseUrlFor(req, deps.config),
+        );
+        return { status: 200, body: aliasBody(view) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/public/bookings/instant',
+      operationId: 'instantBooking',
+      summary: 'Quote and book in one call (for assistants that cannot carry a quote_id)',
+      description:
+        'Prices on the regulated tariff, creates the booking and dispatches it. Repeating the same request within 15 minutes returns the first booking.',
+      tags: ['bookings'],
+      auth: 'public',
+      idempotent: true,
+      body: InstantBookingRequest,
+      errors: ['address_not_found', 'pickup_in_past', 'idempotency_in_progress', 'idempotency_key_reused'],
+      responses: { 200: { description: 'The booking' } },
+      handler: async ({ body, deps, caller, req }) => {
+        const base = baseUrlFor(req, deps.config);
+        const bc = bookingCaller(caller);
+        const phone = body.passenger_phone_whatsapp ?? body.passenger_phone;
+        requireFields({ passenger_phone_whatsapp: phone });
+        const passenger: Passenger = {
+          name: body.passenger_name,
+          email: body.passenger_email?.toLowerCase() ?? null,
+          phone: normalisePhone(phone as string),
+        };
+        const method = payment(body.payment_method);
+        const departAt = body.depart_at ?? new Date().toISOString();
+        const hash = contentHash(bc.scope, {
+          pickup: body.pickup_address,
+          dropoff: body.dropoff_address,
+          // Without depart_at the ride is "now": repeats within the window are the same ride.
+          departAt: body.depart_at ? new Date(body.depart_at).toISOString() : 'now',
+          ...passenger,
+          passengers: body.passenger_count ?? 1,
+          vehicleType: body.vehicle_type,
+          method,
+        });
+        const repeat = await recentRepeat(deps, hash);
+        if (repeat) return { status: 200, body: aliasBody(viewOf(repeat, base, deps.config.dataEncryptionKey, false)) };
+        const quote = await createQuote(
+          deps,
+          {
+            pickup: body.pickup_address,
+            dropoff: body.dropoff_address,
+            departAt,
+            passengers: body.passenger_count ?? 1,
+            vehicleType: body.vehicle_type,
+            meetAndGreet: false,
+            worldwide: false,
+          },
+          bc,
+          base,
+        );
+        const view = await redeemQuote(
+          deps,
+          {
+            origin: 'agent',
+            quoteId: quote.id,
+            passenger,
+            paymentMethod: method,
+            flightNumber: body.flight_number,
+            notes: body.notes,
+            agent: body.agent,
+            contentHash: hash,
+          },
+          bc,
+          base,
+        );
+        return { status: 200, body: aliasBody(view) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/public/v1/booking/:ref',
+      operationId: 'getBooking',
+      summary: 'Look up a booking with the passenger e-mail',
+      tags: ['bookings'],
+      auth: 'public',
+      params: BookingRefParams,
+      query: LookupQuery,
+      errors: ['booking_not_found', 'email_mismatch'],
+      responses: { 200: { description: 'Status, pickup time, driver, payment and history' } },
+      handler: async ({ deps, params, query, req }) => {
+        const row = await bookingForPassenger(deps.db, params.ref, query.email, deps.config.bookings.referencePrefix);
+        const [history, records, driver] = await Promise.all([
+          deps
+            .db('booking_status_history')
+            .where({ booking_id: row.id })
+            .orderBy('seq')
+            .select<Array<{ status: string; at: Date }>>('status', 'at'),
+          deps
+            .db('settlement_records')
+            .where({ booking_id: row.id })
+            .orderBy('id')
+            .select<
+              Array<{
+                kind: string;
+                method: string | null;
+                amount_pence: number;
+                processor_fee_pence: number;
+                created_at: Date;
+              }>
+            >('kind', 'method', 'amount_pence', 'processor_fee_pence', 'created_at'),
+          row.driver_id
+            ? deps
+                .db('drivers as d')
+                .leftJoin('vehicles as v', 'v.id', deps.db.raw('?', [row.vehicle_id]))
+                .where('d.id', row.driver_id)
+                .first<
+                  | {
+                      name: string;
+                      licensing_authority: string;
+                      make: string | null;
+                      model: string | null;
+                      colour: string | null;
+                      registration: string | null;
+                    }
+                  | undefined
+                >('d.name', 'd.licensing_authority', 'v.make', 'v.model', 'v.colour', 'v.registration')
+            : Promise.resolve(undefined),
+        ]);
+        const paid = records.reduce((s, r) => s + r.amount_pence, 0);
+        const state =
+          records.some((r) => r.kind === 'void') || (row.status === 'cancelled' && paid <= 0)
+            ? 'void'
+            : paid >= (row.fare_pence ?? 0) && paid > 0
+              ? 'paid'
+              : 'due';
+        return {
+          status: 200,
+          body: {
+            bookingReference: row.reference,
+            status: row.status,
+            pickupTime: row.pickup_time.toISOString(),
+            pickup: {
+              query: row.pickup.query,
+              name: row.pickup.name,
+              kind: row.pickup.kind,
+              lat: row.pickup.lat,
+              lng: row.pickup.lng,
+            },
+            dropoff: {
+              query: row.dropoff.query,
+              name: row.dropoff.name,
+              kind: row.dropoff.kind,
+              lat: row.dropoff.lat,
+              lng: row.dropoff.lng,
+            },
+            passengers: row.passengers,
+            vehicleType: row.vehicle_type,
+            fareGBP: gbp(row.fare_pence ?? 0),
+            driver: driver
+              ? {
+                  name: driver.name,
+                  vehicle: {
+                    make: driver.make,
+                    model: driver.model,
+                    colour: driver.colour,
+                    registration: driver.registration,
+                  },
+                  licensingAuthority: driver.licensing_authority,
+                }
+              : null,
+            payment: {
+              state,
+              method: row.payment_method,
+              records: records.map((r) => ({
+                kind: r.kind,
+                method: r.method,
+                amountGBP: gbp(r.amount_pence),
+                processorFeeGBP: gbp(r.processor_fee_pence),
+                at: r.created_at.toISOString(),
+              })),
+            },
+            history: history.map((h) => ({ status: h.status, at: h.at.toISOString() })),
+            trackingUrl: `${baseUrlFor(req, deps.config)}/track/${trackingToken(row.id, deps.config.dataEncryptionKey)}`,
+          },
+        };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/public/v1/booking/:ref',
+      operationId: 'cancelBooking',
+      summary: 'Cancel a booking (allowed until the passenger is on board)',
+      tags: ['bookings'],
+      auth: 'public',
+      params: BookingRefParams,
+      body: CancelRequest,
+      errors: ['booking_not_found', 'email_mismatch', 'cannot_cancel'],
+      responses: { 200: { description: 'The booking is cancelled' } },
+      handler: async ({ deps, params, body }) => {
+        const row = await bookingForPassenger(deps.db, params.ref, body.email, deps.config.bookings.referencePrefix);
+        const cancelled = await cancelBooking(deps.db, row.id, body.reason ?? null, 'passenger');
+        return { status: 200, body: { bookingReference: cancelled.reference, status: 'cancelled', cancelled: true } };
+      },
+    }),
+  ];
+}

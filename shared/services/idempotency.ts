@@ -1,0 +1,118 @@
+import { sha256 } from '../crypto.ts';
+import type { Db } from '../db/knex.ts';
+import { AppError } from '../errors.ts';
+
+export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
+const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+
+export interface StoredResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+export type IdempotencyStart =
+  | { kind: 'replay'; response: StoredResponse }
+  | { kind: 'new'; complete(response: StoredResponse): Promise<void>; abandon(): Promise<void> };
+
+interface Row {
+  id: number;
+  method: string;
+  path: string;
+  request_hash: Buffer;
+  state: 'in_progress' | 'completed';
+  response_status: number | null;
+  response_headers: Record<string, string> | null;
+  response_body: Buffer | null;
+  expires_at: Date;
+}
+
+/**
+ * The `Idempotency-Key` header (CONTRACT.md section 2): within 24 hours the same key and the
+ * same request replays the first response byte for byte; the same key with another request is
+ * 422 `idempotency_key_reused`; a duplicate while the first is still running is 409
+ * `idempotency_in_progress`. Keys are scoped to the caller (API key, else IP). A first request
+ * that failed with a 5xx leaves no record, so it can be retried with the same key.
+ */
+export async function beginIdempotent(
+  db: Db,
+  scope: string,
+  key: string,
+  method: string,
+  path: string,
+  rawBody: Buffer | undefined,
+): Promise<IdempotencyStart> {
+  if (!KEY_PATTERN.test(key)) {
+    throw new AppError('invalid_input', 'The Idempotency-Key header must be 1 to 255 printable ASCII characters.', [
+      { field: '/headers/idempotency-key', problem: 'must be 1 to 255 printable characters' },
+    ]);
+  }
+  const requestHash = sha256(Buffer.concat([Buffer.from(`${method} ${path}\n`), rawBody ?? Buffer.alloc(0)]));
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const inserted = await db('idempotency_keys')
+      .insert({
+        scope,
+        key,
+        method,
+        path,
+        request_hash: requestHash,
+        state: 'in_progress',
+        expires_at: new Date(Date.now() + IDEMPOTENCY_TTL_MS),
+      })
+      .onConflict(['scope', 'key'])
+      .ignore()
+      .returning<{ id: number }[]>('id');
+    const id = inserted[0]?.id;
+    if (id !== undefined) {
+      return {
+        kind: 'new',
+        async complete(response) {
+          await db('idempotency_keys')
+            .where({ id })
+            .update({
+              state: 'completed',
+              response_status: response.status,
+              response_headers: JSON.stringify(response.headers),
+              response_body: response.body,
+            });
+        },
+        async abandon() {
+          await db('idempotency_keys').where({ id }).delete();
+        },
+      };
+    }
+    const row = await db('idempotency_keys').where({ scope, key }).first<Row | undefined>();
+    if (!row) continue; // removed between our insert and read: try again
+    if (row.expires_at.getTime() <= Date.now()) {
+      await db('idempotency_keys').where({ id: row.id }).delete();
+      continue;
+    }
+    if (!row.request_hash.equals(requestHash) || row.method !== method || row.path !== path) {
+      throw new AppError(
+        'idempotency_key_reused',
+        'This Idempotency-Key was used for a different request; use a new key for a new request.',
+        [{ field: '/headers/idempotency-key', problem: 'already used with a different request' }],
+      );
+    }
+    if (row.state === 'in_progress' || row.response_status === null || row.response_body === null) {
+      throw new AppError(
+        'idempotency_in_progress',
+        'A request with this Idempotency-Key is still being processed; retry shortly.',
+        [],
+        {
+          'Retry-After': '1',
+        },
+      );
+    }
+    return {
+      kind: 'replay',
+      response: { status: row.response_status, headers: row.response_headers ?? {}, body: row.response_body },
+    };
+  }
+  throw new AppError('service_unavailable', 'Could not record the Idempotency-Key; retry.', [], { 'Retry-After': '1' });
+}
+
+/** Expired keys are deleted by the API process now and then (cheap, indexed on expires_at). */
+export async function pruneIdempotencyKeys(db: Db): Promise<number> {
+  return db('idempotency_keys').where('expires_at', '<', new Date()).delete();
+}

@@ -1,0 +1,421 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPartner } from '../shared/services/partners.ts';
+import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+
+/**
+ * Bookings through real HTTP (SPEC.md 2.5 to 2.8, CONTRACT.md sections 2 and 4): redeeming
+ * quotes, v1 and instant bookings, idempotency under concurrency, lookup and cancel, and the
+ * dispatch job written through the outbox.
+ */
+let env: TestEnv;
+let roles: RunningRoles;
+let relay: RunningRoles | null = null;
+let api: Served;
+
+type Json = Record<string, unknown> & {
+  error?: { code: string; message: string; details: Array<{ field: string; problem: string }> };
+};
+
+function inHours(h: number): string {
+  return new Date(Date.now() + h * 3600_000).toISOString();
+}
+
+beforeAll(async () => {
+  env = await createTestEnv({ env: { RATE_LIMIT_PER_IP_PER_MINUTE: '100000', QUOTE_LIMIT_PER_HOUR: '100000' } });
+  await syncBuiltInTariffs(env.rt.db);
+  roles = startRoles(['pricing', 'dispatch'], env.rt); // the relay starts in the first test
+  api = await serve(await appFor(env));
+});
+afterAll(async () => {
+  await api?.close();
+  await relay?.close();
+  await roles?.close();
+  await env?.cleanup();
+});
+
+async function post(path: string, body: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(`${api.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, json: JSON.parse(text) as Json, text, headers: res.headers };
+}
+
+async function quote(pickupHours = 2): Promise<string> {
+  const r = await post('/api/public/quotes/estimate', {
+    pickup_address: 'Manchester Piccadilly',
+    dropoff_address: 'Manchester Airport',
+    passenger_count: 2,
+    depart_at: inHours(pickupHours),
+  });
+  expect(r.status, r.text).toBe(200);
+  return r.json.quote_id as string;
+}
+
+const ada = {
+  passenger_name: 'Ada Lovelace',
+  passenger_phone_whatsapp: '+447700900123',
+  payment_method: 'cash_to_driver',
+  passenger_email: 'ada@example.org',
+};
+const bookingRow = (ref: string) => env.rt.db('bookings').where({ reference: ref }).first();
+
+describe('dispatch through the outbox', () => {
+  it('dispatches a booking made while the relay was stopped exactly once when it starts', async () => {
+    const q = await quote(0.25); // pickup within the 30-minute lead time: dispatch at once
+    const made = await post('/api/public/bookings/create', { ...ada, quote_id: q });
+    expect(made.status, made.text).toBe(200);
+    const ref = made.json.booking_reference as string;
+    const row = await bookingRow(ref);
+    expect(row.status).toBe('pending');
+    const outbox = await env.rt.db('outbox').where({ job_name: 'dispatch-booking' }).whereNull('relayed_at');
+    expect(outbox.map((o) => o.payload)).toContainEqual({ bookingId: row.id });
+
+    relay = startRoles(['outbox-relay'], env.rt);
+    await eventually(async () => (await bookingRow(ref)).status === 'dispatching');
+    const history = await env.rt
+      .db('booking_status_history')
+      .where({ booking_id: row.id })
+      .orderBy('seq')
+      .pluck('status');
+    expect(history).toEqual(['pending', 'dispatching']);
+    const jobs = (await env.rt.queues.dispatch.getJobs(['completed', 'waiting', 'active', 'delayed'])).filter(
+      (j) => j.data.bookingId === row.id,
+    );
+    expect(jobs.map((j) => j.id)).toEqual([`dispatch-${row.id}`]);
+  });
+
+  it('delays dispatch of a later booking to pickup minus the lead time', async () => {
+    const q = await quote(5);
+    const made = await post('/api/public/bookings/create', { ...ada, quote_id: q });
+    const row = await bookingRow(made.json.booking_reference as string);
+    const job = await eventually(() => env.rt.queues.dispatch.getJob(`dispatch-${row.id}`));
+    expect(await job.getState()).toBe('delayed');
+    const dueAt = (job.timestamp ?? 0) + (job.opts.delay ?? 0);
+    expect(Math.abs(dueAt - (row.pickup_time.getTime() - 30 * 60_000))).toBeLessThan(5_000);
+  });
+});
+
+describe('POST /api/public/bookings/create', () => {
+  it('redeems a quote into a booking with a DTN reference, and the same passenger again gets the same booking', async () => {
+    const q = await quote();
+    const first = await post('/api/public/bookings/create', { ...ada, quote_id: q });
+    expect(first.status, first.text).toBe(200);
+    expect(first.json).toEqual({
+      booking_reference: expect.stringMatching(/^DTN-[0-9ABCDEFGHJKMNPQRSTVWXYZ]{6}$/),
+      status: 'pending',
+      fare: expect.any(Number),
+      currency: 'GBP',
+      status_url: expect.stringMatching(/\/api\/public\/v1\/booking\/DTN-/),
+      tracking_url: expect.stringMatching(/\/track\/[A-Za-z0-9_-]{43}$/),
+    });
+    const again = await post('/api/public/bookings/create', { ...ada, passenger_name: ' ada lovelace ', quote_id: q });
+    expect(again.status).toBe(200);
+    expect(again.json.booking_reference).toBe(first.json.booking_reference);
+    expect(again.json.tracking_url).toBe(first.json.tracking_url);
+    const row = await bookingRow(first.json.booking_reference as string);
+    expect(row).toMatchObject({
+      origin: 'agent',
+      payment_method: 'cash',
+      passenger_phone: '+447700900123',
+      quote_id: q,
+    });
+    expect(JSON.stringify(row)).not.toContain(String(first.json.tracking_url).split('/track/')[1]);
+  });
+
+  it('answers 409, 404 and 410 for the quote cases of SPEC.md section 7', async () => {
+    const q = await quote();
+    await post('/api/public/bookings/create', { ...ada, quote_id: q });
+    const other = await post('/api/public/bookings/create', {
+      ...ada,
+      passenger_name: 'Grace Hopper',
+      passenger_phone_whatsapp: '+447700900456',
+      quote_id: q,
+    });
+    expect(other.status).toBe(409);
+    expect(other.json.error?.code).toBe('quote_already_redeemed');
+
+    for (const id of ['01930000-0000-7000-8000-000000000000', '<QUOTE_ID>', 'qt_123']) {
+      const r = await post('/api/public/bookings/create', { ...ada, quote_id: id });
+      expect(r.status, id).toBe(404);
+      expect(r.json.error?.code).toBe('quote_not_found');
+    }
+
+    const old = await quote();
+    await env.rt
+      .db('quotes')
+      .where({ id: old })
+      .update({ expires_at: new Date(Date.now() - 1000) });
+    const expired = await post('/api/public/bookings/create', { ...ada, quote_id: old });
+    expect(expired.status).toBe(410);
+    expect(expired.json.error?.code).toBe('quote_expired');
+
+    const bad = await post('/api/public/bookings/create', { quote_id: q });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error?.details.map((d) => d.field).sort()).toEqual(['/passenger_name', '/payment_method']);
+  });
+
+  it('accepts the sample spellings passenger_phone and direct_to_driver', async () => {
+    const q = await quote();
+    const r = await post('/api/public/bookings/create', {
+      quote_id: q,
+      passenger_name: 'Sam',
+      passenger_phone: '07700 900789',
+      payment_method: 'direct_to_driver',
+    });
+    expect(r.status, r.text).toBe(200);
+    expect(await bookingRow(r.json.booking_reference as string)).toMatchObject({
+      payment_method: 'pay_link',
+      passenger_phone: '+447700900789',
+    });
+  });
+});
+
+describe('POST /api/public/v1/booking', () => {
+  const direct = {
+    pickup: 'Sheffield station',
+    dropoff: 'Meadowhall',
+    departAt: inHours(3),
+    passengerName: 'Ada Lovelace',
+    passengerEmail: 'Ada@Example.org',
+    passengerPhone: '+447700900123',
+    passengers: 2,
+    paymentMethod: 'pay_driver',
+  };
+
+  it('books from pickup, dropoff and time: 201 with the contract fields and a confirmation e-mail queued', async () => {
+    const r = await post('/api/public/v1/booking', direct);
+    expect(r.status, r.text).toBe(201);
+    expect(r.json).toEqual({
+      bookingReference: expect.stringMatching(/^DTN-/),
+      status: 'pending',
+      fareGBP: expect.any(Number),
+      currency: 'GBP',
+      pickupTime: new Date(direct.departAt).toISOString(),
+      statusUrl: expect.stringContaining(`/api/public/v1/booking/${r.json.bookingReference}`),
+      trackingUrl: expect.stringMatching(/\/track\//),
+      payDriverUrl: expect.stringMatching(/\/pay\//),
+      emailVerified: false,
+    });
+    const row = await bookingRow(r.json.bookingReference as string);
+    expect(row).toMatchObject({ origin: 'api', passenger_email: 'ada@example.org', payment_method: 'pay_link' });
+    const mail = await env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'confirmation' }).first();
+    expect(mail.recipient).toBe('ada@example.org');
+    expect(mail.body).toContain(r.json.trackingUrl);
+    expect(mail.body).toContain(r.json.bookingReference);
+  });
+
+  it('returns the first booking when the same booking is repeated within 15 minutes, on either path', async () => {
+    const body = { ...direct, departAt: inHours(4), passengerName: 'Repeat Rita' };
+    const a = await post('/api/public/v1/booking', body);
+    const b = await post('/api/public/v1/bookings', { ...body, passengerName: 'repeat  RITA' });
+    expect(a.status).toBe(201);
+    expect(b.status).toBe(201);
+    expect(b.json.bookingReference).toBe(a.json.bookingReference);
+  });
+
+  it('redeems a quote in the prose shape (quote_id with snake_case passenger fields)', async () => {
+    const q = await quote();
+    const r = await post('/api/public/v1/booking', {
+      quoteId: q,
+      passenger_name: 'Ada',
+      passenger_email: 'ada@example.org',
+      passenger_phone: '+447700900123',
+      payment_method: 'card',
+    });
+    expect(r.status, r.text).toBe(201);
+    expect(await bookingRow(r.json.bookingReference as string)).toMatchObject({ quote_id: q, payment_method: 'card' });
+  });
+
+  it('answers the v1 errors of SPEC.md section 7', async () => {
+    const past = await post('/api/public/v1/booking', { ...direct, departAt: '2024-01-01T09:00:00Z' });
+    expect(past.status).toBe(400);
+    expect(past.json.error?.code).toBe('pickup_in_past');
+
+    const missing = await post('/api/public/v1/booking', { pickup: 'Leeds' });
+    expect(missing.status).toBe(400);
+    expect(missing.json.error?.details.map((d) => d.field)).toEqual([
+      '/dropoff',
+      '/departAt',
+      '/passengerName',
+      '/passengerEmail',
+      '/passengerPhone',
+    ]);
+
+    const fare = await post('/api/public/v1/booking', { ...direct, fareGBP: 12.5 });
+    expect(fare.status).toBe(403);
+    expect(fare.json.error?.code).toBe('forbidden');
+
+    const car = await post('/api/public/v1/booking', { ...direct, vehicleType: 'hovercraft' });
+    expect(car.status).toBe(400);
+    expect(car.json.error?.details[0]?.field).toBe('/vehicleType');
+  });
+
+  it('honours fareGBP from a partner allowed to set fares', async () => {
+    const partner = await createPartner(env.rt.db, env.config, {
+      name: 'Fare Setter',
+      canSetFares: true,
+      actor: 'test',
+    });
+    const r = await post(
+      '/api/public/v1/booking',
+      { ...direct, departAt: inHours(6), fareGBP: 42.5 },
+      { 'x-api-key': partner.apiKey },
+    );
+    expect(r.status, r.text).toBe(201);
+    expect(r.json.fareGBP).toBe(42.5);
+    expect(await bookingRow(r.json.bookingReference as string)).toMatchObject({
+      fare_pence: 4250,
+      partner_id: partner.id,
+    });
+  });
+});
+
+describe('POST /api/public/bookings/instant and idempotency', () => {
+  const instant = {
+    pickup_address: 'Leeds station',
+    dropoff_address: 'Leeds Bradford Airport',
+    passenger_name: 'Alan Turing',
+    passenger_phone_whatsapp: '+447700900321',
+    passenger_count: 1,
+    agent: 'test-assistant',
+  };
+
+  it('quotes and books in one call', async () => {
+    const r = await post('/api/public/bookings/instant', { ...instant, depart_at: inHours(2) });
+    expect(r.status, r.text).toBe(200);
+    expect(r.json).toEqual({
+      booking_reference: expect.stringMatching(/^DTN-/),
+      fare: expect.any(Number),
+      currency: 'GBP',
+      status: 'pending',
+      status_url: expect.any(String),
+      tracking_url: expect.any(String),
+    });
+    expect(await bookingRow(r.json.booking_reference as string)).toMatchObject({
+      origin: 'agent',
+      agent: 'test-assistant',
+    });
+  });
+
+  it('makes exactly one booking from 50 identical concurrent requests without a key', async () => {
+    const body = { ...instant, passenger_name: 'Concurrent Carla', depart_at: inHours(7) };
+    const results = await Promise.all(Array.from({ length: 50 }, () => post('/api/public/bookings/instant', body)));
+    expect(results.map((r) => r.status).every((s) => s === 200)).toBe(true);
+    const refs = new Set(results.map((r) => r.json.booking_reference));
+    expect(refs.size).toBe(1);
+    expect(await env.rt.db('bookings').where({ passenger_name: 'Concurrent Carla' }).count({ n: '*' })).toEqual([
+      { n: 1 },
+    ]);
+  });
+
+  it('replays the first response byte for byte for the same Idempotency-Key, and refuses the key with another body', async () => {
+    const key = `idem-${Date.now()}`;
+    const body = { ...instant, passenger_name: 'Idem Ida', depart_at: inHours(8) };
+    const a = await post('/api/public/bookings/instant', body, { 'Idempotency-Key': key });
+    const b = await post('/api/public/bookings/instant', body, { 'Idempotency-Key': key });
+    expect(a.status).toBe(200);
+    expect(b.status).toBe(200);
+    expect(b.text).toBe(a.text);
+    expect(b.headers.get('idempotency-replayed')).toBe('true');
+    const c = await post('/api/public/bookings/instant', { ...body, passenger_count: 2 }, { 'Idempotency-Key': key });
+    expect(c.status).toBe(422);
+    expect(c.json.error?.code).toBe('idempotency_key_reused');
+  });
+
+  it('makes one booking from 50 concurrent requests with the same Idempotency-Key; the rest replay or wait', async () => {
+    const key = `idem-burst-${Date.now()}`;
+    const body = { ...instant, passenger_name: 'Burst Bob', depart_at: inHours(9) };
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => post('/api/public/bookings/instant', body, { 'Idempotency-Key': key })),
+    );
+    for (const r of results) expect([200, 409]).toContain(r.status);
+    const ok = results.filter((r) => r.status === 200);
+    expect(new Set(ok.map((r) => r.text)).size).toBe(1);
+    for (const r of results.filter((x) => x.status === 409)) expect(r.json.error?.code).toBe('idempotency_in_progress');
+    expect(await env.rt.db('bookings').where({ passenger_name: 'Burst Bob' }).count({ n: '*' })).toEqual([{ n: 1 }]);
+  });
+});
+
+describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
+  it('looks up with the passenger e-mail, case-insensitively, and cancels once allowed', async () => {
+    const made = await post('/api/public/v1/booking', {
+      pickup: 'Cardiff Central',
+      dropoff: 'Cardiff Bay',
+      departAt: inHours(10),
+      passengerName: 'Lookup Lou',
+      passengerEmail: 'lou@example.org',
+      passengerPhone: '+447700900999',
+    });
+    const ref = made.json.bookingReference as string;
+    const look = await fetch(`${api.url}/api/public/v1/booking/${ref.toLowerCase()}?email=LOU@example.org`);
+    expect(look.status).toBe(200);
+    const body = (await look.json()) as Json;
+    expect(body).toMatchObject({
+      bookingReference: ref,
+      status: 'pending',
+      pickupTime: expect.any(String),
+      pickup: { name: expect.any(String), kind: 'station' },
+      passengers: 1,
+      vehicleType: 'saloon',
+      fareGBP: made.json.fareGBP,
+      driver: null,
+      payment: { state: 'due', method: 'cash', records: [] },
+      history: [{ status: 'pending', at: expect.any(String) }],
+      trackingUrl: made.json.trackingUrl,
+    });
+
+    const wrong = await fetch(`${api.url}/api/public/v1/booking/${ref}?email=someone@example.org`);
+    expect(wrong.status).toBe(403);
+    expect(((await wrong.json()) as Json).error?.code).toBe('email_mismatch');
+    const unknown = await fetch(`${api.url}/api/public/v1/booking/DTN-ZZZZZZ?email=lou@example.org`);
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as Json).error?.code).toBe('booking_not_found');
+
+    const mismatch = await post(`/api/public/v1/booking/${ref}`, { action: 'cancel', email: 'x@example.org' });
+    expect(mismatch.status).toBe(403);
+    const cancel = await post(`/api/public/v1/booking/${ref}`, {
+      action: 'cancel',
+      email: 'Lou@Example.org',
+      reason: 'plans changed',
+    });
+    expect(cancel.status).toBe(200);
+    expect(cancel.json).toEqual({ bookingReference: ref, status: 'cancelled', cancelled: true });
+    const twice = await post(`/api/public/v1/booking/${ref}`, { action: 'cancel', email: 'lou@example.org' });
+    expect(twice.status).toBe(200);
+    const after = (await (await fetch(`${api.url}/api/public/v1/booking/${ref}?email=lou@example.org`)).json()) as Json;
+    expect(after.status).toBe('cancelled');
+    expect((after.payment as { state: string }).state).toBe('void');
+    expect(await env.rt.db('outbox').where({ job_name: 'booking-cancelled' }).count({ n: '*' })).toEqual([{ n: 1 }]);
+  });
+
+  it('refuses to cancel once the passenger is on board (409 cannot_cancel)', async () => {
+    const made = await post('/api/public/v1/booking', {
+      pickup: 'Glasgow Central',
+      dropoff: 'Glasgow Airport',
+      departAt: inHours(11),
+      passengerName: 'Onboard Olly',
+      passengerEmail: 'olly@example.org',
+      passengerPhone: '+447700900555',
+    });
+    await env.rt
+      .db('bookings')
+      .where({ reference: made.json.bookingReference })
+      .update({ status: 'passenger_on_board' });
+    const r = await post(`/api/public/v1/booking/${made.json.bookingReference}`, {
+      action: 'cancel',
+      email: 'olly@example.org',
+    });
+    expect(r.status).toBe(409);
+    expect(r.json.error?.code).toBe('cannot_cancel');
+    const bad = await post(`/api/public/v1/booking/${made.json.bookingReference}`, {
+      action: 'delete',
+      email: 'olly@example.org',
+    });
+    expect(bad.status).toBe(400);
+  });
+});

@@ -1,0 +1,43 @@
+import type { BookingRow } from '../../shared/db/bookings.ts';
+import type { JobPayload } from '../../shared/queues/registry.ts';
+import { queueMessage } from '../../shared/services/messages.ts';
+import type { WorkerContext } from '../context.ts';
+
+/**
+ * A cancellation reaches whoever holds the job: live offers are withdrawn, and every driver
+ * who was offered or assigned the booking gets an SMS saying it is cancelled (once: the
+ * message id is the job's idempotency, and offers already withdrawn are not told again).
+ */
+export async function bookingCancelled(payload: JobPayload<'booking-cancelled'>, ctx: WorkerContext): Promise<void> {
+  await ctx.db.transaction(async (trx) => {
+    const booking = await trx<BookingRow>('bookings').where({ id: payload.bookingId }).forUpdate().first();
+    if (!booking || booking.status !== 'cancelled') return;
+    const withdrawn = await trx('dispatch_offers')
+      .where({ booking_id: booking.id, state: 'offered' })
+      .update({ state: 'withdrawn', responded_at: trx.fn.now() })
+      .returning<{ driver_id: string | null }[]>('driver_id');
+    const driverIds = new Set(withdrawn.map((o) => o.driver_id).filter((d): d is string => d !== null));
+    if (booking.driver_id) driverIds.add(booking.driver_id);
+    if (driverIds.size === 0) return;
+    const told = await trx('outbound_messages')
+      .where({ booking_id: booking.id, purpose: 'job_cancelled' })
+      .pluck<string[]>('driver_id');
+    const drivers = await trx('drivers')
+      .whereIn(
+        'id',
+        [...driverIds].filter((id) => !told.includes(id)),
+      )
+      .select<Array<{ id: string; phone: string }>>('id', 'phone');
+    for (const d of drivers) {
+      await queueMessage(trx, {
+        channel: 'sms',
+        recipient: d.phone,
+        body: `Direct Taxi Network: job ${booking.reference} has been cancelled by the passenger. No action needed.`,
+        purpose: 'job_cancelled',
+        bookingId: booking.id,
+        driverId: d.id,
+        testMode: booking.test_mode,
+      });
+    }
+  });
+}
