@@ -11,7 +11,7 @@ import type { WorkerContext } from '../context.ts';
 export async function bookingCancelled(payload: JobPayload<'booking-cancelled'>, ctx: WorkerContext): Promise<void> {
   await ctx.db.transaction(async (trx) => {
     const booking = await trx<BookingRow>('bookings').where({ id: payload.bookingId }).forUpdate().first();
-    if (!booking || booking.status !== 'cancelled') return;
+    if (booking?.status !== 'cancelled') return;
     const withdrawn = await trx('dispatch_offers')
       .where({ booking_id: booking.id, state: 'offered' })
       .update({ state: 'withdrawn', responded_at: trx.fn.now() })

@@ -14,7 +14,7 @@ export async function dispatchBooking(payload: JobPayload<'dispatch-booking'>, c
       .where({ id: payload.bookingId })
       .forUpdate()
       .first('id', 'status');
-    if (!booking || booking.status !== 'pending') return;
+    if (booking?.status !== 'pending') return;
     await appendStatus(trx, booking.id, 'dispatching', 'dispatch');
   });
 }
