@@ -5,6 +5,7 @@ import type { Config } from '../shared/config.ts';
 import { createDb, type Db } from '../shared/db/knex.ts';
 import { configOrExit } from '../shared/lifecycle.ts';
 import { createApiKey, listApiKeys, revokeApiKey } from '../shared/services/api-keys.ts';
+import { normalisePhone } from '../shared/services/bookings.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { importTariffTables, parseTariffFile } from '../shared/services/tariff-store.ts';
 
@@ -136,6 +137,39 @@ export const COMMANDS: Record<string, Command> = {
       return revoked;
     },
   },
+  block: {
+    usage: 'block --email E | --phone P [--reason R]',
+    options: { email: { type: 'string' }, phone: { type: 'string' }, reason: { type: 'string' } },
+    run: async (v, _p, ctx) => {
+      const email = typeof v.email === 'string' ? v.email.trim().toLowerCase() : null;
+      const phone = typeof v.phone === 'string' ? v.phone : null;
+      if ((email === null) === (phone === null))
+        throw new CliError('invalid_input', 'give exactly one of --email or --phone');
+      let value: string;
+      try {
+        value = email ?? normalisePhone(phone as string);
+      } catch {
+        throw new CliError('invalid_input', '--phone must be a mobile number such as +447700900123');
+      }
+      if (email !== null && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(email))
+        throw new CliError('invalid_input', '--email must be an e-mail address');
+      const kind = email !== null ? 'email' : 'phone';
+      await ctx
+        .db('blocked_contacts')
+        .insert({ kind, value, reason: typeof v.reason === 'string' ? v.reason : null })
+        .onConflict(['kind', 'value'])
+        .ignore();
+      await ctx
+        .db('audit_log')
+        .insert({
+          actor: ctx.actor,
+          action: 'contact.block',
+          subject_type: 'blocked_contact',
+          subject_id: `${kind}:${value}`,
+        });
+      return { blocked: { kind, value } };
+    },
+  },
   'tariff import': {
     usage: 'tariff import FILE',
     options: {},
@@ -211,7 +245,8 @@ function usage(): string {
 }
 
 async function main(argv: string[]): Promise<number> {
-  const name = COMMANDS[`${argv[0]} ${argv[1]}`] ? `${argv[0]} ${argv[1]}` : null;
+  const two = `${argv[0]} ${argv[1]}`;
+  const name = COMMANDS[two] ? two : argv[0] !== undefined && COMMANDS[argv[0]] ? argv[0] : null;
   if (!name || argv.includes('--help')) {
     const unknown = argv.length > 0 && !argv.includes('--help');
     (unknown ? process.stderr : process.stdout).write(
@@ -227,7 +262,12 @@ async function main(argv: string[]): Promise<number> {
   try {
     let parsed: ReturnType<typeof parseArgs>;
     try {
-      parsed = parseArgs({ args: argv.slice(2), options: command.options, allowPositionals: true, strict: true });
+      parsed = parseArgs({
+        args: argv.slice(name.split(' ').length),
+        options: command.options,
+        allowPositionals: true,
+        strict: true,
+      });
     } catch (err) {
       throw new CliError('invalid_input', `${(err as Error).message}\nusage: ${command.usage}`);
     }

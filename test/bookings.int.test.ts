@@ -419,3 +419,39 @@ describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
     expect(bad.status).toBe(400);
   });
 });
+
+describe('blocked passengers', () => {
+  it('refuses bookings for an e-mail or phone an operator blocked, from the CLI', async () => {
+    const { runTs } = await import('./helpers/process.ts');
+    const byEmail = await runTs(
+      'bin/admin.ts',
+      ['block', '--email', 'Blocked@Example.org', '--reason', 'abuse'],
+      env.childEnv,
+    );
+    expect(byEmail.code, byEmail.stderr).toBe(0);
+    expect(JSON.parse(byEmail.stdout)).toEqual({ blocked: { kind: 'email', value: 'blocked@example.org' } });
+    const byPhone = await runTs('bin/admin.ts', ['block', '--phone', '07700 900666'], env.childEnv);
+    expect(JSON.parse(byPhone.stdout)).toEqual({ blocked: { kind: 'phone', value: '+447700900666' } });
+    const neither = await runTs('bin/admin.ts', ['block'], env.childEnv);
+    expect(neither.code).toBe(1);
+
+    const v1 = await post('/api/public/v1/booking', {
+      pickup: 'Leeds',
+      dropoff: 'York',
+      departAt: inHours(12),
+      passengerName: 'Blocked Bill',
+      passengerEmail: 'blocked@example.org',
+      passengerPhone: '+447700900111',
+    });
+    expect(v1.status).toBe(403);
+    expect(v1.json.error?.code).toBe('account_blocked');
+    const q = await quote();
+    const create = await post('/api/public/bookings/create', {
+      ...ada,
+      passenger_phone_whatsapp: '+447700900666',
+      quote_id: q,
+    });
+    expect(create.status).toBe(403);
+    expect(create.json.error?.code).toBe('account_blocked');
+  });
+});

@@ -12,6 +12,7 @@ import {
   V1BookingRequest,
 } from '../../shared/schemas/bookings.ts';
 import {
+  assertNotBlocked,
   type BookingCaller,
   type BookingView,
   bookingForPassenger,
@@ -123,6 +124,7 @@ const aliasBody = (v: BookingView) => ({
 const V1_ERRORS = [
   'pickup_in_past',
   'forbidden',
+  'account_blocked',
   'quote_not_found',
   'quote_already_redeemed',
   'quote_expired',
@@ -162,6 +164,7 @@ export function bookingRoutes(): RouteDef[] {
             email: (email as string).toLowerCase(),
             phone: normalisePhone(phone as string),
           };
+          await assertNotBlocked(deps.db, passenger);
           const view = await redeemQuote(
             deps,
             {
@@ -191,6 +194,7 @@ export function bookingRoutes(): RouteDef[] {
           email: (email as string).toLowerCase(),
           phone: normalisePhone(phone as string),
         };
+        await assertNotBlocked(deps.db, passenger);
         const vehicleType = vehicle(body.vehicleType);
         const fare = await partnerFare(deps, caller, body.fareGBP);
         const hash = contentHash(bc.scope, {
@@ -270,6 +274,7 @@ export function bookingRoutes(): RouteDef[] {
           email: body.passenger_email?.toLowerCase() ?? null,
           phone: normalisePhone(phone as string),
         };
+        await assertNotBlocked(deps.db, passenger);
         const view = await redeemQuote(
           deps,
           {
@@ -297,7 +302,13 @@ export function bookingRoutes(): RouteDef[] {
       auth: 'public',
       idempotent: true,
       body: InstantBookingRequest,
-      errors: ['address_not_found', 'pickup_in_past', 'idempotency_in_progress', 'idempotency_key_reused'],
+      errors: [
+        'address_not_found',
+        'pickup_in_past',
+        'account_blocked',
+        'idempotency_in_progress',
+        'idempotency_key_reused',
+      ],
       responses: { 200: { description: 'The booking' } },
       handler: async ({ body, deps, caller, req }) => {
         const base = baseUrlFor(req, deps.config);
@@ -309,6 +320,7 @@ export function bookingRoutes(): RouteDef[] {
           email: body.passenger_email?.toLowerCase() ?? null,
           phone: normalisePhone(phone as string),
         };
+        await assertNotBlocked(deps.db, passenger);
         const method = payment(body.payment_method);
         const departAt = body.depart_at ?? new Date().toISOString();
         const hash = contentHash(bc.scope, {
@@ -374,19 +386,15 @@ export function bookingRoutes(): RouteDef[] {
             .where({ booking_id: row.id })
             .orderBy('seq')
             .select<Array<{ status: string; at: Date }>>('status', 'at'),
-          deps
-            .db('settlement_records')
-            .where({ booking_id: row.id })
-            .orderBy('id')
-            .select<
-              Array<{
-                kind: string;
-                method: string | null;
-                amount_pence: number;
-                processor_fee_pence: number;
-                created_at: Date;
-              }>
-            >('kind', 'method', 'amount_pence', 'processor_fee_pence', 'created_at'),
+          deps.db('settlement_records').where({ booking_id: row.id }).orderBy('id').select<
+            Array<{
+              kind: string;
+              method: string | null;
+              amount_pence: number;
+              processor_fee_pence: number;
+              created_at: Date;
+            }>
+          >('kind', 'method', 'amount_pence', 'processor_fee_pence', 'created_at'),
           row.driver_id
             ? deps
                 .db('drivers as d')

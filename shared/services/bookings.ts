@@ -344,3 +344,20 @@ export async function cancelBooking(
     return { ...row, status: 'cancelled' };
   });
 }
+
+/** Operators block abusive passengers by e-mail or phone (`npm run admin -- block`): 403 account_blocked. */
+export async function assertNotBlocked(db: Db, passenger: Passenger): Promise<void> {
+  const hit = await db('blocked_contacts')
+    .where((q) => {
+      q.where({ kind: 'phone', value: passenger.phone });
+      if (passenger.email) q.orWhere({ kind: 'email', value: passenger.email.toLowerCase() });
+    })
+    .first('kind');
+  if (hit) {
+    throw new AppError(
+      'account_blocked',
+      'Bookings for this passenger are blocked. Contact us if you think this is a mistake.',
+      [{ field: hit.kind === 'email' ? '/passengerEmail' : '/passengerPhone', problem: 'blocked' }],
+    );
+  }
+}
