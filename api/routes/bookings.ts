@@ -262,6 +262,7 @@ export function bookingRoutes(): RouteDef[] {
         'quote_expired',
         'quote_already_redeemed',
         'pickup_in_past',
+        'account_blocked',
         'idempotency_in_progress',
         'idempotency_key_reused',
       ],
