@@ -12,12 +12,18 @@ import type { RouteDef } from './route.ts';
 import { bookingRoutes } from './routes/bookings.ts';
 import { healthRoutes } from './routes/health.ts';
 import { openApiRoutes } from './routes/openapi.ts';
+import { passengerVerifyRoutes } from './routes/passenger-verify.ts';
 import { quoteRoutes } from './routes/quotes.ts';
 import { whoamiRoutes } from './routes/whoami.ts';
 
 /** Every route the service serves, in one list; later work adds its route files here. */
 export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
-  return [...whoamiRoutes, ...quoteRoutes(config), ...bookingRoutes()];
+  return [
+    ...whoamiRoutes,
+    ...quoteRoutes(config),
+    ...bookingRoutes(),
+    ...passengerVerifyRoutes({ mxMode: config.bookings.emailMxCheck }),
+  ];
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;

@@ -210,7 +210,7 @@ describe('POST /api/public/v1/booking', () => {
   });
 
   it('returns the first booking when the same booking is repeated within 15 minutes, on either path', async () => {
-    const body = { ...direct, departAt: inHours(4), passengerName: 'Repeat Rita' };
+    const body = { ...direct, departAt: inHours(4), passengerName: 'Repeat Rita', passengerEmail: 'rita@example.org' };
     const a = await post('/api/public/v1/booking', body);
     const b = await post('/api/public/v1/bookings', { ...body, passengerName: 'repeat  RITA' });
     expect(a.status).toBe(201);
@@ -453,5 +453,59 @@ describe('blocked passengers', () => {
     });
     expect(create.status).toBe(403);
     expect(create.json.error?.code).toBe('account_blocked');
+  });
+});
+
+describe('passenger e-mail on bookings', () => {
+  const base = { pickup: 'York', dropoff: 'Harrogate', passengerName: 'Eve', passengerPhone: '+447700900222' };
+
+  it('refuses disposable, role and malformed addresses with 400 email_not_accepted', async () => {
+    for (const [email, problem] of [
+      ['eve@mailinator.com', 'disposable'],
+      ['info@example.org', 'role_address'],
+      ['bookings+x@example.org', 'role_address'],
+      ['not-an-email', 'malformed'],
+    ]) {
+      const r = await post('/api/public/v1/booking', { ...base, departAt: inHours(13), passengerEmail: email });
+      expect(r.status, email).toBe(400);
+      expect(r.json.error?.code).toBe('email_not_accepted');
+      expect(r.json.error?.details).toEqual([{ field: '/passengerEmail', problem }]);
+    }
+    const q = await quote();
+    const alias = await post('/api/public/bookings/create', { ...ada, passenger_email: 'temp@10minutemail.com', quote_id: q });
+    expect(alias.status).toBe(400);
+    expect(alias.json.error?.details).toEqual([{ field: '/passenger_email', problem: 'disposable' }]);
+  });
+
+  it('gives an unconfirmed address 8 priced requests an hour; the link in the confirmation e-mail confirms it', async () => {
+    const email = `limit-${Date.now()}@example.org`;
+    const statuses: number[] = [];
+    let first: Json | undefined;
+    for (let i = 0; i < 9; i++) {
+      const r = await post('/api/public/v1/booking', { ...base, departAt: inHours(14 + i), passengerEmail: email });
+      statuses.push(r.status);
+      if (i === 0) first = r.json;
+      if (i === 8) {
+        expect(r.json.error?.code).toBe('rate_limited');
+        expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
+      }
+    }
+    expect(statuses).toEqual([201, 201, 201, 201, 201, 201, 201, 201, 429]);
+    expect(first?.emailVerified).toBe(false);
+
+    const row = await bookingRow(first?.bookingReference as string);
+    const mail = await env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'confirmation' }).first();
+    const link = /Confirm your e-mail address: (\S+)/.exec(mail.body)?.[1];
+    expect(link).toMatch(/\/api\/public\/v1\/passenger-verify\/link\?token=/);
+    const path = new URL(link as string);
+    const verified = await fetch(`${api.url}${path.pathname}${path.search}`);
+    expect(verified.status).toBe(200);
+
+    const after = await post('/api/public/v1/booking', { ...base, departAt: inHours(30), passengerEmail: email.toUpperCase() });
+    expect(after.status, after.text).toBe(201);
+    expect(after.json.emailVerified).toBe(true);
+    const afterRow = await bookingRow(after.json.bookingReference as string);
+    const afterMail = await env.rt.db('outbound_messages').where({ booking_id: afterRow.id, purpose: 'confirmation' }).first();
+    expect(afterMail.body).not.toContain('Confirm your e-mail address');
   });
 });

@@ -1,5 +1,7 @@
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { sha256 } from '../../shared/crypto.ts';
 import type { BookingRow } from '../../shared/db/bookings.ts';
+import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
 import { VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
 import { AppError, type ErrorDetail } from '../../shared/errors.ts';
 import {
@@ -24,12 +26,63 @@ import {
   trackingToken,
   viewOf,
 } from '../../shared/services/bookings.ts';
+import { isEmailVerified } from '../../shared/services/email-verification.ts';
 import { createQuote, gbp } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
 import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
+
+const unverifiedLimiters = new WeakMap<object, RateLimiterRedis>();
+
+/**
+ * An address nobody has confirmed yet gets 8 priced requests an hour (SPEC.md section 8,
+ * CONTRACT.md section 5); confirming it (passenger-verify, or the link in the confirmation
+ * e-mail) lifts the limit.
+ */
+async function limitUnverified(deps: ApiDeps, email: string): Promise<void> {
+  let limiter = unverifiedLimiters.get(deps.redis);
+  if (!limiter) {
+    limiter = new RateLimiterRedis({
+      storeClient: deps.redis,
+      keyPrefix: `${deps.config.queuePrefix}:rl:unverified-email`,
+      points: 8,
+      duration: 3600,
+    });
+    unverifiedLimiters.set(deps.redis, limiter);
+  }
+  try {
+    await limiter.consume(email);
+  } catch (err) {
+    if (!(err instanceof RateLimiterRes)) {
+      throw new AppError('service_unavailable', 'The service is briefly unavailable; retry in a few seconds.', [], {
+        'Retry-After': '5',
+      });
+    }
+    throw new AppError(
+      'rate_limited',
+      'Too many bookings for an unconfirmed e-mail address: confirm it with the code or link we sent, or wait.',
+      [{ field: '/passengerEmail', problem: 'unconfirmed address: 8 priced requests per hour' }],
+      {
+        'Retry-After': String(Math.max(1, Math.ceil(err.msBeforeNext / 1000))),
+        'RateLimit-Policy': '"unverified-email";q=8;w=3600',
+        RateLimit: `"unverified-email";r=0;t=${Math.ceil(err.msBeforeNext / 1000)}`,
+      },
+    );
+  }
+}
+
+/** The passenger e-mail rules: malformed, disposable, role addresses, no mail server: 400. */
+async function acceptEmail(deps: ApiDeps, raw: string, pointer: string): Promise<string> {
+  const result = await checkEmail(raw, { mx: deps.config.bookings.emailMxCheck });
+  if (!result.accepted) {
+    throw new AppError('email_not_accepted', EMAIL_PROBLEM_MESSAGES[result.problem], [
+      { field: pointer, problem: result.problem },
+    ]);
+  }
+  return result.email;
+}
 
 function bookingCaller(caller: Caller): BookingCaller {
   return caller.kind === 'api_key'
@@ -122,6 +175,8 @@ const aliasBody = (v: BookingView) => ({
 });
 
 const V1_ERRORS = [
+  'email_not_accepted',
+  'rate_limited',
   'pickup_in_past',
   'forbidden',
   'account_blocked',
@@ -161,10 +216,16 @@ export function bookingRoutes(): RouteDef[] {
           requireFields({ passengerName: name, passengerEmail: email, passengerPhone: phone });
           const passenger: Passenger = {
             name: name as string,
-            email: (email as string).toLowerCase(),
+            email: await acceptEmail(
+              deps,
+              email as string,
+              body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email',
+            ),
             phone: normalisePhone(phone as string),
           };
           await assertNotBlocked(deps.db, passenger);
+          const emailVerified = await isEmailVerified(deps.db, passenger.email as string);
+          if (!emailVerified) await limitUnverified(deps, passenger.email as string);
           const view = await redeemQuote(
             deps,
             {
@@ -172,6 +233,7 @@ export function bookingRoutes(): RouteDef[] {
               quoteId,
               passenger,
               paymentMethod: method,
+              emailVerified,
               flightNumber: body.flightNumber,
               notes: body.notes,
               confirmByEmail: true,
@@ -191,10 +253,16 @@ export function bookingRoutes(): RouteDef[] {
         });
         const passenger: Passenger = {
           name: name as string,
-          email: (email as string).toLowerCase(),
+          email: await acceptEmail(
+            deps,
+            email as string,
+            body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email',
+          ),
           phone: normalisePhone(phone as string),
         };
         await assertNotBlocked(deps.db, passenger);
+        const emailVerified = await isEmailVerified(deps.db, passenger.email as string);
+        if (!emailVerified) await limitUnverified(deps, passenger.email as string);
         const vehicleType = vehicle(body.vehicleType);
         const fare = await partnerFare(deps, caller, body.fareGBP);
         const hash = contentHash(bc.scope, {
@@ -230,6 +298,7 @@ export function bookingRoutes(): RouteDef[] {
             quoteId: quote.id,
             passenger,
             paymentMethod: method,
+            emailVerified,
             flightNumber: body.flightNumber,
             notes: body.notes,
             farePenceOverride: fare,
@@ -272,7 +341,10 @@ export function bookingRoutes(): RouteDef[] {
         requireFields({ passenger_phone_whatsapp: phone });
         const passenger: Passenger = {
           name: body.passenger_name,
-          email: body.passenger_email?.toLowerCase() ?? null,
+          email:
+            body.passenger_email === undefined
+              ? null
+              : await acceptEmail(deps, body.passenger_email, '/passenger_email'),
           phone: normalisePhone(phone as string),
         };
         await assertNotBlocked(deps.db, passenger);
@@ -318,7 +390,10 @@ export function bookingRoutes(): RouteDef[] {
         requireFields({ passenger_phone_whatsapp: phone });
         const passenger: Passenger = {
           name: body.passenger_name,
-          email: body.passenger_email?.toLowerCase() ?? null,
+          email:
+            body.passenger_email === undefined
+              ? null
+              : await acceptEmail(deps, body.passenger_email, '/passenger_email'),
           phone: normalisePhone(phone as string),
         };
         await assertNotBlocked(deps.db, passenger);

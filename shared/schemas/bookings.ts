@@ -4,6 +4,8 @@ import { DateTime, StringEnum } from './common.ts';
 
 const Text = (max: number, description?: string) =>
   Type.String({ minLength: 1, maxLength: max, ...(description ? { description } : {}) });
+/** Checked by the e-mail acceptance rules (400 email_not_accepted, CONTRACT.md section 5), not by format. */
+const PassengerEmail = Type.String({ minLength: 1, maxLength: 254 });
 const Email = Type.String({ format: 'email', maxLength: 254 });
 const Phone = Type.String({
   minLength: 5,
@@ -33,7 +35,7 @@ export const CreateBookingRequest = Type.Object({
   passenger_phone_whatsapp: Type.Optional(Phone),
   passenger_phone: Type.Optional({ ...Phone, description: 'Same as passenger_phone_whatsapp' }),
   payment_method: Payment,
-  passenger_email: Type.Optional(Email),
+  passenger_email: Type.Optional(PassengerEmail),
   flight_number: Type.Optional(Type.String({ maxLength: 10 })),
   notes: Type.Optional(Type.String({ maxLength: 500 })),
 });
@@ -46,7 +48,7 @@ export const InstantBookingRequest = Type.Object({
   passenger_phone_whatsapp: Type.Optional(Phone),
   passenger_phone: Type.Optional({ ...Phone, description: 'Same as passenger_phone_whatsapp' }),
   passenger_count: Type.Optional(Passengers),
-  passenger_email: Type.Optional(Email),
+  passenger_email: Type.Optional(PassengerEmail),
   depart_at: Type.Optional(DateTime),
   vehicle_type: Type.Optional(StringEnum(VEHICLE_TYPES)),
   payment_method: Type.Optional(Payment),
@@ -65,7 +67,7 @@ export const V1BookingRequest = Type.Object({
   dropoff: Type.Optional(Text(300)),
   departAt: Type.Optional(DateTime),
   passengerName: Type.Optional(Text(100)),
-  passengerEmail: Type.Optional(Email),
+  passengerEmail: Type.Optional(PassengerEmail),
   passengerPhone: Type.Optional(Phone),
   passengers: Type.Optional(Passengers),
   vehicleType: Type.Optional(
@@ -87,7 +89,7 @@ export const V1BookingRequest = Type.Object({
   quote_id: Type.Optional(QuoteRef),
   quoteId: Type.Optional(QuoteRef),
   passenger_name: Type.Optional(Text(100)),
-  passenger_email: Type.Optional(Email),
+  passenger_email: Type.Optional(PassengerEmail),
   passenger_phone: Type.Optional(Phone),
   payment_method: Type.Optional(Payment),
 });

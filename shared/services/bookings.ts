@@ -7,6 +7,7 @@ import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { newReference, normaliseReference } from '../domain/reference.ts';
 import { AppError } from '../errors.ts';
+import { startVerification } from './email-verification.ts';
 import { queueMessage } from './messages.ts';
 
 export type Origin = 'website' | 'api' | 'agent' | 'partner' | 'supplier' | 'mcp';
@@ -126,7 +127,8 @@ export interface NewBooking {
   farePenceOverride?: number | null;
   /** For repeat detection of instant and v1 bookings. */
   contentHash?: Buffer | null;
-  /** Queue the confirmation e-mail with the tracking link (v1 bookings). */
+  /** Queue the confirmation e-mail with the tracking link (v1 bookings); for an unverified
+   * address it also carries a link that verifies it. */
   confirmByEmail?: boolean;
 }
 
@@ -186,8 +188,12 @@ export async function redeemQuote(
           if (repeat) return viewOf(repeat, baseUrl, config.dataEncryptionKey, false);
         }
         const row = await insertBooking(trx, deps, quote, input, caller);
-        if (input.confirmByEmail && row.passenger_email)
-          await queueConfirmation(trx, row, viewOf(row, baseUrl, config.dataEncryptionKey, true));
+        if (input.confirmByEmail && row.passenger_email) {
+          const verifyLink = row.email_verified
+            ? null
+            : `${baseUrl}${VERIFY_LINK_PATH}?token=${(await startVerification(trx, { email: row.passenger_email })).linkToken}`;
+          await queueConfirmation(trx, row, viewOf(row, baseUrl, config.dataEncryptionKey, true), verifyLink);
+        }
         return viewOf(row, baseUrl, config.dataEncryptionKey, true);
       });
     } catch (err) {
@@ -264,7 +270,15 @@ async function insertBooking(
   return { ...row, status: 'pending', status_seq: 1 };
 }
 
-async function queueConfirmation(trx: Tx, row: BookingRow, view: BookingView): Promise<void> {
+/** The passenger-verify link route (api/routes/passenger-verify.ts). */
+const VERIFY_LINK_PATH = '/api/public/v1/passenger-verify/link';
+
+async function queueConfirmation(
+  trx: Tx,
+  row: BookingRow,
+  view: BookingView,
+  verifyLink: string | null,
+): Promise<void> {
   const when = row.pickup_time.toLocaleString('en-GB', {
     timeZone: 'Europe/London',
     dateStyle: 'full',
@@ -280,7 +294,8 @@ async function queueConfirmation(trx: Tx, row: BookingRow, view: BookingView): P
       `Your booking ${row.reference} is confirmed: ${row.pickup.name} to ${row.dropoff.name}, ${when} (UK time).`,
       `Fare: £${((row.fare_pence ?? 0) / 100).toFixed(2)}, paid to your driver. We take no commission.`,
       '',
-      `Track your ride and confirm your e-mail address: ${view.trackingUrl}`,
+      `Track your ride: ${view.trackingUrl}`,
+      ...(verifyLink ? [`Confirm your e-mail address: ${verifyLink}`] : []),
       `Pay your driver: ${view.payDriverUrl}`,
       `Cancel: ${view.trackingUrl} (free until your passenger is on board)`,
       '',

@@ -33,6 +33,8 @@ export async function createTestEnv(opts: { env?: Record<string, string>; migrat
     QUEUE_PREFIX: `test-${id}`,
     PUBLIC_BASE_URLS: 'http://localhost:3000',
     OUTBOX_POLL_MS: '200',
+    // No DNS from tests: the mail-server check has its own unit tests with an injected resolver.
+    EMAIL_MX_CHECK: 'off',
     ...opts.env,
   };
   const config = loadConfig(vars);

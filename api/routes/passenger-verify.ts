@@ -1,0 +1,192 @@
+import type { Response } from 'express';
+import {
+  checkEmail,
+  EMAIL_PROBLEM_MESSAGES,
+  type MxMode,
+  normaliseEmail,
+  type ResolveAddresses,
+  type ResolveMx,
+} from '../../shared/domain/email-acceptance.ts';
+import { AppError } from '../../shared/errors.ts';
+import {
+  PassengerVerified,
+  PassengerVerifyLinkQuery,
+  PassengerVerifyRequest,
+  PassengerVerifyResponse,
+  type PassengerVerifyStarted,
+} from '../../shared/schemas/passenger-verify.ts';
+import {
+  type CodeCheck,
+  countVerificationsSince,
+  isEmailVerified,
+  MAX_CODE_ATTEMPTS,
+  normaliseCode,
+  sendVerificationEmail,
+  startVerification,
+  verifyByCode,
+  verifyByLink,
+} from '../../shared/services/email-verification.ts';
+import { baseUrlFor } from '../base-url.ts';
+import { defineRoute, type RouteDef } from '../route.ts';
+
+export const PASSENGER_VERIFY_PATH = '/api/public/v1/passenger-verify';
+export const PASSENGER_VERIFY_LINK_PATH = `${PASSENGER_VERIFY_PATH}/link`;
+
+export interface PassengerVerifyOptions {
+  /** The mail-server check (config `EMAIL_MX_CHECK`: strict, soft or off). */
+  mxMode: MxMode;
+  /** DNS lookups, injectable (tests); default node:dns. */
+  resolveMx?: ResolveMx;
+  resolveAddresses?: ResolveAddresses;
+  /** Requests (sends and code attempts) per caller (API key, else IP) per hour. Default 10. */
+  limitPerHour?: number;
+  /** Verification e-mails one address can be sent per hour, whoever asks. Default 5. */
+  emailsPerAddressPerHour?: number;
+}
+
+const HOUR_MS = 3600_000;
+
+function codeProblem(r: Extract<CodeCheck, { verified: false }>): string {
+  switch (r.reason) {
+    case 'wrong_code':
+      return r.attemptsLeft > 0
+        ? `is not correct; ${r.attemptsLeft} ${r.attemptsLeft === 1 ? 'attempt' : 'attempts'} left`
+        : 'is not correct';
+    case 'expired':
+      return 'has expired; request a new code';
+    case 'too_many_attempts':
+      return `was entered wrongly ${MAX_CODE_ATTEMPTS} times; request a new code`;
+    case 'no_verification':
+      return 'does not match: no code was sent to this address; request one first';
+  }
+}
+
+/** The per-address limit as a 429 with the route limits' headers, this policy appended. */
+function tooManyForAddress(res: Response, limit: number, oldest: Date | null): AppError {
+  const retryAfter = Math.max(1, Math.ceil(((oldest?.getTime() ?? Date.now()) + HOUR_MS - Date.now()) / 1000));
+  const join = (name: string, add: string) => {
+    const existing = res.getHeader(name);
+    return existing ? `${String(existing)}, ${add}` : add;
+  };
+  return new AppError(
+    'rate_limited',
+    `At most ${limit} verification e-mails are sent to one address per hour; use the code already sent or retry later.`,
+    [],
+    {
+      'Retry-After': String(retryAfter),
+      'RateLimit-Policy': join('RateLimit-Policy', `"per-address";q=${limit};w=3600`),
+      RateLimit: join('RateLimit', `"per-address";r=0;t=${retryAfter}`),
+    },
+  );
+}
+
+/**
+ * Passenger e-mail verification (CONTRACT.md section 5):
+ * - `POST /api/public/v1/passenger-verify` `{email}`: check the address (syntax, disposable,
+ *   role, mail server), then e-mail a code and a link unless it is already verified.
+ * - the same with `{email, code}`: verify by the code.
+ * - `GET /api/public/v1/passenger-verify/link?token=…`: verify by the link (JSON for now; the
+ *   website adds its page).
+ */
+export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] {
+  const limitPerHour = opts.limitPerHour ?? 10;
+  const perAddress = opts.emailsPerAddressPerHour ?? 5;
+  return [
+    defineRoute({
+      method: 'post',
+      path: PASSENGER_VERIFY_PATH,
+      operationId: 'verifyPassengerEmail',
+      summary: 'Check a passenger e-mail address and verify it with an e-mailed code or link',
+      description:
+        'With {email}: the address is checked (well-formed, not disposable, not a role address such as info@ or bookings@, and a domain that receives mail) and, unless it is already verified, a 6-digit code and a link are e-mailed; both are valid 30 minutes. With {email, code}: the code verifies the address (5 attempts per code; the latest e-mail’s code counts). Bookings with an unverified address are accepted but limited to 8 priced requests an hour. ' +
+        `Limited to ${limitPerHour} requests per hour per caller, and ${perAddress} verification e-mails per address per hour.`,
+      tags: ['passengers'],
+      auth: 'public',
+      rateLimit: [{ name: 'passenger-verify', points: limitPerHour, durationSeconds: 3600 }],
+      body: PassengerVerifyRequest,
+      errors: ['email_not_accepted', 'rate_limited'],
+      responses: {
+        200: {
+          description:
+            '{email, accepted, verified, verificationSent} for a request with {email}; {email, verified: true} for one with a code',
+          schema: PassengerVerifyResponse,
+        },
+      },
+      handler: async ({ body, deps, caller, req, res }) => {
+        if (body.code !== undefined) {
+          const code = normaliseCode(body.code);
+          if (code === null) {
+            throw new AppError('invalid_input', 'The code is the 6 digits from the verification e-mail.', [
+              { field: '/code', problem: 'must be 6 digits' },
+            ]);
+          }
+          const result = await verifyByCode(deps.db, body.email, code);
+          if (!result.verified) {
+            const problem = codeProblem(result);
+            throw new AppError('invalid_input', `The code ${problem}.`, [{ field: '/code', problem }]);
+          }
+          return { status: 200, body: { email: result.email, verified: true } satisfies PassengerVerified };
+        }
+
+        const check = await checkEmail(body.email, {
+          mx: opts.mxMode,
+          ...(opts.resolveMx ? { resolveMx: opts.resolveMx } : {}),
+          ...(opts.resolveAddresses ? { resolveAddresses: opts.resolveAddresses } : {}),
+        });
+        if (!check.accepted) {
+          throw new AppError('email_not_accepted', EMAIL_PROBLEM_MESSAGES[check.problem], [
+            { field: '/email', problem: check.problem },
+          ]);
+        }
+        const email = check.email;
+        if (await isEmailVerified(deps.db, email)) {
+          return {
+            status: 200,
+            body: { email, accepted: true, verified: true, verificationSent: false } satisfies PassengerVerifyStarted,
+          };
+        }
+        const recent = await countVerificationsSince(deps.db, email, new Date(Date.now() - HOUR_MS));
+        if (recent.count >= perAddress) throw tooManyForAddress(res, perAddress, recent.oldest);
+
+        const base = baseUrlFor(req, deps.config);
+        await deps.db.transaction(async (trx) => {
+          const started = await startVerification(trx, { email });
+          await sendVerificationEmail(trx, {
+            email,
+            code: started.code,
+            link: `${base}${PASSENGER_VERIFY_LINK_PATH}?token=${started.linkToken}`,
+            serviceName: deps.config.serviceName,
+            testMode: caller.kind === 'api_key' && caller.key.mode === 'test',
+          });
+        });
+        return {
+          status: 200,
+          body: { email, accepted: true, verified: false, verificationSent: true } satisfies PassengerVerifyStarted,
+        };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: PASSENGER_VERIFY_LINK_PATH,
+      operationId: 'verifyPassengerEmailLink',
+      summary: 'Verify a passenger e-mail address by the link in the verification e-mail',
+      description:
+        'The link in the verification e-mail. Answers {email, verified: true}; opening it again answers the same. An unknown token, or one that expired unused, is 404.',
+      tags: ['passengers'],
+      auth: 'public',
+      query: PassengerVerifyLinkQuery,
+      errors: ['not_found'],
+      responses: { 200: { description: 'The address is verified', schema: PassengerVerified } },
+      handler: async ({ query, deps }) => {
+        const result = await verifyByLink(deps.db, query.token);
+        if (!result) {
+          throw new AppError('not_found', 'This verification link is unknown or has expired; request a new one.');
+        }
+        return {
+          status: 200,
+          body: { email: normaliseEmail(result.email), verified: true } satisfies PassengerVerified,
+        };
+      },
+    }),
+  ];
+}

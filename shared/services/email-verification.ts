@@ -1,0 +1,206 @@
+import { randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
+import { sha256 } from '../crypto.ts';
+import type { Queryable, Tx } from '../db/knex.ts';
+import { normaliseEmail } from '../domain/email-acceptance.ts';
+import { queueMessage } from './messages.ts';
+
+/**
+ * Passenger e-mail verification (CONTRACT.md section 5): a 6-digit code and a link, e-mailed
+ * together, either of which proves the passenger reads the mailbox.
+ *
+ * - Only SHA-256 hashes are stored. The code's hash is salted with the verification id
+ *   (`<id>:<code>`), so one table of a million precomputed hashes does not read every row;
+ *   the link token carries 256 random bits and is hashed as it is.
+ * - A verification expires 30 minutes after it starts and allows 5 code attempts, each
+ *   counted (a successful one included) under a row lock, so parallel guesses cannot exceed it.
+ * - The newest verification of an address supersedes older ones for codes (the latest e-mail's
+ *   code is the one that works); any unexpired link still works.
+ * - Verified is a property of the address: any verified row for it, for any purpose.
+ */
+
+export const VERIFICATION_TTL_MS = 30 * 60 * 1000;
+export const MAX_CODE_ATTEMPTS = 5;
+export const DEFAULT_PURPOSE = 'passenger';
+
+interface VerificationRow {
+  id: string;
+  email: string;
+  code_hash: Buffer;
+  link_token_hash: Buffer;
+  purpose: string;
+  attempts: number;
+  created_at: Date;
+  expires_at: Date;
+  verified_at: Date | null;
+}
+
+export interface StartedVerification {
+  verificationId: string;
+  /** 6 digits, shown to the passenger once (in the e-mail); never stored. */
+  code: string;
+  /** 32 random bytes, base64url (43 characters); never stored. */
+  linkToken: string;
+  expiresAt: Date;
+}
+
+export type CodeCheck =
+  | { verified: true; email: string; verificationId: string }
+  | {
+      verified: false;
+      /**
+       * `no_verification`: none was started for the address. `expired`: the latest has expired.
+       * `too_many_attempts`: the latest has used its attempts. `wrong_code`: try again.
+       */
+      reason: 'no_verification' | 'expired' | 'too_many_attempts' | 'wrong_code';
+      attemptsLeft: number;
+    };
+
+function codeHash(verificationId: string, code: string): Buffer {
+  return sha256(`${verificationId}:${code}`);
+}
+
+/** `123 456` and `123-456` are read as `123456`; anything else that is not 6 digits is no code. */
+export function normaliseCode(raw: string): string | null {
+  const code = raw.replace(/[\s-]/g, '');
+  return /^\d{6}$/.test(code) ? code : null;
+}
+
+/** Start a verification for an address: store the hashes, return the secrets to e-mail. */
+export async function startVerification(
+  db: Queryable,
+  input: { email: string; purpose?: string; now?: Date },
+): Promise<StartedVerification> {
+  const verificationId = uuidv7();
+  const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
+  const linkToken = randomBytes(32).toString('base64url');
+  const expiresAt = new Date((input.now ?? new Date()).getTime() + VERIFICATION_TTL_MS);
+  await db('email_verifications').insert({
+    id: verificationId,
+    email: normaliseEmail(input.email),
+    code_hash: codeHash(verificationId, code),
+    link_token_hash: sha256(linkToken),
+    purpose: input.purpose ?? DEFAULT_PURPOSE,
+    expires_at: expiresAt,
+  });
+  return { verificationId, code, linkToken, expiresAt };
+}
+
+/**
+ * Check a code against the latest verification of the address (for `purpose`, default
+ * `passenger`). Entering the code of an already verified latest verification again succeeds
+ * (a double submit), without counting an attempt.
+ */
+export async function verifyByCode(
+  db: Queryable,
+  email: string,
+  code: string,
+  opts: { purpose?: string; now?: Date } = {},
+): Promise<CodeCheck> {
+  const address = normaliseEmail(email);
+  const now = opts.now ?? new Date();
+  const given = normaliseCode(code);
+  // The row is locked for the read-and-count (a savepoint when the caller passed a transaction).
+  return db.transaction(async (trx): Promise<CodeCheck> => {
+    const row = await trx<VerificationRow>('email_verifications')
+      .where({ email: address, purpose: opts.purpose ?? DEFAULT_PURPOSE })
+      .orderBy([
+        { column: 'created_at', order: 'desc' },
+        { column: 'id', order: 'desc' },
+      ])
+      .forUpdate()
+      .first();
+    if (!row) return { verified: false, reason: 'no_verification', attemptsLeft: 0 };
+    const matches = given !== null && timingSafeEqual(row.code_hash, codeHash(row.id, given));
+    if (row.verified_at) {
+      return matches
+        ? { verified: true, email: address, verificationId: row.id }
+        : { verified: false, reason: 'wrong_code', attemptsLeft: 0 };
+    }
+    if (row.expires_at.getTime() <= now.getTime()) return { verified: false, reason: 'expired', attemptsLeft: 0 };
+    if (row.attempts >= MAX_CODE_ATTEMPTS) return { verified: false, reason: 'too_many_attempts', attemptsLeft: 0 };
+    const attempts = row.attempts + 1;
+    await trx('email_verifications')
+      .where({ id: row.id })
+      .update({ attempts, ...(matches ? { verified_at: now } : {}) });
+    if (matches) return { verified: true, email: address, verificationId: row.id };
+    const attemptsLeft = MAX_CODE_ATTEMPTS - attempts;
+    return { verified: false, reason: attemptsLeft > 0 ? 'wrong_code' : 'too_many_attempts', attemptsLeft };
+  });
+}
+
+/**
+ * Verify by the link's token. Answers the address, or null when the token is unknown or its
+ * verification expired unused. Opening a link again after it verified answers the address again.
+ */
+export async function verifyByLink(
+  db: Queryable,
+  token: string,
+  opts: { now?: Date } = {},
+): Promise<{ email: string; verificationId: string } | null> {
+  const now = opts.now ?? new Date();
+  const row = await db<VerificationRow>('email_verifications')
+    .where({ link_token_hash: sha256(token) })
+    .first();
+  if (!row) return null;
+  if (row.verified_at) return { email: row.email, verificationId: row.id };
+  if (row.expires_at.getTime() <= now.getTime()) return null;
+  // Conditional update: concurrent opens of the same link set it once; both answer the address.
+  await db('email_verifications').where({ id: row.id }).whereNull('verified_at').update({ verified_at: now });
+  return { email: row.email, verificationId: row.id };
+}
+
+/** Whether the address (normalised) has ever been verified, for any purpose. */
+export async function isEmailVerified(db: Queryable, email: string): Promise<boolean> {
+  const row = await db('email_verifications')
+    .where({ email: normaliseEmail(email) })
+    .whereNotNull('verified_at')
+    .first('id');
+  return row !== undefined;
+}
+
+/** Verifications started for the address since `since` (to bound how many e-mails one address gets). */
+export async function countVerificationsSince(
+  db: Queryable,
+  email: string,
+  since: Date,
+): Promise<{ count: number; oldest: Date | null }> {
+  const row = await db('email_verifications')
+    .where({ email: normaliseEmail(email) })
+    .where('created_at', '>=', since)
+    .first<{ count: number; oldest: Date | null }>(
+      db.raw('count(*)::int as count'),
+      db.raw('min(created_at) as oldest'),
+    );
+  return { count: row?.count ?? 0, oldest: row?.oldest ?? null };
+}
+
+/**
+ * Queue the verification e-mail (code and link) for the notify worker in the caller's
+ * transaction, so it is sent if and only if the verification commits. Returns the message id.
+ */
+export async function sendVerificationEmail(
+  trx: Tx,
+  input: { email: string; code: string; link: string; serviceName?: string; testMode?: boolean },
+): Promise<string> {
+  const service = input.serviceName ?? 'Direct Taxi Network';
+  const minutes = Math.round(VERIFICATION_TTL_MS / 60_000);
+  const body = [
+    `Your ${service} verification code is: ${input.code}`,
+    '',
+    'Or confirm your e-mail address by opening this link:',
+    input.link,
+    '',
+    `The code and the link expire in ${minutes} minutes. If you asked more than once, use the code from the latest e-mail.`,
+    '',
+    'If you did not ask for this, you can ignore this e-mail: nothing happens until the address is confirmed.',
+  ].join('\n');
+  return queueMessage(trx, {
+    channel: 'email',
+    recipient: normaliseEmail(input.email),
+    subject: `${input.code} is your ${service} verification code`,
+    body,
+    purpose: 'verification',
+    testMode: input.testMode ?? false,
+  });
+}

@@ -1,0 +1,257 @@
+import { describe, expect, it, vi } from 'vitest';
+import {
+  type CheckEmailOptions,
+  checkEmail,
+  isDisposableDomain,
+  isRoleLocalPart,
+  normaliseEmail,
+  ROLE_LOCAL_PARTS,
+  type ResolveAddresses,
+  type ResolveMx,
+} from '../shared/domain/email-acceptance.ts';
+
+/**
+ * The acceptance rules for passenger e-mail addresses (CONTRACT.md section 5), with DNS
+ * injected: no test here makes a real lookup.
+ */
+const off: CheckEmailOptions = { mx: 'off' };
+
+function dnsError(code: string): Error {
+  return Object.assign(new Error(`query ${code}`), { code });
+}
+
+const mxOk: ResolveMx = async () => [{ exchange: 'mx1.example.net', priority: 10 }];
+const mxFails =
+  (code: string): ResolveMx =>
+  async () => {
+    throw dnsError(code);
+  };
+const addresses =
+  (list: string[]): ResolveAddresses =>
+  async () =>
+    list;
+const addressesFail =
+  (code: string): ResolveAddresses =>
+  async () => {
+    throw dnsError(code);
+  };
+const never: ResolveMx = () => new Promise(() => {});
+
+describe('normaliseEmail', () => {
+  it('trims and lower-cases', () => {
+    expect(normaliseEmail('  Ada.Lovelace@Example.COM \n')).toBe('ada.lovelace@example.com');
+  });
+});
+
+describe('malformed', () => {
+  const malformed = [
+    '',
+    '   ',
+    'plainaddress',
+    '@example.com',
+    'ada@',
+    'ada@@example.com',
+    'ada@exa@mple.com',
+    'ada lovelace@example.com',
+    'ada@exam ple.com',
+    'ada@exam\tple.com',
+    '.ada@example.com',
+    'ada.@example.com',
+    'ada..lovelace@example.com',
+    'ada@localhost',
+    'ada@example',
+    'ada@-example.com',
+    'ada@example-.com',
+    'ada@exa_mple.com',
+    'ada@example..com',
+    'ada@.example.com',
+    'ada@example.com.',
+    'ada@example.c',
+    'ada@example.123',
+    'ada@1.2.3.4',
+    'ada@[127.0.0.1]',
+    '"ada"@example.com',
+    'ada(comment)@example.com',
+    'adá@example.com',
+    'ada,lovelace@example.com',
+    'ada@exam;ple.com',
+    `${'a'.repeat(65)}@example.com`,
+    `ada@${'a'.repeat(64)}.com`,
+    `${'a'.repeat(61)}@${'abcdefghi.'.repeat(18)}example.co.uk`, // 255 characters in all
+    `a@${'abcdefghi.'.repeat(25)}co.uk`, // a domain of 255 characters
+  ];
+
+  it.each(malformed)('%j is malformed', async (raw) => {
+    const r = await checkEmail(raw, off);
+    expect(r).toEqual({ accepted: false, email: normaliseEmail(raw), problem: 'malformed' });
+  });
+
+  const wellFormed: Array<[string, string]> = [
+    ['Ada.Lovelace@Example.COM', 'ada.lovelace@example.com'],
+    ['  ada@example.org  ', 'ada@example.org'],
+    ["o'brien@example.ie", "o'brien@example.ie"],
+    ['ada+taxi@example.co.uk', 'ada+taxi@example.co.uk'],
+    ['a_b-c.d@sub.example-mail.com', 'a_b-c.d@sub.example-mail.com'],
+    ['ada@münchen.de', 'ada@münchen.de'],
+    ['ada@xn--mnchen-3ya.de', 'ada@xn--mnchen-3ya.de'],
+    ['ada@example.xn--p1ai', 'ada@example.xn--p1ai'],
+    [`${'a'.repeat(64)}@example.com`, `${'a'.repeat(64)}@example.com`],
+    [`${'a'.repeat(60)}@${'abcdefghi.'.repeat(18)}example.co.uk`, ''], // 254 characters in all
+  ];
+
+  it.each(wellFormed)('%j is accepted', async (raw, email) => {
+    const r = await checkEmail(raw, off);
+    expect(r.accepted).toBe(true);
+    expect(r.email).toBe(email || normaliseEmail(raw));
+  });
+
+  it('checks the lengths at their limits', () => {
+    expect(`${'a'.repeat(60)}@${'abcdefghi.'.repeat(18)}example.co.uk`).toHaveLength(254);
+    expect(`${'a'.repeat(61)}@${'abcdefghi.'.repeat(18)}example.co.uk`).toHaveLength(255);
+  });
+});
+
+describe('disposable', () => {
+  it.each(['ada@mailinator.com', 'ada@yopmail.com', 'ada@guerrillamail.com', 'Ada@MAILINATOR.COM'])(
+    '%s is disposable',
+    async (raw) => {
+      expect(await checkEmail(raw, off)).toMatchObject({ accepted: false, problem: 'disposable' });
+    },
+  );
+
+  it('treats a subdomain of a listed domain as disposable', async () => {
+    expect(isDisposableDomain('mailinator.com')).toBe(true);
+    expect(isDisposableDomain('eu.mailinator.com')).toBe(true);
+    expect(await checkEmail('ada@a.b.mailinator.com', off)).toMatchObject({ accepted: false, problem: 'disposable' });
+  });
+
+  it('does not match on a suffix that is not a parent domain, nor on ordinary providers', async () => {
+    expect(isDisposableDomain('myyopmail.com')).toBe(false);
+    expect(isDisposableDomain('yopmail.com.example.org')).toBe(false);
+    for (const d of ['gmail.com', 'outlook.com', 'btinternet.com', 'example.co.uk']) {
+      expect(isDisposableDomain(d), d).toBe(false);
+    }
+    expect(await checkEmail('ada@gmail.com', off)).toEqual({ accepted: true, email: 'ada@gmail.com' });
+  });
+
+  it('is checked before the role rule', async () => {
+    expect(await checkEmail('info@mailinator.com', off)).toMatchObject({ problem: 'disposable' });
+  });
+});
+
+describe('role addresses', () => {
+  it.each([
+    'info@example.com',
+    'INFO@example.com',
+    'info+taxi@example.com',
+    'bookings@example.com',
+    'booking+2024@example.com',
+    'admin@example.com',
+    'sales@example.com',
+    'support@example.com',
+    'contact@example.com',
+    'office@example.com',
+    'hello@example.com',
+    'enquiries@example.com',
+    'noreply@example.com',
+    'no-reply@example.com',
+    'no_reply@example.com',
+    'no.reply+x@example.com',
+    'postmaster@example.com',
+    'webmaster@example.com',
+    'abuse@example.com',
+    'billing@example.com',
+    'accounts@example.com',
+    'team@example.com',
+    'reservations@example.com',
+    'mail@example.com',
+    'help@example.com',
+    'hr@example.com',
+    'jobs@example.com',
+    'marketing@example.com',
+    'customer.service@example.com',
+  ])('%s is a role address', async (raw) => {
+    expect(await checkEmail(raw, off)).toMatchObject({ accepted: false, problem: 'role_address' });
+  });
+
+  it.each(['ada.info@example.com', 'infoada@example.com', 'salesforce.fan@example.com', 'helen@example.com'])(
+    '%s is personal',
+    async (raw) => {
+      expect(await checkEmail(raw, off)).toMatchObject({ accepted: true });
+    },
+  );
+
+  it('documents its list and ignores plus tags and separators', () => {
+    expect(ROLE_LOCAL_PARTS).toEqual(expect.arrayContaining(['info', 'bookings', 'noreply', 'postmaster']));
+    expect(isRoleLocalPart('Support+Urgent')).toBe(true);
+    expect(isRoleLocalPart('ada+support')).toBe(false);
+  });
+});
+
+describe('mail server (MX) check', () => {
+  type Case = [string, ResolveMx, ResolveAddresses | undefined, boolean, boolean];
+  // name, MX resolver, A/AAAA resolver, accepted in strict, accepted in soft
+  const cases: Case[] = [
+    ['an MX record', mxOk, undefined, true, true],
+    ['no MX but an A record (RFC 5321 implicit MX)', mxFails('ENODATA'), addresses(['192.0.2.1']), true, true],
+    ['no MX but an AAAA record', async () => [], addresses(['2001:db8::1']), true, true],
+    ['no MX and no address records', mxFails('ENODATA'), addressesFail('ENODATA'), false, false],
+    ['no MX, no fallback resolver given', mxFails('ENODATA'), undefined, false, false],
+    ['an empty MX answer and no addresses', async () => [], addresses([]), false, false],
+    ['NXDOMAIN', mxFails('ENOTFOUND'), addresses(['192.0.2.1']), false, false],
+    ['a null MX (RFC 7505)', async () => [{ exchange: '', priority: 0 }], addresses(['192.0.2.1']), false, false],
+    ['SERVFAIL', mxFails('ESERVFAIL'), undefined, false, true],
+    ['a resolver timeout', mxFails('ETIMEOUT'), undefined, false, true],
+    ['connection refused', mxFails('ECONNREFUSED'), undefined, false, true],
+    ['an error without a code', async () => Promise.reject(new Error('boom')), undefined, false, true],
+    ['no MX and the A lookup fails', mxFails('ENODATA'), addressesFail('ESERVFAIL'), false, true],
+    ['no answer within the time limit', never, undefined, false, true],
+  ];
+
+  for (const mode of ['strict', 'soft'] as const) {
+    it.each(cases)(`${mode}: %s`, async (_name, resolveMx, resolveAddresses, strictOk, softOk) => {
+      const r = await checkEmail('ada@example.com', {
+        mx: mode,
+        resolveMx,
+        ...(resolveAddresses ? { resolveAddresses } : {}),
+        timeoutMs: 50,
+      });
+      const ok = mode === 'strict' ? strictOk : softOk;
+      expect(r).toEqual(
+        ok
+          ? { accepted: true, email: 'ada@example.com' }
+          : { accepted: false, email: 'ada@example.com', problem: 'no_mail_server' },
+      );
+    });
+  }
+
+  it('off never looks anything up', async () => {
+    const resolveMx = vi.fn(mxFails('ENOTFOUND'));
+    const resolveAddresses = vi.fn(addresses([]));
+    expect(await checkEmail('ada@no-such-domain.example', { mx: 'off', resolveMx, resolveAddresses })).toEqual({
+      accepted: true,
+      email: 'ada@no-such-domain.example',
+    });
+    expect(resolveMx).not.toHaveBeenCalled();
+    expect(resolveAddresses).not.toHaveBeenCalled();
+  });
+
+  it('looks up the ASCII (punycode) domain, and only for addresses that passed the other rules', async () => {
+    const resolveMx = vi.fn(mxOk);
+    expect(await checkEmail('Ada@München.de', { mx: 'strict', resolveMx })).toMatchObject({ accepted: true });
+    expect(resolveMx).toHaveBeenCalledWith('xn--mnchen-3ya.de');
+    resolveMx.mockClear();
+    await checkEmail('not an address', { mx: 'strict', resolveMx });
+    await checkEmail('ada@mailinator.com', { mx: 'strict', resolveMx });
+    await checkEmail('info@example.com', { mx: 'strict', resolveMx });
+    expect(resolveMx).not.toHaveBeenCalled();
+  });
+
+  it('asks for the fallback addresses only when there is no MX', async () => {
+    const resolveAddresses = vi.fn(addresses(['192.0.2.1']));
+    await checkEmail('ada@example.com', { mx: 'strict', resolveMx: mxOk, resolveAddresses });
+    expect(resolveAddresses).not.toHaveBeenCalled();
+    await checkEmail('ada@example.com', { mx: 'strict', resolveMx: mxFails('ENODATA'), resolveAddresses });
+    expect(resolveAddresses).toHaveBeenCalledWith('example.com');
+  });
+});

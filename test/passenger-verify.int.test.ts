@@ -1,0 +1,328 @@
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { validate } from '@readme/openapi-parser';
+import { SMTPServer } from 'smtp-server';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { publicRoutes } from '../api/app.ts';
+import {
+  PASSENGER_VERIFY_LINK_PATH,
+  PASSENGER_VERIFY_PATH,
+  passengerVerifyRoutes,
+} from '../api/routes/passenger-verify.ts';
+import { sha256 } from '../shared/crypto.ts';
+import { createApiKey } from '../shared/services/api-keys.ts';
+import { isEmailVerified } from '../shared/services/email-verification.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+
+/**
+ * POST /api/public/v1/passenger-verify and its link (CONTRACT.md section 5) through real HTTP,
+ * Postgres and Redis, with the verification e-mail relayed from the outbox, sent by the notify
+ * worker and received by a real SMTP server; the code and the link are read from that e-mail.
+ * The mail-server check is off: no DNS here (the rules are unit-tested with an injected resolver).
+ */
+let env: TestEnv;
+let roles: RunningRoles;
+let api: Served;
+let smtp: SMTPServer;
+const mails: Array<{ to: string[]; raw: string }> = [];
+const PRIMARY = 'http://primary.example';
+
+beforeAll(async () => {
+  smtp = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    onData(stream, session, callback) {
+      let raw = '';
+      stream.on('data', (d) => (raw += d));
+      stream.on('end', () => {
+        mails.push({ to: session.envelope.rcptTo.map((r) => r.address), raw });
+        callback();
+      });
+    },
+  });
+  smtp.listen(0, '127.0.0.1');
+  await once(smtp.server, 'listening');
+  const smtpPort = (smtp.server.address() as AddressInfo).port;
+  env = await createTestEnv({
+    env: {
+      SMTP_URL: `smtp://127.0.0.1:${smtpPort}`,
+      MAIL_FROM: 'Direct Taxi Network <no-reply@dtn.test>',
+      PUBLIC_BASE_URLS: PRIMARY,
+      EMAIL_MX_CHECK: 'off',
+    },
+  });
+  roles = startRoles(['notify', 'outbox-relay'], env.rt);
+  // Mount the routes ourselves unless api/app.ts already serves them.
+  const wired = publicRoutes(env.config).some((r) => r.path === PASSENGER_VERIFY_PATH);
+  api = await serve(await appFor(env, wired ? [] : passengerVerifyRoutes({ mxMode: 'off' })));
+});
+afterAll(async () => {
+  await api?.close();
+  await roles?.close();
+  await env?.cleanup();
+  await new Promise<void>((r) => (smtp ? smtp.close(() => r()) : r()));
+});
+
+type Json = Record<string, unknown> & {
+  error?: { code: string; message: string; details: Array<{ field: string; problem: string }> };
+};
+
+/** Each test calls as its own API key, so the route's hourly limit (per caller) is not shared. */
+async function caller(mode: 'live' | 'test' = 'live'): Promise<Record<string, string>> {
+  const { key } = await createApiKey(env.rt.db, { serviceCode: env.config.serviceCode, name: 'verify test', mode });
+  return { [env.config.apiKeyHeader]: key };
+}
+
+async function post(body: unknown, headers: Record<string, string>) {
+  const res = await fetch(`${api.url}${PASSENGER_VERIFY_PATH}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, json: (await res.json()) as Json, headers: res.headers };
+}
+
+async function get(pathAndQuery: string) {
+  const res = await fetch(`${api.url}${pathAndQuery}`);
+  return { status: res.status, json: (await res.json()) as Json };
+}
+
+/** The text part of a received message, undoing quoted-printable if nodemailer used it. */
+function textOf(raw: string): string {
+  const split = raw.indexOf('\r\n\r\n');
+  const head = raw.slice(0, split);
+  const body = raw.slice(split + 4);
+  if (!/content-transfer-encoding:\s*quoted-printable/i.test(head)) return body;
+  return body
+    .replace(/=\r?\n/g, '')
+    .replace(/=([0-9A-F]{2})/g, (_m, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+}
+
+/** Wait for the verification e-mail to `address`, and read its code and link. */
+async function received(address: string, nth = 1): Promise<{ code: string; link: string; raw: string }> {
+  const mail = await eventually(async () => mails.filter((m) => m.to.includes(address))[nth - 1]);
+  const text = textOf(mail.raw);
+  const code = /verification code is: (\d{6})/.exec(text)?.[1];
+  const link = /(https?:\/\/\S+\/passenger-verify\/link\?token=[A-Za-z0-9_-]+)/.exec(text)?.[1];
+  if (!code || !link) throw new Error(`no code or link in the e-mail:\n${text}`);
+  return { code, link, raw: mail.raw };
+}
+
+const pathOf = (link: string) => link.slice(PRIMARY.length);
+
+describe('POST /api/public/v1/passenger-verify', () => {
+  it('e-mails a code and a link, then verifies by the code', async () => {
+    const h = await caller();
+    const start = await post({ email: '  Ada.Lovelace@Example.org ' }, h);
+    expect(start.status, JSON.stringify(start.json)).toBe(200);
+    expect(start.json).toEqual({
+      email: 'ada.lovelace@example.org',
+      accepted: true,
+      verified: false,
+      verificationSent: true,
+    });
+    expect(start.headers.get('ratelimit-policy')).toContain('"passenger-verify";q=10;w=3600');
+
+    const { code, link, raw } = await received('ada.lovelace@example.org');
+    expect(raw).toMatch(/Subject: \d{6} is your Direct Taxi Network verification code/);
+    expect(link.startsWith(`${PRIMARY}${PASSENGER_VERIFY_LINK_PATH}?token=`)).toBe(true);
+
+    // Only hashes are stored; the message row is the verification e-mail.
+    const row = await env.rt.db('email_verifications').where({ email: 'ada.lovelace@example.org' }).first();
+    const token = new URL(link).searchParams.get('token') as string;
+    expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(Buffer.compare(row.link_token_hash, sha256(token))).toBe(0);
+    expect(JSON.stringify(row)).not.toContain(code);
+    expect(row.verified_at).toBeNull();
+    const expiresIn = new Date(row.expires_at).getTime() - Date.now();
+    expect(expiresIn).toBeGreaterThan(29 * 60_000);
+    expect(expiresIn).toBeLessThanOrEqual(30 * 60_000);
+    const msg = await env.rt.db('outbound_messages').where({ recipient: 'ada.lovelace@example.org' }).first();
+    expect(msg).toMatchObject({ channel: 'email', purpose: 'verification', state: 'sent' });
+
+    const wrong = code === '000000' ? '111111' : '000000';
+    const bad = await post({ email: 'ada.lovelace@example.org', code: wrong }, h);
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatchObject({
+      code: 'invalid_input',
+      details: [{ field: '/code', problem: 'is not correct; 4 attempts left' }],
+    });
+
+    const ok = await post({ email: 'ADA.LOVELACE@example.org', code: `${code.slice(0, 3)} ${code.slice(3)}` }, h);
+    expect(ok.status, JSON.stringify(ok.json)).toBe(200);
+    expect(ok.json).toEqual({ email: 'ada.lovelace@example.org', verified: true });
+    expect(await isEmailVerified(env.rt.db, 'Ada.Lovelace@example.org')).toBe(true);
+    const after = await env.rt.db('email_verifications').where({ id: row.id }).first();
+    expect(after.attempts).toBe(2);
+
+    // A verified address is not sent another e-mail.
+    const again = await post({ email: 'ada.lovelace@example.org' }, h);
+    expect(again.json).toEqual({
+      email: 'ada.lovelace@example.org',
+      accepted: true,
+      verified: true,
+      verificationSent: false,
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(mails.filter((m) => m.to.includes('ada.lovelace@example.org'))).toHaveLength(1);
+  });
+
+  it('verifies a second address by the link in its e-mail', async () => {
+    const h = await caller();
+    expect((await post({ email: 'grace@example.net' }, h)).json.verificationSent).toBe(true);
+    const { link } = await received('grace@example.net');
+    expect(await isEmailVerified(env.rt.db, 'grace@example.net')).toBe(false);
+
+    const opened = await get(pathOf(link));
+    expect(opened.status, JSON.stringify(opened.json)).toBe(200);
+    expect(opened.json).toEqual({ email: 'grace@example.net', verified: true });
+    expect(await isEmailVerified(env.rt.db, 'grace@example.net')).toBe(true);
+    // Opening it again answers the same.
+    expect((await get(pathOf(link))).json).toEqual({ email: 'grace@example.net', verified: true });
+  });
+
+  it('answers 404 for an unknown or expired link, and 400 for an expired code', async () => {
+    const unknown = await get(`${PASSENGER_VERIFY_LINK_PATH}?token=${'A'.repeat(43)}`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.error?.code).toBe('not_found');
+    const missing = await get(PASSENGER_VERIFY_LINK_PATH);
+    expect(missing.status).toBe(400);
+    expect(missing.json.error?.details).toEqual([{ field: '/token', problem: 'is required' }]);
+
+    const h = await caller();
+    await post({ email: 'edith@example.com' }, h);
+    const { code, link } = await received('edith@example.com');
+    await env.rt
+      .db('email_verifications')
+      .where({ email: 'edith@example.com' })
+      .update({
+        expires_at: new Date(Date.now() - 1000),
+      });
+    const expiredCode = await post({ email: 'edith@example.com', code }, h);
+    expect(expiredCode.status).toBe(400);
+    expect(expiredCode.json.error?.details).toEqual([{ field: '/code', problem: 'has expired; request a new code' }]);
+    expect((await get(pathOf(link))).status).toBe(404);
+    expect(await isEmailVerified(env.rt.db, 'edith@example.com')).toBe(false);
+  });
+
+  it('allows 5 attempts per code, then only a new code works', async () => {
+    const h = await caller();
+    await post({ email: 'katherine@example.com' }, h);
+    const first = await received('katherine@example.com');
+    const wrong = first.code === '000000' ? '111111' : '000000';
+    const problems: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await post({ email: 'katherine@example.com', code: wrong }, h);
+      expect(r.status).toBe(400);
+      problems.push(r.json.error?.details[0]?.problem ?? '');
+    }
+    expect(problems).toEqual([
+      'is not correct; 4 attempts left',
+      'is not correct; 3 attempts left',
+      'is not correct; 2 attempts left',
+      'is not correct; 1 attempt left',
+      'was entered wrongly 5 times; request a new code',
+    ]);
+    const right = await post({ email: 'katherine@example.com', code: first.code }, h);
+    expect(right.status).toBe(400);
+    expect(right.json.error?.details).toEqual([
+      { field: '/code', problem: 'was entered wrongly 5 times; request a new code' },
+    ]);
+    const row = await env.rt.db('email_verifications').where({ email: 'katherine@example.com' }).first();
+    expect(row.attempts).toBe(5);
+
+    // A new e-mail: its code works, and supersedes the old one.
+    await post({ email: 'katherine@example.com' }, h);
+    const second = await received('katherine@example.com', 2);
+    const ok = await post({ email: 'katherine@example.com', code: second.code }, h);
+    expect(ok.status, JSON.stringify(ok.json)).toBe(200);
+  });
+
+  it('refuses codes that are not 6 digits, and codes for an address never sent one', async () => {
+    const h = await caller();
+    const short = await post({ email: 'ada@example.org', code: '12345' }, h);
+    expect(short.status).toBe(400);
+    expect(short.json.error).toMatchObject({
+      code: 'invalid_input',
+      details: [{ field: '/code', problem: 'must be 6 digits' }],
+    });
+    const never = await post({ email: 'nobody@example.org', code: '123456' }, h);
+    expect(never.status).toBe(400);
+    expect(never.json.error?.details[0]?.field).toBe('/code');
+  });
+
+  it.each([
+    ['not-an-email', 'malformed'],
+    ['ada@@example.com', 'malformed'],
+    ['ada lovelace@example.com', 'malformed'],
+    ['ada@mailinator.com', 'disposable'],
+    ['ada@eu.mailinator.com', 'disposable'],
+    ['info@example.com', 'role_address'],
+    ['bookings+taxi@example.com', 'role_address'],
+  ])('refuses %s as %s with 400 email_not_accepted', async (email, problem) => {
+    const r = await post({ email }, await caller());
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatchObject({
+      code: 'email_not_accepted',
+      message: expect.any(String),
+      details: [{ field: '/email', problem }],
+    });
+    expect(typeof r.json.requestId).toBe('string');
+    expect(await env.rt.db('email_verifications').where({ email: email.toLowerCase() }).first()).toBeUndefined();
+  });
+
+  it('answers 400 invalid_input when the e-mail is missing or not a string', async () => {
+    const h = await caller();
+    const missing = await post({}, h);
+    expect(missing.status).toBe(400);
+    expect(missing.json.error).toMatchObject({
+      code: 'invalid_input',
+      details: [{ field: '/email', problem: 'is required' }],
+    });
+    expect((await post({ email: 42 }, h)).json.error?.code).toBe('invalid_input');
+  });
+
+
+  it('limits requests per caller per hour (429 with Retry-After)', async () => {
+    const h = await caller();
+    for (let i = 0; i < 10; i++) expect((await post({ email: 'x' }, h)).status).toBe(400);
+    const limited = await post({ email: 'x' }, h);
+    expect(limited.status).toBe(429);
+    expect(limited.json.error?.code).toBe('rate_limited');
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it('sends at most 5 verification e-mails to one address per hour, whoever asks', async () => {
+    for (let i = 0; i < 5; i++) {
+      expect((await post({ email: 'mary@example.com' }, await caller())).json.verificationSent).toBe(true);
+    }
+    const limited = await post({ email: 'mary@example.com' }, await caller());
+    expect(limited.status).toBe(429);
+    expect(limited.json.error?.code).toBe('rate_limited');
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(3000);
+    expect(limited.headers.get('ratelimit-policy')).toContain('"per-address";q=5;w=3600');
+    expect(await env.rt.db('email_verifications').where({ email: 'mary@example.com' }).count({ n: '*' })).toEqual([
+      { n: 5 },
+    ]);
+  });
+
+  it('records the e-mail instead of sending it for a test-mode key', async () => {
+    const r = await post({ email: 'sandbox.passenger@example.com' }, await caller('test'));
+    expect(r.json.verificationSent).toBe(true);
+    await eventually(async () => {
+      const m = await env.rt.db('outbound_messages').where({ recipient: 'sandbox.passenger@example.com' }).first();
+      return m?.state === 'recorded';
+    });
+    expect(mails.filter((m) => m.to.includes('sandbox.passenger@example.com'))).toHaveLength(0);
+  });
+
+  it('is in the OpenAPI document, which still validates', async () => {
+    const res = await fetch(`${api.url}/api/public/v1/openapi.json`);
+    const doc = (await res.json()) as { paths: Record<string, Record<string, { operationId: string }>> };
+    expect(doc.paths[PASSENGER_VERIFY_PATH]?.post?.operationId).toBe('verifyPassengerEmail');
+    expect(doc.paths[PASSENGER_VERIFY_LINK_PATH]?.get?.operationId).toBe('verifyPassengerEmailLink');
+    const result = await validate(structuredClone(doc) as never);
+    expect(result.valid ? [] : result.errors).toEqual([]);
+  });
+});
