@@ -283,7 +283,6 @@ describe('POST /api/public/v1/passenger-verify', () => {
     expect((await post({ email: 42 }, h)).json.error?.code).toBe('invalid_input');
   });
 
-
   it('limits requests per caller per hour (429 with Retry-After)', async () => {
     const h = await caller();
     for (let i = 0; i < 10; i++) expect((await post({ email: 'x' }, h)).status).toBe(400);

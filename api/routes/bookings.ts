@@ -1,6 +1,8 @@
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { Request } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import type { BookingRow } from '../../shared/db/bookings.ts';
+import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
 import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
 import { VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
 import { AppError, type ErrorDetail } from '../../shared/errors.ts';
@@ -82,6 +84,23 @@ async function acceptEmail(deps: ApiDeps, raw: string, pointer: string): Promise
     ]);
   }
   return result.email;
+}
+
+/**
+ * Free text is screened before it reaches the booking engine: instructions aimed at a language
+ * model, hidden or control characters and over-long text are 400 content_rejected naming the
+ * field. The refusal is logged with the rule that fired, never the text.
+ */
+function screen(req: Request, fields: ScreenField[]): void {
+  const result = screenFields(fields);
+  if (!result.ok) {
+    req.log?.warn({ reasons: result.reasons }, 'content rejected');
+    throw new AppError(
+      'content_rejected',
+      `Some fields cannot be accepted: ${result.details.map((d) => `${d.field} ${d.problem}`).join('; ')}.`,
+      result.details,
+    );
+  }
 }
 
 function bookingCaller(caller: Caller): BookingCaller {
@@ -175,6 +194,7 @@ const aliasBody = (v: BookingView) => ({
 });
 
 const V1_ERRORS = [
+  'content_rejected',
   'email_not_accepted',
   'rate_limited',
   'pickup_in_past',
@@ -205,6 +225,17 @@ export function bookingRoutes(): RouteDef[] {
       errors: [...V1_ERRORS],
       responses: { 201: { description: 'The booking' } },
       handler: async ({ body, deps, caller, req }) => {
+        screen(req, [
+          { pointer: '/pickup', kind: 'address', value: body.pickup },
+          { pointer: '/dropoff', kind: 'address', value: body.dropoff },
+          {
+            pointer: body.passengerName !== undefined ? '/passengerName' : '/passenger_name',
+            kind: 'name',
+            value: body.passengerName ?? body.passenger_name,
+          },
+          { pointer: '/notes', kind: 'notes', value: body.notes },
+          { pointer: '/flightNumber', kind: 'flightNumber', value: body.flightNumber },
+        ]);
         const base = baseUrlFor(req, deps.config);
         const bc = bookingCaller(caller);
         const quoteId = body.quote_id ?? body.quoteId;
@@ -327,6 +358,7 @@ export function bookingRoutes(): RouteDef[] {
       idempotent: true,
       body: CreateBookingRequest,
       errors: [
+        'content_rejected',
         'quote_not_found',
         'quote_expired',
         'quote_already_redeemed',
@@ -337,6 +369,11 @@ export function bookingRoutes(): RouteDef[] {
       ],
       responses: { 200: { description: 'The booking' } },
       handler: async ({ body, deps, caller, req }) => {
+        screen(req, [
+          { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
+          { pointer: '/notes', kind: 'notes', value: body.notes },
+          { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
+        ]);
         const phone = body.passenger_phone_whatsapp ?? body.passenger_phone;
         requireFields({ passenger_phone_whatsapp: phone });
         const passenger: Passenger = {
@@ -384,6 +421,14 @@ export function bookingRoutes(): RouteDef[] {
       ],
       responses: { 200: { description: 'The booking' } },
       handler: async ({ body, deps, caller, req }) => {
+        screen(req, [
+          { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
+          { pointer: '/dropoff_address', kind: 'address', value: body.dropoff_address },
+          { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
+          { pointer: '/notes', kind: 'notes', value: body.notes },
+          { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
+          { pointer: '/agent', kind: 'agent', value: body.agent },
+        ]);
         const base = baseUrlFor(req, deps.config);
         const bc = bookingCaller(caller);
         const phone = body.passenger_phone_whatsapp ?? body.passenger_phone;
