@@ -1,3 +1,7 @@
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { SMTPServer } from 'smtp-server';
+import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
@@ -22,10 +26,35 @@ function inHours(h: number): string {
   return new Date(Date.now() + h * 3600_000).toISOString();
 }
 
+let smtp: SMTPServer;
+const mails: Array<{ to: string[]; raw: string }> = [];
+
 beforeAll(async () => {
-  env = await createTestEnv({ env: { RATE_LIMIT_PER_IP_PER_MINUTE: '100000', QUOTE_LIMIT_PER_HOUR: '100000' } });
+  // A real SMTP server: v1 confirmations travel outbox → notify worker → nodemailer → here.
+  smtp = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    onData(stream, session, callback) {
+      let raw = '';
+      stream.on('data', (d) => (raw += d));
+      stream.on('end', () => {
+        mails.push({ to: session.envelope.rcptTo.map((r) => r.address), raw });
+        callback();
+      });
+    },
+  });
+  smtp.listen(0, '127.0.0.1');
+  await once(smtp.server, 'listening');
+  const smtpPort = (smtp.server.address() as AddressInfo).port;
+  env = await createTestEnv({
+    env: {
+      RATE_LIMIT_PER_IP_PER_MINUTE: '100000',
+      QUOTE_LIMIT_PER_HOUR: '100000',
+      SMTP_URL: `smtp://127.0.0.1:${smtpPort}`,
+    },
+  });
   await syncBuiltInTariffs(env.rt.db);
-  roles = startRoles(['pricing', 'dispatch'], env.rt); // the relay starts in the first test
+  roles = startRoles(['pricing', 'dispatch', 'notify'], env.rt); // the relay starts in the first test
   api = await serve(await appFor(env));
 });
 afterAll(async () => {
@@ -33,6 +62,7 @@ afterAll(async () => {
   await relay?.close();
   await roles?.close();
   await env?.cleanup();
+  await new Promise<void>((r) => (smtp ? smtp.close(() => r()) : r()));
 });
 
 async function post(path: string, body: unknown, headers: Record<string, string> = {}) {
@@ -206,7 +236,11 @@ describe('POST /api/public/v1/booking', () => {
     const mail = await env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'confirmation' }).first();
     expect(mail.recipient).toBe('ada@example.org');
     expect(mail.body).toContain(r.json.trackingUrl);
-    expect(mail.body).toContain(r.json.bookingReference);
+    // Delivered for real: received by the SMTP server with the reference and tracking link.
+    const received = await eventually(async () => mails.find((m) => m.raw.includes(r.json.bookingReference as string)));
+    expect(received.to).toEqual(['ada@example.org']);
+    expect(received.raw.replace(/=\r?\n/g, '')).toContain(String(r.json.trackingUrl).split('/track/')[1]?.slice(0, 20));
+    expect((await env.rt.db('outbound_messages').where({ id: mail.id }).first()).state).toBe('sent');
   });
 
   it('returns the first booking when the same booking is repeated within 15 minutes, on either path', async () => {
@@ -567,5 +601,67 @@ describe('content screen on bookings', () => {
     expect(instant.status).toBe(400);
     expect(instant.json.error?.details[0]?.field).toBe('/agent');
     expect(await env.rt.db('bookings').count({ n: '*' })).toEqual(before);
+  });
+});
+
+describe('cancellation reaches whoever holds the job', () => {
+  it('withdraws a live offer and texts the offered driver, once', async () => {
+    const made = await post('/api/public/v1/booking', {
+      pickup: 'Newport, Wales',
+      dropoff: 'Cardiff',
+      departAt: inHours(50),
+      passengerName: 'Offer Ollie',
+      passengerEmail: `ollie-${Date.now()}@example.org`,
+      passengerPhone: '+447700900777',
+    });
+    const row = await bookingRow(made.json.bookingReference as string);
+    const driverId = uuidv7();
+    await env.rt.db('drivers').insert({
+      id: driverId,
+      name: 'Dee Driver',
+      phone: '+447700900800',
+      email: 'dee@example.org',
+      status: 'approved',
+      licensing_authority: 'Newport City Council',
+      licence_number: `NCC-${Date.now()}`,
+      licence_expiry: '2027-12-31',
+      home_city: 'Newport',
+      home_lat: 51.58,
+      home_lng: -3.0,
+      operating_radius_miles: 10,
+    });
+    await env.rt
+      .db('dispatch_offers')
+      .insert({
+        id: uuidv7(),
+        booking_id: row.id,
+        tier: 1,
+        attempt: 1,
+        driver_id: driverId,
+        expires_at: new Date(Date.now() + 45_000),
+      });
+
+    const cancel = await post(`/api/public/v1/booking/${made.json.bookingReference}`, {
+      action: 'cancel',
+      email: row.passenger_email,
+    });
+    expect(cancel.status).toBe(200);
+    await eventually(
+      async () => (await env.rt.db('dispatch_offers').where({ booking_id: row.id }).first()).state === 'withdrawn',
+    );
+    const sms = await eventually(async () =>
+      env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'job_cancelled' }).first(),
+    );
+    expect(sms).toMatchObject({ channel: 'sms', recipient: '+447700900800', driver_id: driverId });
+    expect(sms.body).toContain(made.json.bookingReference);
+    // A second cancel changes nothing and tells nobody again.
+    await post(`/api/public/v1/booking/${made.json.bookingReference}`, {
+      action: 'cancel',
+      email: row.passenger_email,
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(
+      await env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'job_cancelled' }).count({ n: '*' }),
+    ).toEqual([{ n: 1 }]);
   });
 });
