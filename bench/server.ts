@@ -52,6 +52,17 @@ if (mode === 'bare') {
     res.json({ ok: true });
   });
   await listen(app);
+} else if (mode === 'insert') {
+  // The floor of a booking: Express and one INSERT.
+  const rt = createRuntime(config, 'bench-insert');
+  await rt.db.raw('create table if not exists bench_rows (id bigserial primary key, body jsonb not null, at timestamptz not null default now())');
+  const app = express();
+  app.use(express.json());
+  app.post('/insert', async (req, res) => {
+    await rt.db('bench_rows').insert({ body: JSON.stringify(req.body) });
+    res.status(201).json({ ok: true });
+  });
+  await listen(app);
 } else if (mode === 'noop-worker') {
   const worker = new Worker('bench-noop', async (job) => job.data, {
     connection: createRedis(config, 'worker', 'bench-noop'),
@@ -64,6 +75,6 @@ if (mode === 'bare') {
   const rt = createRuntime(config, 'bench-api');
   await listen(buildApp({ ...rt, expectedMigrations: await knownMigrations() }));
 } else {
-  process.stderr.write('usage: tsx bench/server.ts bare|baseline|noop-worker|api\n');
+  process.stderr.write('usage: tsx bench/server.ts bare|insert|baseline|noop-worker|api\n');
   process.exit(2);
 }
