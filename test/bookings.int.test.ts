@@ -1,12 +1,10 @@
-import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
-import { SMTPServer } from 'smtp-server';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { startSmtpCapture } from './helpers/smtp-capture.ts';
 
 /**
  * Bookings through real HTTP (SPEC.md 2.5 to 2.8, CONTRACT.md sections 2 and 4): redeeming
@@ -26,31 +24,16 @@ function inHours(h: number): string {
   return new Date(Date.now() + h * 3600_000).toISOString();
 }
 
-let smtp: SMTPServer;
-const mails: Array<{ to: string[]; raw: string }> = [];
+let smtp: Awaited<ReturnType<typeof startSmtpCapture>>;
 
 beforeAll(async () => {
   // A real SMTP server: v1 confirmations travel outbox → notify worker → nodemailer → here.
-  smtp = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    onData(stream, session, callback) {
-      let raw = '';
-      stream.on('data', (d) => (raw += d));
-      stream.on('end', () => {
-        mails.push({ to: session.envelope.rcptTo.map((r) => r.address), raw });
-        callback();
-      });
-    },
-  });
-  smtp.listen(0, '127.0.0.1');
-  await once(smtp.server, 'listening');
-  const smtpPort = (smtp.server.address() as AddressInfo).port;
+  smtp = await startSmtpCapture();
   env = await createTestEnv({
     env: {
       RATE_LIMIT_PER_IP_PER_MINUTE: '100000',
       QUOTE_LIMIT_PER_HOUR: '100000',
-      SMTP_URL: `smtp://127.0.0.1:${smtpPort}`,
+      SMTP_URL: smtp.url,
     },
   });
   await syncBuiltInTariffs(env.rt.db);
@@ -62,7 +45,7 @@ afterAll(async () => {
   await relay?.close();
   await roles?.close();
   await env?.cleanup();
-  await new Promise<void>((r) => (smtp ? smtp.close(() => r()) : r()));
+  await smtp?.close();
 });
 
 async function post(path: string, body: unknown, headers: Record<string, string> = {}) {
@@ -237,10 +220,15 @@ describe('POST /api/public/v1/booking', () => {
     expect(mail.recipient).toBe('ada@example.org');
     expect(mail.body).toContain(r.json.trackingUrl);
     // Delivered for real: received by the SMTP server with the reference and tracking link.
-    const received = await eventually(async () => mails.find((m) => m.raw.includes(r.json.bookingReference as string)));
+    const received = await eventually(async () =>
+      smtp.mails.find((m) => m.raw.includes(r.json.bookingReference as string)),
+    );
     expect(received.to).toEqual(['ada@example.org']);
     expect(received.raw.replace(/=\r?\n/g, '')).toContain(String(r.json.trackingUrl).split('/track/')[1]?.slice(0, 20));
-    expect((await env.rt.db('outbound_messages').where({ id: mail.id }).first()).state).toBe('sent');
+    // The SMTP server has the message just before the worker commits `sent`.
+    await eventually(
+      async () => (await env.rt.db('outbound_messages').where({ id: mail.id }).first()).state === 'sent',
+    );
   });
 
   it('returns the first booking when the same booking is repeated within 15 minutes, on either path', async () => {
@@ -630,16 +618,14 @@ describe('cancellation reaches whoever holds the job', () => {
       home_lng: -3.0,
       operating_radius_miles: 10,
     });
-    await env.rt
-      .db('dispatch_offers')
-      .insert({
-        id: uuidv7(),
-        booking_id: row.id,
-        tier: 1,
-        attempt: 1,
-        driver_id: driverId,
-        expires_at: new Date(Date.now() + 45_000),
-      });
+    await env.rt.db('dispatch_offers').insert({
+      id: uuidv7(),
+      booking_id: row.id,
+      tier: 1,
+      attempt: 1,
+      driver_id: driverId,
+      expires_at: new Date(Date.now() + 45_000),
+    });
 
     const cancel = await post(`/api/public/v1/booking/${made.json.bookingReference}`, {
       action: 'cancel',

@@ -1,11 +1,9 @@
-import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queueMessage } from '../shared/services/messages.ts';
 import { enqueueJob } from '../shared/db/outbox.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
+import { type CapturedMail, startSmtpCapture } from './helpers/smtp-capture.ts';
 import { startTwilioStub } from './helpers/twilio-stub.ts';
 
 /**
@@ -19,33 +17,16 @@ const TOKEN = 'stub-auth-token';
 let env: TestEnv;
 let roles: RunningRoles;
 let twilio: Awaited<ReturnType<typeof startTwilioStub>>;
-let smtp: SMTPServer;
-const mails: Array<{ from: string; to: string[]; raw: string }> = [];
+let smtp: Awaited<ReturnType<typeof startSmtpCapture>>;
+let mails: CapturedMail[] = [];
 
 beforeAll(async () => {
   twilio = await startTwilioStub();
-  smtp = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    onData(stream, session, callback) {
-      let raw = '';
-      stream.on('data', (d) => (raw += d));
-      stream.on('end', () => {
-        mails.push({
-          from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
-          to: session.envelope.rcptTo.map((r) => r.address),
-          raw,
-        });
-        callback();
-      });
-    },
-  });
-  smtp.listen(0, '127.0.0.1');
-  await once(smtp.server, 'listening');
-  const smtpPort = (smtp.server.address() as AddressInfo).port;
+  smtp = await startSmtpCapture();
+  mails = smtp.mails;
   env = await createTestEnv({
     env: {
-      SMTP_URL: `smtp://127.0.0.1:${smtpPort}`,
+      SMTP_URL: smtp.url,
       MAIL_FROM: 'Direct Taxi Network <bookings@dtn.test>',
       TWILIO_ACCOUNT_SID: SID,
       TWILIO_AUTH_TOKEN: TOKEN,
@@ -60,7 +41,7 @@ afterAll(async () => {
   await roles?.close();
   await env?.cleanup();
   await twilio?.close();
-  await new Promise<void>((r) => (smtp ? smtp.close(() => r()) : r()));
+  await smtp?.close();
 });
 
 const row = (id: string) => env.rt.db('outbound_messages').where({ id }).first();

@@ -1,7 +1,4 @@
-import { once } from 'node:events';
-import type { AddressInfo } from 'node:net';
 import { validate } from '@readme/openapi-parser';
-import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publicRoutes } from '../api/app.ts';
 import {
@@ -14,6 +11,7 @@ import { createApiKey } from '../shared/services/api-keys.ts';
 import { isEmailVerified } from '../shared/services/email-verification.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { type CapturedMail, startSmtpCapture } from './helpers/smtp-capture.ts';
 
 /**
  * POST /api/public/v1/passenger-verify and its link (CONTRACT.md section 5) through real HTTP,
@@ -24,29 +22,16 @@ import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } f
 let env: TestEnv;
 let roles: RunningRoles;
 let api: Served;
-let smtp: SMTPServer;
-const mails: Array<{ to: string[]; raw: string }> = [];
+let smtp: Awaited<ReturnType<typeof startSmtpCapture>>;
+let mails: CapturedMail[] = [];
 const PRIMARY = 'http://primary.example';
 
 beforeAll(async () => {
-  smtp = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    onData(stream, session, callback) {
-      let raw = '';
-      stream.on('data', (d) => (raw += d));
-      stream.on('end', () => {
-        mails.push({ to: session.envelope.rcptTo.map((r) => r.address), raw });
-        callback();
-      });
-    },
-  });
-  smtp.listen(0, '127.0.0.1');
-  await once(smtp.server, 'listening');
-  const smtpPort = (smtp.server.address() as AddressInfo).port;
+  smtp = await startSmtpCapture();
+  mails = smtp.mails;
   env = await createTestEnv({
     env: {
-      SMTP_URL: `smtp://127.0.0.1:${smtpPort}`,
+      SMTP_URL: smtp.url,
       MAIL_FROM: 'Direct Taxi Network <no-reply@dtn.test>',
       PUBLIC_BASE_URLS: PRIMARY,
       EMAIL_MX_CHECK: 'off',
@@ -61,7 +46,7 @@ afterAll(async () => {
   await api?.close();
   await roles?.close();
   await env?.cleanup();
-  await new Promise<void>((r) => (smtp ? smtp.close(() => r()) : r()));
+  await smtp?.close();
 });
 
 type Json = Record<string, unknown> & {
@@ -138,7 +123,11 @@ describe('POST /api/public/v1/passenger-verify', () => {
     const expiresIn = new Date(row.expires_at).getTime() - Date.now();
     expect(expiresIn).toBeGreaterThan(29 * 60_000);
     expect(expiresIn).toBeLessThanOrEqual(30 * 60_000);
-    const msg = await env.rt.db('outbound_messages').where({ recipient: 'ada.lovelace@example.org' }).first();
+    // The SMTP server has the message before the worker commits `sent`: wait for the commit.
+    const msg = await eventually(async () => {
+      const row = await env.rt.db('outbound_messages').where({ recipient: 'ada.lovelace@example.org' }).first();
+      return row?.state === 'sent' ? row : null;
+    });
     expect(msg).toMatchObject({ channel: 'email', purpose: 'verification', state: 'sent' });
 
     const wrong = code === '000000' ? '111111' : '000000';
