@@ -103,6 +103,28 @@ function screen(req: Request, fields: ScreenField[]): void {
   }
 }
 
+/**
+ * The v1 passenger, on both v1 paths: an accepted e-mail, an E.164 phone, not blocked; an
+ * address nobody has confirmed is held to its hourly limit.
+ */
+async function v1Passenger(
+  deps: ApiDeps,
+  name: string | undefined,
+  email: string | undefined,
+  phone: string | undefined,
+  emailPointer: string,
+): Promise<{ passenger: Passenger; emailVerified: boolean }> {
+  const passenger: Passenger = {
+    name: name as string,
+    email: await acceptEmail(deps, email as string, emailPointer),
+    phone: normalisePhone(phone as string),
+  };
+  await assertNotBlocked(deps.db, passenger);
+  const emailVerified = await isEmailVerified(deps.db, passenger.email as string);
+  if (!emailVerified) await limitUnverified(deps, passenger.email as string);
+  return { passenger, emailVerified };
+}
+
 function bookingCaller(caller: Caller): BookingCaller {
   return caller.kind === 'api_key'
     ? {
@@ -243,20 +265,10 @@ export function bookingRoutes(): RouteDef[] {
         const email = body.passengerEmail ?? body.passenger_email;
         const phone = body.passengerPhone ?? body.passenger_phone;
         const method = payment(body.paymentMethod ?? body.payment_method);
+        const emailPointer = body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email';
         if (quoteId !== undefined) {
           requireFields({ passengerName: name, passengerEmail: email, passengerPhone: phone });
-          const passenger: Passenger = {
-            name: name as string,
-            email: await acceptEmail(
-              deps,
-              email as string,
-              body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email',
-            ),
-            phone: normalisePhone(phone as string),
-          };
-          await assertNotBlocked(deps.db, passenger);
-          const emailVerified = await isEmailVerified(deps.db, passenger.email as string);
-          if (!emailVerified) await limitUnverified(deps, passenger.email as string);
+          const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer);
           const view = await redeemQuote(
             deps,
             {
@@ -282,18 +294,7 @@ export function bookingRoutes(): RouteDef[] {
           passengerEmail: email,
           passengerPhone: phone,
         });
-        const passenger: Passenger = {
-          name: name as string,
-          email: await acceptEmail(
-            deps,
-            email as string,
-            body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email',
-          ),
-          phone: normalisePhone(phone as string),
-        };
-        await assertNotBlocked(deps.db, passenger);
-        const emailVerified = await isEmailVerified(deps.db, passenger.email as string);
-        if (!emailVerified) await limitUnverified(deps, passenger.email as string);
+        const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer);
         const vehicleType = vehicle(body.vehicleType);
         const fare = await partnerFare(deps, caller, body.fareGBP);
         const hash = contentHash(bc.scope, {
