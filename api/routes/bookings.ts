@@ -125,6 +125,28 @@ async function v1Passenger(
   return { passenger, emailVerified };
 }
 
+/** The passenger on the alias endpoints: WhatsApp (or plain) phone required, e-mail optional. */
+async function aliasPassenger(
+  deps: ApiDeps,
+  body: {
+    passenger_name: string;
+    passenger_phone_whatsapp?: string;
+    passenger_phone?: string;
+    passenger_email?: string;
+  },
+): Promise<Passenger> {
+  const phone = body.passenger_phone_whatsapp ?? body.passenger_phone;
+  requireFields({ passenger_phone_whatsapp: phone });
+  const passenger: Passenger = {
+    name: body.passenger_name,
+    email:
+      body.passenger_email === undefined ? null : await acceptEmail(deps, body.passenger_email, '/passenger_email'),
+    phone: normalisePhone(phone as string),
+  };
+  await assertNotBlocked(deps.db, passenger);
+  return passenger;
+}
+
 function bookingCaller(caller: Caller): BookingCaller {
   return caller.kind === 'api_key'
     ? {
@@ -360,6 +382,7 @@ export function bookingRoutes(): RouteDef[] {
       body: CreateBookingRequest,
       errors: [
         'content_rejected',
+        'email_not_accepted',
         'quote_not_found',
         'quote_expired',
         'quote_already_redeemed',
@@ -375,17 +398,7 @@ export function bookingRoutes(): RouteDef[] {
           { pointer: '/notes', kind: 'notes', value: body.notes },
           { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
         ]);
-        const phone = body.passenger_phone_whatsapp ?? body.passenger_phone;
-        requireFields({ passenger_phone_whatsapp: phone });
-        const passenger: Passenger = {
-          name: body.passenger_name,
-          email:
-            body.passenger_email === undefined
-              ? null
-              : await acceptEmail(deps, body.passenger_email, '/passenger_email'),
-          phone: normalisePhone(phone as string),
-        };
-        await assertNotBlocked(deps.db, passenger);
+        const passenger = await aliasPassenger(deps, body);
         const view = await redeemQuote(
           deps,
           {
@@ -414,6 +427,8 @@ export function bookingRoutes(): RouteDef[] {
       idempotent: true,
       body: InstantBookingRequest,
       errors: [
+        'content_rejected',
+        'email_not_accepted',
         'address_not_found',
         'pickup_in_past',
         'account_blocked',
@@ -432,17 +447,7 @@ export function bookingRoutes(): RouteDef[] {
         ]);
         const base = baseUrlFor(req, deps.config);
         const bc = bookingCaller(caller);
-        const phone = body.passenger_phone_whatsapp ?? body.passenger_phone;
-        requireFields({ passenger_phone_whatsapp: phone });
-        const passenger: Passenger = {
-          name: body.passenger_name,
-          email:
-            body.passenger_email === undefined
-              ? null
-              : await acceptEmail(deps, body.passenger_email, '/passenger_email'),
-          phone: normalisePhone(phone as string),
-        };
-        await assertNotBlocked(deps.db, passenger);
+        const passenger = await aliasPassenger(deps, body);
         const method = payment(body.payment_method);
         const departAt = body.depart_at ?? new Date().toISOString();
         const hash = contentHash(bc.scope, {
