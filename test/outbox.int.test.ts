@@ -133,4 +133,26 @@ describe('transactional outbox', () => {
       await relay.stop();
     }
   });
+
+  it('removes expired idempotency keys in its housekeeping, and keeps live ones', async () => {
+    const row = (key: string, expires: Date) => ({
+      scope: 'ip:127.0.0.1',
+      key,
+      method: 'POST',
+      path: '/x',
+      request_hash: Buffer.alloc(32),
+      state: 'completed',
+      expires_at: expires,
+    });
+    await env.rt
+      .db('idempotency_keys')
+      .insert([row('old', new Date(Date.now() - 1000)), row('live', new Date(Date.now() + 3_600_000))]);
+    const relay = startOutboxRelay({ db: env.rt.db, queues: env.rt.queues, config: env.config, logger: env.rt.logger });
+    try {
+      await eventually(async () => !(await env.rt.db('idempotency_keys').where({ key: 'old' }).first()));
+      expect(await env.rt.db('idempotency_keys').where({ key: 'live' }).first()).toBeDefined();
+    } finally {
+      await relay.stop();
+    }
+  });
 });

@@ -112,7 +112,7 @@ export async function beginIdempotent(
   throw new AppError('service_unavailable', 'Could not record the Idempotency-Key; retry.', [], { 'Retry-After': '1' });
 }
 
-/** Expired keys are deleted by the API process now and then (cheap, indexed on expires_at). */
+/** Expired keys are deleted hourly by the outbox relay's housekeeping (indexed on expires_at); an expired key met on reuse is deleted at once. */
 export async function pruneIdempotencyKeys(db: Db): Promise<number> {
   return db('idempotency_keys').where('expires_at', '<', new Date()).delete();
 }

@@ -4,6 +4,7 @@ import type { Config } from '../../shared/config.ts';
 import type { Db } from '../../shared/db/knex.ts';
 import { lockUnrelayed, markRelayed, type OutboxRow, outboxJobId, pruneRelayed } from '../../shared/db/outbox.ts';
 import { failpoint } from '../../shared/failpoints.ts';
+import { pruneIdempotencyKeys } from '../../shared/services/idempotency.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Queues } from '../../shared/queues/connection.ts';
 import { QUEUE_NAMES, type QueueName } from '../../shared/queues/registry.ts';
@@ -95,7 +96,9 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
     if (Date.now() - lastPrune > 3_600_000) {
       lastPrune = Date.now();
       const pruned = await pruneRelayed(db);
-      if (pruned > 0) log.info({ pruned }, 'pruned relayed outbox rows');
+      const keys = await pruneIdempotencyKeys(db);
+      if (pruned > 0 || keys > 0)
+        log.info({ pruned, idempotencyKeys: keys }, 'pruned relayed outbox rows and expired idempotency keys');
     }
     return total;
   }
