@@ -129,6 +129,9 @@ describe('POST /api/public/v1/passenger-verify', () => {
       return row?.state === 'sent' ? row : null;
     });
     expect(msg).toMatchObject({ channel: 'email', purpose: 'verification', state: 'sent' });
+    // Delivered: the code lives only in the inbox, not in our record of the message.
+    expect(msg.body).not.toContain(code);
+    expect(msg.body).toMatch(/removed after delivery/);
 
     const wrong = code === '000000' ? '111111' : '000000';
     const bad = await post({ email: 'ada.lovelace@example.org', code: wrong }, h);

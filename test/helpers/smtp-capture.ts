@@ -36,3 +36,10 @@ export async function startSmtpCapture(): Promise<{ url: string; mails: Captured
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
+
+/** The readable text of a captured message: quoted-printable soft breaks and escapes undone. */
+export function mailText(mail: CapturedMail): string {
+  return mail.raw
+    .replace(/=\r?\n/g, '')
+    .replace(/=([0-9A-F]{2})/g, (_m, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+}

@@ -11,8 +11,17 @@ interface MessageRow {
   body: string;
   html: string | null;
   state: 'queued' | 'sent' | 'failed' | 'recorded';
+  purpose: string;
   test_mode: boolean;
 }
+
+/**
+ * Messages that carry a secret (a one-time code, a verification or tracking link): once delivered, their text is
+ * removed from our record, so the secret lives only in the recipient's inbox. Test-mode
+ * messages keep their text: showing it is how sandbox integrators read them.
+ */
+export const SECRET_PURPOSES = new Set(['verification', 'confirmation']);
+export const REDACTED_BODY = '[removed after delivery: it contained a one-time code or link]';
 
 /**
  * Deliver one outbound message. The row is the source of truth: a message already sent (or
@@ -41,6 +50,7 @@ export async function sendMessage(payload: JobPayload<'send-message'>, ctx: Work
           sent_at: trx.fn.now(),
           last_error: null,
           attempts: trx.raw('attempts + 1'),
+          ...(SECRET_PURPOSES.has(msg.purpose) ? { body: REDACTED_BODY, html: null } : {}),
         });
       return null;
     } catch (err) {
