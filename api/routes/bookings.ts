@@ -35,6 +35,7 @@ import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
 import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
+import { quoteCaller } from './quotes.ts';
 
 const unverifiedLimiters = new WeakMap<object, RateLimiterRedis>();
 
@@ -148,14 +149,7 @@ async function aliasPassenger(
 }
 
 function bookingCaller(caller: Caller): BookingCaller {
-  return caller.kind === 'api_key'
-    ? {
-        apiKeyId: caller.key.id,
-        partnerId: caller.key.partnerId,
-        testMode: caller.key.mode === 'test',
-        scope: callerScope(caller),
-      }
-    : { apiKeyId: null, partnerId: null, testMode: false, scope: callerScope(caller) };
+  return { ...quoteCaller(caller), scope: callerScope(caller) };
 }
 
 function payment(raw: keyof typeof PAYMENT_SPELLINGS | undefined) {

@@ -13,7 +13,8 @@ import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 
-function quoteCaller(caller: Caller): QuoteCaller {
+/** Who a quote is made for: the key, its partner and its mode (anonymous callers are live, no partner). */
+export function quoteCaller(caller: Caller): QuoteCaller {
   return caller.kind === 'api_key'
     ? { apiKeyId: caller.key.id, partnerId: caller.key.partnerId, testMode: caller.key.mode === 'test' }
     : { apiKeyId: null, partnerId: null, testMode: false };
