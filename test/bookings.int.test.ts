@@ -337,6 +337,38 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     ]);
   });
 
+  it('stores only the winning quote when identical requests race, and books again once the 15 minutes have passed', async () => {
+    const body = { ...instant, passenger_name: 'Window Wanda', depart_at: inHours(9) };
+    const quotesBefore = Number((await env.rt.db('quotes').count({ n: '*' }))[0]?.n);
+    const results = await Promise.all(Array.from({ length: 10 }, () => post('/api/public/bookings/instant', body)));
+    expect(new Set(results.map((r) => r.json.booking_reference)).size).toBe(1);
+    // Each losing request priced a quote too, but only the booked one is stored.
+    expect(Number((await env.rt.db('quotes').count({ n: '*' }))[0]?.n)).toBe(quotesBefore + 1);
+    await env.rt.db('booking_repeat_guard').update({ expires_at: new Date(Date.now() - 1000) });
+    const later = await post('/api/public/bookings/instant', body);
+    expect(later.status).toBe(200);
+    expect(later.json.booking_reference).not.toBe(results[0]?.json.booking_reference);
+    expect(await env.rt.db('bookings').where({ passenger_name: 'Window Wanda' }).count({ n: '*' })).toEqual([{ n: 2 }]);
+  });
+
+  it('redeems one quote once when many passengers race for it: one booking, the same passenger gets it again, others 409', async () => {
+    const q = await quote();
+    const others = Array.from({ length: 10 }, (_, i) => ({
+      ...ada,
+      passenger_name: `Racer ${i}`,
+      passenger_phone_whatsapp: `+4477009001${String(i).padStart(2, '0')}`,
+      quote_id: q,
+    }));
+    const results = await Promise.all([
+      ...others.map((b) => post('/api/public/bookings/create', b)),
+      ...Array.from({ length: 5 }, () => post('/api/public/bookings/create', { ...others[0], quote_id: q })),
+    ]);
+    const ok = results.filter((r) => r.status === 200);
+    expect(results.every((r) => r.status === 200 || r.json.error?.code === 'quote_already_redeemed')).toBe(true);
+    expect(new Set(ok.map((r) => r.json.booking_reference)).size).toBe(1);
+    expect(await env.rt.db('bookings').where({ quote_id: q }).count({ n: '*' })).toEqual([{ n: 1 }]);
+  });
+
   it('replays the first response byte for byte for the same Idempotency-Key, and refuses the key with another body', async () => {
     const key = `idem-${Date.now()}`;
     const body = { ...instant, passenger_name: 'Idem Ida', depart_at: inHours(8) };

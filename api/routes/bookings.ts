@@ -1,7 +1,6 @@
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Request } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
-import type { BookingRow } from '../../shared/db/bookings.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
 import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
 import { VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
@@ -23,13 +22,14 @@ import {
   cancelBooking,
   normalisePhone,
   type Passenger,
-  REPEAT_WINDOW_MS,
+  bookPricedQuote,
+  passengerStanding,
   redeemQuote,
+  repeatedBooking,
   trackingToken,
   viewOf,
 } from '../../shared/services/bookings.ts';
-import { isEmailVerified } from '../../shared/services/email-verification.ts';
-import { createQuote, gbp } from '../../shared/services/quotes.ts';
+import { gbp, priceQuote } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
@@ -120,8 +120,7 @@ async function v1Passenger(
     email: await acceptEmail(deps, email as string, emailPointer),
     phone: normalisePhone(phone as string),
   };
-  await assertNotBlocked(deps.db, passenger);
-  const emailVerified = await isEmailVerified(deps.db, passenger.email as string);
+  const { emailVerified } = await passengerStanding(deps.db, passenger);
   if (!emailVerified) await limitUnverified(deps, passenger.email as string);
   return { passenger, emailVerified };
 }
@@ -181,15 +180,6 @@ function contentHash(scope: string, parts: Record<string, unknown>): Buffer {
     .sort()
     .map((k) => [k, norm(parts[k])]);
   return sha256(JSON.stringify([scope, entries]));
-}
-
-async function recentRepeat(deps: ApiDeps, hash: Buffer): Promise<BookingRow | undefined> {
-  return deps
-    .db<BookingRow>('bookings')
-    .where('content_hash', hash)
-    .where('created_at', '>', new Date(Date.now() - REPEAT_WINDOW_MS))
-    .orderBy('created_at')
-    .first();
 }
 
 async function partnerFare(deps: ApiDeps, caller: Caller, fareGBP: number | undefined): Promise<number | null> {
@@ -323,9 +313,9 @@ export function bookingRoutes(): RouteDef[] {
           fare,
           method,
         });
-        const repeat = await recentRepeat(deps, hash);
+        const repeat = await repeatedBooking(deps.db, hash);
         if (repeat) return { status: 201, body: v1Body(viewOf(repeat, base, deps.config.dataEncryptionKey, false)) };
-        const quote = await createQuote(
+        const priced = await priceQuote(
           deps,
           {
             pickup: body.pickup as string,
@@ -339,11 +329,11 @@ export function bookingRoutes(): RouteDef[] {
           bc,
           base,
         );
-        const view = await redeemQuote(
+        const view = await bookPricedQuote(
           deps,
+          priced,
           {
             origin: 'api',
-            quoteId: quote.id,
             passenger,
             paymentMethod: method,
             emailVerified,
@@ -454,9 +444,9 @@ export function bookingRoutes(): RouteDef[] {
           vehicleType: body.vehicle_type,
           method,
         });
-        const repeat = await recentRepeat(deps, hash);
+        const repeat = await repeatedBooking(deps.db, hash);
         if (repeat) return { status: 200, body: aliasBody(viewOf(repeat, base, deps.config.dataEncryptionKey, false)) };
-        const quote = await createQuote(
+        const priced = await priceQuote(
           deps,
           {
             pickup: body.pickup_address,
@@ -470,11 +460,11 @@ export function bookingRoutes(): RouteDef[] {
           bc,
           base,
         );
-        const view = await redeemQuote(
+        const view = await bookPricedQuote(
           deps,
+          priced,
           {
             origin: 'agent',
-            quoteId: quote.id,
             passenger,
             paymentMethod: method,
             flightNumber: body.flight_number,

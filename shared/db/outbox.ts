@@ -33,19 +33,26 @@ export async function enqueueJob<N extends JobName>(
   payload: JobPayload<N>,
   opts: EnqueueOptions = {},
 ): Promise<number> {
+  const row = outboxRow(name, payload, opts);
+  const [inserted] = await trx('outbox')
+    .insert({ ...row, payload: JSON.stringify(row.payload) })
+    .returning<{ id: number }[]>('id');
+  if (!inserted) throw new Error('outbox insert returned no row');
+  return inserted.id;
+}
+
+/**
+ * The outbox row for a job, checked against the registry, for callers that write it in one
+ * statement with the domain change (`insertAllIf` in shared/db/atomic.ts).
+ */
+export function outboxRow<N extends JobName>(
+  name: N,
+  payload: JobPayload<N>,
+  opts: EnqueueOptions = {},
+): { queue: string; job_name: N; payload: JobPayload<N>; run_at: Date | null; job_id: string | null } {
   assertPayload(name, payload);
   if (opts.jobId !== undefined) assertJobId(opts.jobId);
-  const [row] = await trx('outbox')
-    .insert({
-      queue: queueOf(name),
-      job_name: name,
-      payload: JSON.stringify(payload),
-      run_at: opts.runAt ?? null,
-      job_id: opts.jobId ?? null,
-    })
-    .returning<{ id: number }[]>('id');
-  if (!row) throw new Error('outbox insert returned no row');
-  return row.id;
+  return { queue: queueOf(name), job_name: name, payload, run_at: opts.runAt ?? null, job_id: opts.jobId ?? null };
 }
 
 export function outboxJobId(row: Pick<OutboxRow, 'id' | 'job_id'>): string {

@@ -3,12 +3,15 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { sha256 } from '../crypto.ts';
 import { appendStatus, type BookingRow, findBookingByRef } from '../db/bookings.ts';
-import type { Db, Tx } from '../db/knex.ts';
-import { enqueueJob } from '../db/outbox.ts';
+import { insertAllIf, type RowInsert } from '../db/atomic.ts';
+import type { Db, Queryable } from '../db/knex.ts';
+import { enqueueJob, outboxRow } from '../db/outbox.ts';
 import { newReference, normaliseReference } from '../domain/reference.ts';
 import { AppError } from '../errors.ts';
-import { startVerification } from './email-verification.ts';
-import { queueMessage } from './messages.ts';
+import { normaliseEmail } from '../domain/email-acceptance.ts';
+import { verificationRow } from './email-verification.ts';
+import { messageRows, type NewMessage } from './messages.ts';
+import type { PricedQuote } from './quotes.ts';
 
 export type Origin = 'website' | 'api' | 'agent' | 'partner' | 'supplier' | 'mcp';
 export type PaymentMethod = 'cash' | 'card' | 'pay_link' | 'bank_transfer' | 'account';
@@ -132,10 +135,23 @@ export interface NewBooking {
   confirmByEmail?: boolean;
 }
 
+/** What a booking takes from its quote. */
+type QuoteSource = Pick<
+  QuoteRow,
+  'id' | 'pickup' | 'dropoff' | 'depart_at' | 'vehicle_type' | 'passengers' | 'fare_pence' | 'applied_rules' | 'tariff_source' | 'test_mode'
+>;
+
+const REDEEM_GUARD =
+  'update quotes set redeemed_at = now() where id = ? and redeemed_at is null and expires_at > now() returning id';
+const REPEAT_GUARD = `insert into booking_repeat_guard (content_hash, booking_id, expires_at) values (?, ?, ?)
+  on conflict (content_hash) do update set booking_id = excluded.booking_id, expires_at = excluded.expires_at
+  where booking_repeat_guard.expires_at <= now() returning booking_id`;
+
 /**
- * Redeem a quote into a booking, in one transaction with the job that will dispatch it (at
- * once when pickup is within the lead time, else delayed to pickup minus lead time) and, for
- * v1 bookings, the confirmation e-mail. A quote is redeemed once: redeeming it again for the
+ * Redeem a quote into a booking. The booking, its first status, the job that will dispatch it
+ * (at once when pickup is within the lead time, else delayed to pickup minus lead time) and,
+ * for v1 bookings, the confirmation e-mail are written by one statement guarded by the quote's
+ * redemption, so they commit together and a quote is redeemed once: redeeming it again for the
  * same passenger returns the same booking; for another passenger it is 409.
  */
 export async function redeemQuote(
@@ -149,58 +165,94 @@ export async function redeemQuote(
     ? input.quoteId.toLowerCase()
     : null;
   if (!quoteId) throw quoteNotFound(input.quoteId);
+  const readQuote = () => db<QuoteRow>('quotes').where({ id: quoteId }).first();
 
+  let quote = await readQuote();
   for (let attempt = 0; ; attempt++) {
-    try {
-      return await db.transaction(async (trx) => {
-        const quote = await trx<QuoteRow>('quotes').where({ id: quoteId }).forUpdate().first();
-        if (!quote) throw quoteNotFound(input.quoteId);
-        if (quote.redeemed_at) {
-          const existing = await trx<BookingRow>('bookings').where({ quote_id: quote.id }).first();
-          if (existing && samePassenger(existing, input.passenger))
-            return viewOf(existing, baseUrl, config.dataEncryptionKey, false);
-          throw new AppError(
-            'quote_already_redeemed',
-            'This quote has already been booked by another passenger; ask for a new quote.',
-            [{ field: '/quote_id', problem: 'already redeemed' }],
-          );
-        }
-        if (quote.expires_at.getTime() <= Date.now()) {
-          throw new AppError(
-            'quote_expired',
-            'This quote has expired (quotes are valid for 24 hours); ask for a new quote.',
-            [{ field: '/quote_id', problem: 'expired' }],
-          );
-        }
-        if (quote.depart_at.getTime() < Date.now() - 5 * 60_000) {
-          throw new AppError('pickup_in_past', 'The quoted pickup time has passed; ask for a new quote.', [
-            { field: '/departAt', problem: 'is in the past' },
-          ]);
-        }
-        if (input.contentHash) {
-          // Serialise identical requests, then return one made in the last 15 minutes.
-          await trx.raw('select pg_advisory_xact_lock(hashtextextended(?, 0))', [input.contentHash.toString('hex')]);
-          const repeat = await trx<BookingRow>('bookings')
-            .where('content_hash', input.contentHash)
-            .where('created_at', '>', new Date(Date.now() - REPEAT_WINDOW_MS))
-            .orderBy('created_at')
-            .first();
-          if (repeat) return viewOf(repeat, baseUrl, config.dataEncryptionKey, false);
-        }
-        const row = await insertBooking(trx, deps, quote, input, caller);
-        if (input.confirmByEmail && row.passenger_email) {
-          const verifyLink = row.email_verified
-            ? null
-            : `${baseUrl}${VERIFY_LINK_PATH}?token=${(await startVerification(trx, { email: row.passenger_email })).linkToken}`;
-          await queueConfirmation(trx, row, viewOf(row, baseUrl, config.dataEncryptionKey, true), verifyLink);
-        }
-        return viewOf(row, baseUrl, config.dataEncryptionKey, true);
-      });
-    } catch (err) {
-      // A reference collision (1 in ~1e9 per existing booking) is retried with a new one.
-      if ((err as { constraint?: string }).constraint === 'bookings_reference_unique' && attempt < 5) continue;
-      throw err;
+    if (!quote) throw quoteNotFound(input.quoteId);
+    if (quote.redeemed_at) {
+      const existing = await db<BookingRow>('bookings').where({ quote_id: quote.id }).first();
+      if (existing && samePassenger(existing, input.passenger))
+        return viewOf(existing, baseUrl, config.dataEncryptionKey, false);
+      throw new AppError(
+        'quote_already_redeemed',
+        'This quote has already been booked by another passenger; ask for a new quote.',
+        [{ field: '/quote_id', problem: 'already redeemed' }],
+      );
     }
+    if (quote.expires_at.getTime() <= Date.now()) {
+      throw new AppError('quote_expired', 'This quote has expired (quotes are valid for 24 hours); ask for a new quote.', [
+        { field: '/quote_id', problem: 'expired' },
+      ]);
+    }
+    if (quote.depart_at.getTime() < Date.now() - 5 * 60_000) {
+      throw new AppError('pickup_in_past', 'The quoted pickup time has passed; ask for a new quote.', [
+        { field: '/departAt', problem: 'is in the past' },
+      ]);
+    }
+    const write = bookingWrite(deps, quote, input, caller, baseUrl, new Date());
+    const passed = await writeOnce(() => insertAllIf(db, { sql: REDEEM_GUARD, bindings: [quote?.id ?? ''] }, write.inserts));
+    if (passed === 'collision' && attempt < 5) continue;
+    if (passed === true) return viewOf(write.row, baseUrl, config.dataEncryptionKey, true);
+    // Another request redeemed it (or it expired) between the read and the write: decide again.
+    quote = await readQuote();
+  }
+}
+
+/**
+ * Book a quote priced for this request (instant and v1 bookings): the quote, already redeemed,
+ * is stored with the booking in the same statement, guarded by the 15-minute repeat rule, so
+ * identical requests racing each other make one booking and the rest return it.
+ */
+export async function bookPricedQuote(
+  deps: BookingDeps,
+  priced: PricedQuote,
+  input: Omit<NewBooking, 'quoteId'> & { contentHash: Buffer },
+  caller: BookingCaller,
+  baseUrl: string,
+): Promise<BookingView> {
+  const { db, config } = deps;
+  const q = priced.row as unknown as QuoteSource & Record<string, unknown>;
+  for (let attempt = 0; ; attempt++) {
+    const now = new Date();
+    const write = bookingWrite(deps, q, { ...input, quoteId: q.id }, caller, baseUrl, now);
+    const guard = {
+      sql: REPEAT_GUARD,
+      bindings: [input.contentHash, write.row.id, new Date(now.getTime() + REPEAT_WINDOW_MS)],
+    };
+    const passed = await writeOnce(() =>
+      insertAllIf(db, guard, [{ table: 'quotes', row: { ...priced.row, redeemed_at: now } }, ...write.inserts]),
+    );
+    if (passed === 'collision' && attempt < 5) continue;
+    if (passed === true) return viewOf(write.row, baseUrl, config.dataEncryptionKey, true);
+    const repeat = await repeatedBooking(db, input.contentHash);
+    if (repeat) return viewOf(repeat, baseUrl, config.dataEncryptionKey, false);
+    if (attempt >= 5) throw new Error('repeat guard held by a booking that does not exist');
+  }
+}
+
+/** The booking an identical request made in the last 15 minutes, if any. */
+export async function repeatedBooking(db: Queryable, contentHash: Buffer): Promise<BookingRow | undefined> {
+  return db<BookingRow>('booking_repeat_guard as g')
+    .join('bookings as b', 'b.id', 'g.booking_id')
+    .where('g.content_hash', contentHash)
+    .where('g.expires_at', '>', db.fn.now())
+    .first('b.*');
+}
+
+/** Expired repeat guards are deleted hourly by the outbox relay's housekeeping. */
+export async function pruneRepeatGuards(db: Db): Promise<number> {
+  return db('booking_repeat_guard').where('expires_at', '<', new Date()).delete();
+}
+
+/** Run the booking statement: true when written, false when its guard refused, 'collision' on a reference clash. */
+async function writeOnce(run: () => Promise<{ passed: boolean }>): Promise<boolean | 'collision'> {
+  try {
+    return (await run()).passed;
+  } catch (err) {
+    // A reference collision (1 in ~1e9 per existing booking) is retried with a new one.
+    if ((err as { constraint?: string }).constraint === 'bookings_reference_unique') return 'collision';
+    throw err;
   }
 }
 
@@ -212,79 +264,98 @@ function quoteNotFound(id: string): AppError {
   );
 }
 
-async function insertBooking(
-  trx: Tx,
+/**
+ * The rows of a new booking: the booking, its first status, its dispatch job and, for v1
+ * bookings, the confirmation e-mail (with a verification for an unconfirmed address).
+ */
+function bookingWrite(
   deps: BookingDeps,
-  quote: QuoteRow,
+  quote: QuoteSource,
   input: NewBooking,
   caller: BookingCaller,
-): Promise<BookingRow> {
+  baseUrl: string,
+  now: Date,
+): { row: BookingRow; inserts: RowInsert[] } {
   const id = uuidv7();
-  const reference = newReference(deps.config.bookings.referencePrefix);
   const fare = input.farePenceOverride ?? quote.fare_pence;
-  const [row] = await trx('bookings')
-    .insert({
-      id,
-      reference,
-      origin: input.origin,
-      status: 'pending',
-      quote_id: quote.id,
-      api_key_id: caller.apiKeyId,
-      partner_id: caller.partnerId,
-      passenger_name: input.passenger.name,
-      passenger_email: input.passenger.email,
-      passenger_phone: input.passenger.phone,
-      email_verified: input.emailVerified ?? false,
-      passengers: quote.passengers,
-      vehicle_type: quote.vehicle_type,
-      pickup: JSON.stringify(quote.pickup),
-      dropoff: JSON.stringify(quote.dropoff),
-      pickup_time: quote.depart_at,
-      fare_pence: fare,
-      applied_rules:
-        input.farePenceOverride != null
-          ? JSON.stringify([{ code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: fare }])
-          : JSON.stringify(quote.applied_rules),
-      tariff_source: JSON.stringify(quote.tariff_source),
-      payment_method: input.paymentMethod,
-      flight_number: input.flightNumber ?? null,
-      notes: input.notes ?? null,
-      agent: input.agent ?? null,
-      tracking_token_hash: sha256(trackingToken(id, deps.config.dataEncryptionKey)),
-      content_hash: input.contentHash ?? null,
-      test_mode: caller.testMode || quote.test_mode,
-      status_seq: 0,
-    })
-    .returning<BookingRow[]>('*');
-  if (!row) throw new Error('booking insert returned no row');
-  await trx('quotes').where({ id: quote.id }).update({ redeemed_at: trx.fn.now() });
-  await appendStatus(trx, id, 'pending', `origin:${input.origin}`);
+  const pickupTime = quote.depart_at;
+  const values = {
+    id,
+    reference: newReference(deps.config.bookings.referencePrefix),
+    origin: input.origin,
+    status: 'pending',
+    quote_id: quote.id,
+    api_key_id: caller.apiKeyId,
+    partner_id: caller.partnerId,
+    passenger_name: input.passenger.name,
+    passenger_email: input.passenger.email,
+    passenger_phone: input.passenger.phone,
+    email_verified: input.emailVerified ?? false,
+    passengers: quote.passengers,
+    vehicle_type: quote.vehicle_type,
+    pickup: quote.pickup as BookingRow['pickup'],
+    dropoff: quote.dropoff as BookingRow['dropoff'],
+    pickup_time: pickupTime,
+    fare_pence: fare,
+    applied_rules:
+      input.farePenceOverride != null
+        ? [{ code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: fare }]
+        : quote.applied_rules,
+    tariff_source: quote.tariff_source,
+    payment_method: input.paymentMethod,
+    flight_number: input.flightNumber ?? null,
+    notes: input.notes ?? null,
+    agent: input.agent ?? null,
+    tracking_token_hash: sha256(trackingToken(id, deps.config.dataEncryptionKey)),
+    content_hash: input.contentHash ?? null,
+    test_mode: caller.testMode || quote.test_mode,
+    status_seq: 1,
+    created_at: now,
+    updated_at: now,
+  };
+  const row: BookingRow = { ...values, currency: 'GBP', driver_id: null, vehicle_id: null };
   const leadMs = deps.config.bookings.dispatchLeadMinutes * 60_000;
-  const dispatchAt = new Date(row.pickup_time.getTime() - leadMs);
-  await enqueueJob(
-    trx,
-    'dispatch-booking',
-    { bookingId: id },
-    { jobId: `dispatch-${id}`, ...(dispatchAt.getTime() > Date.now() ? { runAt: dispatchAt } : {}) },
-  );
-  return { ...row, status: 'pending', status_seq: 1 };
+  const dispatchAt = new Date(pickupTime.getTime() - leadMs);
+  const inserts: RowInsert[] = [
+    { table: 'bookings', row: values },
+    {
+      table: 'booking_status_history',
+      row: { booking_id: id, seq: 1, status: 'pending', actor: `origin:${input.origin}`, details: {}, at: now },
+    },
+    {
+      table: 'outbox',
+      row: outboxRow(
+        'dispatch-booking',
+        { bookingId: id },
+        { jobId: `dispatch-${id}`, ...(dispatchAt.getTime() > now.getTime() ? { runAt: dispatchAt } : {}) },
+      ),
+    },
+  ];
+  if (input.confirmByEmail && row.passenger_email) {
+    let verifyLink: string | null = null;
+    if (!row.email_verified) {
+      const verification = verificationRow({ email: row.passenger_email, now });
+      inserts.push({ table: 'email_verifications', row: verification.row });
+      verifyLink = `${baseUrl}${VERIFY_LINK_PATH}?token=${verification.started.linkToken}`;
+    }
+    const message = messageRows(confirmation(row, viewOf(row, baseUrl, deps.config.dataEncryptionKey, true), verifyLink));
+    inserts.push(message.message, message.job);
+  }
+  return { row, inserts };
 }
 
 /** The passenger-verify link route (api/routes/passenger-verify.ts). */
 const VERIFY_LINK_PATH = '/api/public/v1/passenger-verify/link';
 
-async function queueConfirmation(
-  trx: Tx,
-  row: BookingRow,
-  view: BookingView,
-  verifyLink: string | null,
-): Promise<void> {
-  const when = row.pickup_time.toLocaleString('en-GB', {
-    timeZone: 'Europe/London',
-    dateStyle: 'full',
-    timeStyle: 'short',
-  });
-  await queueMessage(trx, {
+const LONDON_WHEN = new Intl.DateTimeFormat('en-GB', {
+  timeZone: 'Europe/London',
+  dateStyle: 'full',
+  timeStyle: 'short',
+});
+
+function confirmation(row: BookingRow, view: BookingView, verifyLink: string | null): NewMessage {
+  const when = LONDON_WHEN.format(row.pickup_time);
+  return {
     channel: 'email',
     recipient: row.passenger_email as string,
     subject: `Your taxi ${row.reference}: ${when}`,
@@ -304,7 +375,7 @@ async function queueConfirmation(
     purpose: 'confirmation',
     bookingId: row.id,
     testMode: row.test_mode,
-  });
+  };
 }
 
 /** The booking a passenger asks about, checked against their e-mail (case-insensitive). */
@@ -360,6 +431,31 @@ export async function cancelBooking(
   });
 }
 
+/**
+ * Whether the passenger may book (403 account_blocked when an operator blocked their e-mail or
+ * phone: `npm run admin -- block`) and whether their e-mail is confirmed, in one query.
+ */
+export async function passengerStanding(db: Db, passenger: Passenger): Promise<{ emailVerified: boolean }> {
+  const email = passenger.email ? normaliseEmail(passenger.email) : null;
+  const { rows } = await db.raw<{ rows: { blocked: string | null; verified: boolean }[] }>(
+    `select (select kind from blocked_contacts
+              where (kind = 'phone' and value = ?) or (kind = 'email' and value = ?) limit 1) as blocked,
+            exists (select 1 from email_verifications where email = ? and verified_at is not null) as verified`,
+    [passenger.phone, email, email],
+  );
+  const blocked = rows[0]?.blocked ?? null;
+  if (blocked) throw blockedError(blocked);
+  return { emailVerified: rows[0]?.verified === true };
+}
+
+function blockedError(kind: string): AppError {
+  return new AppError(
+    'account_blocked',
+    'Bookings for this passenger are blocked. Contact us if you think this is a mistake.',
+    [{ field: kind === 'email' ? '/passengerEmail' : '/passengerPhone', problem: 'blocked' }],
+  );
+}
+
 /** Operators block abusive passengers by e-mail or phone (`npm run admin -- block`): 403 account_blocked. */
 export async function assertNotBlocked(db: Db, passenger: Passenger): Promise<void> {
   const hit = await db('blocked_contacts')
@@ -368,11 +464,5 @@ export async function assertNotBlocked(db: Db, passenger: Passenger): Promise<vo
       if (passenger.email) q.orWhere({ kind: 'email', value: passenger.email.toLowerCase() });
     })
     .first('kind');
-  if (hit) {
-    throw new AppError(
-      'account_blocked',
-      'Bookings for this passenger are blocked. Contact us if you think this is a mistake.',
-      [{ field: hit.kind === 'email' ? '/passengerEmail' : '/passengerPhone', problem: 'blocked' }],
-    );
-  }
+  if (hit) throw blockedError(hit.kind);
 }

@@ -71,19 +71,31 @@ export async function startVerification(
   db: Queryable,
   input: { email: string; purpose?: string; now?: Date },
 ): Promise<StartedVerification> {
+  const { row, started } = verificationRow(input);
+  await db('email_verifications').insert(row);
+  return started;
+}
+
+/** A new verification's row (to insert) and what to send: the code and link token are never stored. */
+export function verificationRow(input: { email: string; purpose?: string; now?: Date }): {
+  row: Record<string, unknown>;
+  started: StartedVerification;
+} {
   const verificationId = uuidv7();
   const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
   const linkToken = randomBytes(32).toString('base64url');
   const expiresAt = new Date((input.now ?? new Date()).getTime() + VERIFICATION_TTL_MS);
-  await db('email_verifications').insert({
-    id: verificationId,
-    email: normaliseEmail(input.email),
-    code_hash: codeHash(verificationId, code),
-    link_token_hash: sha256(linkToken),
-    purpose: input.purpose ?? DEFAULT_PURPOSE,
-    expires_at: expiresAt,
-  });
-  return { verificationId, code, linkToken, expiresAt };
+  return {
+    row: {
+      id: verificationId,
+      email: normaliseEmail(input.email),
+      code_hash: codeHash(verificationId, code),
+      link_token_hash: sha256(linkToken),
+      purpose: input.purpose ?? DEFAULT_PURPOSE,
+      expires_at: expiresAt,
+    },
+    started: { verificationId, code, linkToken, expiresAt },
+  };
 }
 
 /**

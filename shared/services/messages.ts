@@ -1,6 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import type { Tx } from '../db/knex.ts';
-import { enqueueJob } from '../db/outbox.ts';
+import type { RowInsert } from '../db/atomic.ts';
+import { enqueueJob, outboxRow } from '../db/outbox.ts';
 
 export interface NewMessage {
   channel: 'email' | 'sms' | 'whatsapp';
@@ -24,20 +25,33 @@ export interface NewMessage {
  * commit together or not at all. The job id is the message id, so it is sent once.
  */
 export async function queueMessage(trx: Tx, msg: NewMessage): Promise<string> {
-  const id = uuidv7();
-  await trx('outbound_messages').insert({
-    id,
-    channel: msg.channel,
-    recipient: msg.recipient,
-    subject: msg.subject ?? null,
-    body: msg.body,
-    html: msg.html ?? null,
-    purpose: msg.purpose,
-    booking_id: msg.bookingId ?? null,
-    driver_id: msg.driverId ?? null,
-    partner_id: msg.partnerId ?? null,
-    test_mode: msg.testMode ?? false,
-  });
-  await enqueueJob(trx, 'send-message', { messageId: id }, { jobId: `message-${id}` });
+  const { id, message, job } = messageRows(msg);
+  await trx('outbound_messages').insert(message.row);
+  await enqueueJob(trx, 'send-message', job.row.payload as { messageId: string }, { jobId: `message-${id}` });
   return id;
+}
+
+/** The message row and its send job, for callers writing them in one statement (`insertAllIf`). */
+export function messageRows(msg: NewMessage): { id: string; message: RowInsert; job: RowInsert & { row: { payload: unknown } } } {
+  const id = uuidv7();
+  return {
+    id,
+    message: {
+      table: 'outbound_messages',
+      row: {
+        id,
+        channel: msg.channel,
+        recipient: msg.recipient,
+        subject: msg.subject ?? null,
+        body: msg.body,
+        html: msg.html ?? null,
+        purpose: msg.purpose,
+        booking_id: msg.bookingId ?? null,
+        driver_id: msg.driverId ?? null,
+        partner_id: msg.partnerId ?? null,
+        test_mode: msg.testMode ?? false,
+      },
+    },
+    job: { table: 'outbox', row: outboxRow('send-message', { messageId: id }, { jobId: `message-${id}` }) },
+  };
 }

@@ -1,5 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { Config } from '../config.ts';
+import { insertAllIf } from '../db/atomic.ts';
 import type { Db } from '../db/knex.ts';
 import { SeatingError } from '../domain/tariffs/errors.ts';
 import { type AppliedRule, type TariffSource, VEHICLE_SEATS, type VehicleType } from '../domain/tariffs/types.ts';
@@ -74,17 +74,23 @@ function departure(raw: string | undefined, now: Date): Date {
   return at;
 }
 
+/** A priced quote and the row that stores it (jsonb columns as values, for `insertAllIf`). */
+export interface PricedQuote {
+  quote: Quote;
+  row: Record<string, unknown>;
+}
+
 /**
- * Make a quote: check the request, have the pricing worker price it (request and reply),
- * store it (fixed fare, valid 24 hours, redeemable once). The fare never changes after this.
+ * Price a quote without storing it: check the request, have the pricing worker price it
+ * (request and reply). `createQuote` stores it; a direct booking stores it with the booking.
  */
-export async function createQuote(
-  deps: { db: Db; pricing: PricingClient; config: Pick<Config, 'publicBaseUrls'> },
+export async function priceQuote(
+  deps: { db: Db; pricing: PricingClient },
   input: QuoteInput,
   caller: QuoteCaller,
   baseUrl: string,
   now = new Date(),
-): Promise<Quote> {
+): Promise<PricedQuote> {
   const warnings: string[] = [];
   const departAt = departure(input.departAt, now);
   const vehicleType = chooseVehicle(input, warnings);
@@ -112,14 +118,14 @@ export async function createQuote(
   const id = uuidv7();
   const expiresAt = new Date(now.getTime() + QUOTE_TTL_MS);
   const allWarnings = [...warnings, ...j.warnings];
-  await deps.db('quotes').insert({
+  const row = {
     id,
     created_at: now,
     expires_at: expiresAt,
     api_key_id: caller.apiKeyId,
     partner_id: caller.partnerId,
-    pickup: JSON.stringify(j.pickup),
-    dropoff: JSON.stringify(j.dropoff),
+    pickup: j.pickup,
+    dropoff: j.dropoff,
     depart_at: departAt,
     vehicle_type: vehicleType,
     passengers: input.passengers,
@@ -128,16 +134,16 @@ export async function createQuote(
     distance_miles: j.distanceMeters / 1609.344,
     duration_minutes: Math.ceil(j.durationSeconds / 60),
     fare_pence: j.farePence,
-    applied_rules: JSON.stringify(j.appliedRules),
-    tariff_source: JSON.stringify(j.tariffSource),
-    warnings: JSON.stringify(allWarnings),
+    applied_rules: j.appliedRules,
+    tariff_source: j.tariffSource,
+    warnings: allWarnings,
     base_url: baseUrl,
     test_mode: caller.testMode,
     tariff_table_id: j.tariffTableId,
     rate_card_id: rateCard?.id ?? null,
-    request: JSON.stringify(input),
-  });
-  return {
+    request: input,
+  };
+  const quote: Quote = {
     id,
     farePence: j.farePence,
     distanceMeters: j.distanceMeters,
@@ -154,6 +160,23 @@ export async function createQuote(
     createdAt: now,
     expiresAt,
   };
+  return { quote, row };
+}
+
+/**
+ * Make a quote: price it (`priceQuote`) and store it (fixed fare, valid 24 hours, redeemable
+ * once). The fare never changes after this.
+ */
+export async function createQuote(
+  deps: { db: Db; pricing: PricingClient },
+  input: QuoteInput,
+  caller: QuoteCaller,
+  baseUrl: string,
+  now = new Date(),
+): Promise<Quote> {
+  const priced = await priceQuote(deps, input, caller, baseUrl, now);
+  await insertAllIf(deps.db, null, [{ table: 'quotes', row: priced.row }]);
+  return priced.quote;
 }
 
 export const gbp = (pence: number): number => Math.round(pence) / 100;

@@ -4,6 +4,7 @@ import type { Config } from '../../shared/config.ts';
 import type { Db } from '../../shared/db/knex.ts';
 import { lockUnrelayed, markRelayed, type OutboxRow, outboxJobId, pruneRelayed } from '../../shared/db/outbox.ts';
 import { failpoint } from '../../shared/failpoints.ts';
+import { pruneRepeatGuards } from '../../shared/services/bookings.ts';
 import { pruneIdempotencyKeys } from '../../shared/services/idempotency.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Queues } from '../../shared/queues/connection.ts';
@@ -97,8 +98,12 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
       lastPrune = Date.now();
       const pruned = await pruneRelayed(db);
       const keys = await pruneIdempotencyKeys(db);
-      if (pruned > 0 || keys > 0)
-        log.info({ pruned, idempotencyKeys: keys }, 'pruned relayed outbox rows and expired idempotency keys');
+      const guards = await pruneRepeatGuards(db);
+      if (pruned > 0 || keys > 0 || guards > 0)
+        log.info(
+          { pruned, idempotencyKeys: keys, repeatGuards: guards },
+          'pruned relayed outbox rows, expired idempotency keys and repeat guards',
+        );
     }
     return total;
   }

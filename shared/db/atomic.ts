@@ -1,0 +1,62 @@
+import type { Knex } from 'knex';
+import type { Queryable } from './knex.ts';
+
+/** One row to insert: column → value. jsonb columns take the value itself (an object or array), not a JSON string. */
+export interface RowInsert {
+  table: string;
+  row: Record<string, unknown>;
+}
+
+/** A statement whose returned rows decide whether the inserts happen (at least one row: yes). */
+export interface Guard {
+  sql: string;
+  bindings: readonly Knex.RawBinding[];
+}
+
+const IDENT = /^[a-z_][a-z0-9_]*$/;
+
+function ident(name: string): string {
+  if (!IDENT.test(name)) throw new Error(`not a plain identifier: ${name}`);
+  return `"${name}"`;
+}
+
+function jsonValue(v: unknown): unknown {
+  if (Buffer.isBuffer(v)) return `\\x${v.toString('hex')}`;
+  return v;
+}
+
+/**
+ * Several inserts, optionally conditional on a guard, as ONE statement of data-modifying CTEs:
+ * one round trip and atomic without an explicit transaction. Each row travels as one JSON
+ * parameter and is typed by the table itself (`json_populate_record(null::table, ...)`), so
+ * every value is a bind parameter and columns keep their defaults when left out.
+ * Foreign keys between the rows hold (checked at the end of the statement).
+ * Returns whether the guard passed (always true without one) and the guard's first row.
+ */
+export async function insertAllIf(
+  db: Queryable,
+  guard: Guard | null,
+  inserts: readonly RowInsert[],
+): Promise<{ passed: boolean; guardRow: Record<string, unknown> | null }> {
+  const ctes: string[] = [];
+  const bindings: Knex.RawBinding[] = [];
+  if (guard) {
+    ctes.push(`g as (${guard.sql})`);
+    bindings.push(...guard.bindings);
+  }
+  inserts.forEach((ins, i) => {
+    const cols = Object.keys(ins.row).map(ident);
+    if (cols.length === 0) throw new Error(`no columns for ${ins.table}`);
+    const record: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(ins.row)) record[k] = jsonValue(v);
+    ctes.push(
+      `i${i} as (insert into ${ident(ins.table)} (${cols.join(', ')}) select ${cols.join(', ')} from json_populate_record(null::${ident(ins.table)}, ?::json)${guard ? ' where exists (select 1 from g)' : ''} returning 1)`,
+    );
+    bindings.push(JSON.stringify(record));
+  });
+  const select = guard ? 'select (select row_to_json(g) from g limit 1) as guard_row' : 'select null::json as guard_row';
+  const sql = `with ${ctes.join(',\n')}\n${select}`;
+  const result = await db.raw<{ rows: { guard_row: Record<string, unknown> | null }[] }>(sql, bindings);
+  const guardRow = result.rows[0]?.guard_row ?? null;
+  return { passed: guard === null || guardRow !== null, guardRow };
+}
