@@ -10,6 +10,7 @@ import { createRateLimits } from './middleware/rate-limit.ts';
 import { mountRoutes } from './mount.ts';
 import type { RouteDef } from './route.ts';
 import { bookingRoutes } from './routes/bookings.ts';
+import { driverRoutes } from './routes/drivers.ts';
 import { healthRoutes } from './routes/health.ts';
 import { openApiRoutes } from './routes/openapi.ts';
 import { passengerVerifyRoutes } from './routes/passenger-verify.ts';
@@ -23,6 +24,7 @@ export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
     ...quoteRoutes(config),
     ...bookingRoutes(),
     ...passengerVerifyRoutes({ mxMode: config.bookings.emailMxCheck }),
+    ...driverRoutes(),
   ];
 }
 

@@ -6,6 +6,16 @@ import { createDb, type Db } from '../shared/db/knex.ts';
 import { configOrExit } from '../shared/lifecycle.ts';
 import { createApiKey, listApiKeys, revokeApiKey } from '../shared/services/api-keys.ts';
 import { normalisePhone } from '../shared/services/bookings.ts';
+import {
+  approveDriver,
+  DRIVER_STATUSES,
+  type DriverStatus,
+  extendDriverTrial,
+  listDrivers,
+  MAX_TRIAL_EXTENSION_DAYS,
+  rejectDriver,
+  suspendDriver,
+} from '../shared/services/drivers.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { importTariffTables, parseTariffFile } from '../shared/services/tariff-store.ts';
 
@@ -135,6 +145,108 @@ export const COMMANDS: Record<string, Command> = {
         .db('audit_log')
         .insert({ actor: ctx.actor, action: 'key.revoke', subject_type: 'api_key', subject_id: id });
       return revoked;
+    },
+  },
+  'driver list': {
+    usage: `driver list [--status ${DRIVER_STATUSES.join('|')}]`,
+    options: { status: { type: 'string' } },
+    run: async (v, _p, ctx) => {
+      const status = v.status === undefined ? undefined : String(v.status);
+      if (status !== undefined && !(DRIVER_STATUSES as readonly string[]).includes(status)) {
+        throw new CliError('invalid_input', `--status must be one of ${DRIVER_STATUSES.join(', ')}`);
+      }
+      return (await listDrivers(ctx.db, status ? { status: status as DriverStatus } : {})).map((d) => ({
+        id: d.id,
+        name: d.name,
+        phone: d.phone,
+        email: d.email,
+        status: d.status,
+        licensingAuthority: d.licensingAuthority,
+        licenceNumber: d.licenceNumber,
+        licenceExpiry: d.licenceExpiry,
+        homeCity: d.homeCity,
+        vehicleClass: d.vehicleClass,
+        createdAt: d.createdAt,
+        approvedAt: d.approvedAt,
+        trialEndsAt: d.trialEndsAt,
+      }));
+    },
+  },
+  'driver approve': {
+    usage: 'driver approve ID',
+    options: {},
+    positionals: 1,
+    run: async (_v, p, ctx) => {
+      const id = uuidArg(p[0], 'ID');
+      const approved = await approveDriver(ctx.db, id, ctx.actor);
+      if (!approved) throw new CliError('not_found', `no driver ${id}`);
+      return approved;
+    },
+  },
+  'driver reject': {
+    usage: 'driver reject ID',
+    options: {},
+    positionals: 1,
+    run: async (_v, p, ctx) => {
+      const id = uuidArg(p[0], 'ID');
+      const rejected = await rejectDriver(ctx.db, id, ctx.actor);
+      if (!rejected) throw new CliError('not_found', `no driver ${id}`);
+      return rejected;
+    },
+  },
+  'driver suspend': {
+    usage: 'driver suspend ID',
+    options: {},
+    positionals: 1,
+    run: async (_v, p, ctx) => {
+      const id = uuidArg(p[0], 'ID');
+      const suspended = await suspendDriver(ctx.db, id, ctx.actor);
+      if (!suspended) throw new CliError('not_found', `no driver ${id}`);
+      return suspended;
+    },
+  },
+  'trial extend': {
+    usage: 'trial extend --driver ID | --partner ID --days N',
+    options: { driver: { type: 'string' }, partner: { type: 'string' }, days: { type: 'string' } },
+    run: async (v, _p, ctx) => {
+      if ((v.driver === undefined) === (v.partner === undefined)) {
+        throw new CliError('invalid_input', 'give exactly one of --driver or --partner');
+      }
+      const days = positiveInt(required(v, 'days'), 'days') as number;
+      if (days > MAX_TRIAL_EXTENSION_DAYS) {
+        throw new CliError('invalid_input', `--days must be at most ${MAX_TRIAL_EXTENSION_DAYS}`);
+      }
+      if (v.driver !== undefined) {
+        const id = uuidArg(String(v.driver), '--driver');
+        const extended = await extendDriverTrial(ctx.db, id, days, ctx.actor);
+        if (!extended) throw new CliError('not_found', `no driver ${id}`);
+        return extended;
+      }
+      // A partner's trial is 30 days from its creation (SPEC.md 2.10) unless already set; the
+      // extension runs from its end, or from now when it has ended.
+      const id = uuidArg(String(v.partner), '--partner');
+      return ctx.db.transaction(async (trx) => {
+        const [row] = await trx('partners')
+          .where({ id })
+          .update({
+            trial_ends_at: trx.raw(
+              "greatest(coalesce(trial_ends_at, created_at + interval '30 days'), now()) + make_interval(days => ?)",
+              [days],
+            ),
+            updated_at: trx.fn.now(),
+          })
+          .returning<Array<{ trial_ends_at: Date }>>(['trial_ends_at']);
+        if (!row) throw new CliError('not_found', `no partner ${id}`);
+        const trialEndsAt = row.trial_ends_at.toISOString();
+        await trx('audit_log').insert({
+          actor: ctx.actor,
+          action: 'partner.trial_extend',
+          subject_type: 'partner',
+          subject_id: id,
+          details: JSON.stringify({ days, trialEndsAt }),
+        });
+        return { id, trialEndsAt };
+      });
     },
   },
   block: {

@@ -19,6 +19,8 @@ export const ERROR_STATUS = {
   quote_already_redeemed: 409,
   cannot_cancel: 409,
   idempotency_in_progress: 409,
+  conflict: 409,
+  offer_unavailable: 409,
   quote_expired: 410,
   payload_too_large: 413,
   unsupported_media_type: 415,

@@ -1,0 +1,533 @@
+import { v7 as uuidv7 } from 'uuid';
+import { randomBase62, sha256 } from '../crypto.ts';
+import type { Db, Queryable } from '../db/knex.ts';
+import { type ScreenField, screenFields } from '../domain/content-screen.ts';
+import {
+  EMAIL_PROBLEM_MESSAGES,
+  isDisposableDomain,
+  isWellFormedEmail,
+  normaliseEmail,
+} from '../domain/email-acceptance.ts';
+import type { VehicleType } from '../domain/tariffs/types.ts';
+import { AppError, type ErrorDetail } from '../errors.ts';
+import { defaultGazetteer } from '../geo/gazetteer.ts';
+import type { Geocoder, Place } from '../geo/types.ts';
+import { normalisePhone } from './bookings.ts';
+
+/**
+ * Drivers (CONTRACT.md section 6, SPEC.md 2.10): a driver applies, an operator approves them,
+ * and approval issues the driver's bearer token and starts the 90-day free trial. Only the
+ * token's SHA-256 is stored (with its first 14 characters as a visible prefix), so a token is
+ * shown once, when it is issued; approving again issues a new one and the old one stops working.
+ * A suspended or rejected driver has no token: nothing they present authenticates.
+ */
+
+export const DRIVER_STATUSES = ['pending_approval', 'approved', 'rejected', 'suspended'] as const;
+export type DriverStatus = (typeof DRIVER_STATUSES)[number];
+
+/** Driver tokens: `dtn_drv_` and 40 base62 characters (about 238 random bits). */
+export const DRIVER_TOKEN_PREFIX = 'dtn_drv_';
+const DRIVER_TOKEN = /^dtn_drv_[0-9A-Za-z]{40}$/;
+const TOKEN_PREFIX_LENGTH = 14;
+
+/** New drivers' free trial (SPEC.md 2.10), counted from their first approval. */
+export const DRIVER_TRIAL_DAYS = 90;
+/** The longest single trial extension an operator can give. */
+export const MAX_TRIAL_EXTENSION_DAYS = 3650;
+
+/** Who an authenticated driver token belongs to. */
+export interface DriverIdentity {
+  id: string;
+  name: string;
+  status: DriverStatus;
+  /** Set for a fleet driver of a partner operator. */
+  partnerId: string | null;
+}
+
+export interface DriverApplication {
+  name: string;
+  phone: string;
+  email: string;
+  licensingAuthority: string;
+  licenceNumber: string;
+  /** YYYY-MM-DD. */
+  licenceExpiry: string;
+  vehicle: {
+    make: string;
+    model: string;
+    colour: string;
+    registration: string;
+    class: VehicleType;
+    seats: number;
+    wheelchairAccessible: boolean;
+  };
+  homeCity: string;
+  operatingRadiusMiles: number;
+  nationalNetwork?: { corridors: Array<{ from: string; to: string; bufferMiles: number }> } | undefined;
+  paymentLink?: string | undefined;
+}
+
+export interface ApplyOptions {
+  /** Who applied, for the audit log: `key:<prefix>` or `public`. */
+  actor: string;
+  /** Resolves homeCity and corridor ends; default the offline gazetteer. */
+  geocoder?: Geocoder;
+  /** A sandbox (test-mode key) application: the driver is created in test mode. */
+  testMode?: boolean;
+  /** The clock, for the licence-expiry check. */
+  now?: Date;
+  /** Told which screen rules refused the free text (for logs; never the text itself). */
+  onContentRejected?: (reasons: string[]) => void;
+}
+
+/** A place as stored on the driver: its resolved name and point. */
+export interface StoredPlace {
+  name: string;
+  lat: number;
+  lng: number;
+}
+export interface StoredCorridor {
+  from: StoredPlace;
+  to: StoredPlace;
+  bufferMiles: number;
+}
+
+/** The licensing authority has already seen this licence number apply (answered 409). */
+export class DriverLicenceTakenError extends Error {
+  constructor(
+    readonly licensingAuthority: string,
+    readonly licenceNumber: string,
+  ) {
+    super(
+      `A driver with licence ${licenceNumber} from ${licensingAuthority} has already applied. If that application is yours, wait for it to be reviewed or contact us.`,
+    );
+    this.name = 'DriverLicenceTakenError';
+  }
+}
+
+const LONDON_DAY = new Intl.DateTimeFormat('en-CA', {
+  timeZone: 'Europe/London',
+  year: 'numeric',
+  month: '2-digit',
+  day: '2-digit',
+});
+
+const collapse = (s: string) => s.trim().replace(/\s+/g, ' ');
+/** Licence numbers compare without case or spaces ("phd 1234" is "PHD1234"). */
+const normaliseLicence = (s: string) => s.trim().replace(/\s+/g, '').toUpperCase();
+
+/** Free text of an application, screened as the booking routes screen theirs. */
+function screenApplication(a: DriverApplication): ScreenField[] {
+  const fields: ScreenField[] = [
+    { pointer: '/name', kind: 'name', value: a.name },
+    { pointer: '/licensingAuthority', kind: 'name', value: a.licensingAuthority },
+    { pointer: '/licenceNumber', kind: 'reference', value: a.licenceNumber },
+    { pointer: '/vehicle/make', kind: 'name', value: a.vehicle.make },
+    { pointer: '/vehicle/model', kind: 'name', value: a.vehicle.model },
+    { pointer: '/vehicle/colour', kind: 'name', value: a.vehicle.colour },
+    { pointer: '/vehicle/registration', kind: 'reference', value: a.vehicle.registration },
+    { pointer: '/homeCity', kind: 'address', value: a.homeCity },
+    { pointer: '/paymentLink', kind: 'address', value: a.paymentLink },
+  ];
+  (a.nationalNetwork?.corridors ?? []).forEach((c, i) => {
+    fields.push(
+      { pointer: `/nationalNetwork/corridors/${i}/from`, kind: 'address', value: c.from },
+      { pointer: `/nationalNetwork/corridors/${i}/to`, kind: 'address', value: c.to },
+    );
+  });
+  return fields;
+}
+
+function httpsUrl(raw: string): string | null {
+  try {
+    const u = new URL(raw.trim());
+    if (u.protocol !== 'https:' || u.hostname === '' || u.username !== '' || u.password !== '') return null;
+    return u.toString();
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Record a driver's application: the driver (status `pending_approval`) with their home point
+ * and corridors geocoded, their active vehicle, and an audit entry, in one transaction.
+ *
+ * Refuses with AppError: `content_rejected` (free text that is not application data),
+ * `invalid_input` (phone, expired licence, payment link not https, a WAV that is not wheelchair
+ * accessible), `email_not_accepted` (malformed or disposable address), `address_not_found`
+ * (homeCity or a corridor end the geocoder cannot place in the UK). Throws
+ * DriverLicenceTakenError when the authority and licence number have already applied.
+ */
+export async function applyDriver(
+  db: Db,
+  input: DriverApplication,
+  opts: ApplyOptions,
+): Promise<{ driverId: string; status: 'pending_approval' }> {
+  const screened = screenFields(screenApplication(input));
+  if (!screened.ok) {
+    opts.onContentRejected?.(screened.reasons);
+    throw new AppError(
+      'content_rejected',
+      `Some fields cannot be accepted: ${screened.details.map((d) => `${d.field} ${d.problem}`).join('; ')}.`,
+      screened.details,
+    );
+  }
+
+  const invalid: ErrorDetail[] = [];
+  let phone = '';
+  try {
+    phone = normalisePhone(input.phone);
+  } catch {
+    invalid.push({ field: '/phone', problem: 'must be a mobile number such as +447700900123' });
+  }
+  const today = LONDON_DAY.format(opts.now ?? new Date());
+  if (input.licenceExpiry < today) {
+    invalid.push({ field: '/licenceExpiry', problem: 'is in the past: the licence has expired' });
+  }
+  let paymentLink: string | null = null;
+  if (input.paymentLink !== undefined && input.paymentLink.trim() !== '') {
+    paymentLink = httpsUrl(input.paymentLink);
+    if (paymentLink === null) invalid.push({ field: '/paymentLink', problem: 'must be an https URL' });
+  }
+  if (input.vehicle.class === 'wav' && !input.vehicle.wheelchairAccessible) {
+    invalid.push({ field: '/vehicle/wheelchairAccessible', problem: 'must be true for class wav' });
+  }
+  const licensingAuthority = collapse(input.licensingAuthority);
+  const licenceNumber = normaliseLicence(input.licenceNumber);
+  if (licensingAuthority === '') invalid.push({ field: '/licensingAuthority', problem: 'must not be blank' });
+  if (licenceNumber === '') invalid.push({ field: '/licenceNumber', problem: 'must not be blank' });
+  if (collapse(input.name) === '') invalid.push({ field: '/name', problem: 'must not be blank' });
+  if (invalid.length > 0) {
+    throw new AppError(
+      'invalid_input',
+      `The application is not valid: ${invalid.map((d) => `${d.field} ${d.problem}`).join('; ')}.`,
+      invalid,
+    );
+  }
+
+  const email = normaliseEmail(input.email);
+  if (!isWellFormedEmail(email)) {
+    throw new AppError('email_not_accepted', EMAIL_PROBLEM_MESSAGES.malformed, [
+      { field: '/email', problem: 'malformed' },
+    ]);
+  }
+  if (isDisposableDomain(email.slice(email.lastIndexOf('@') + 1))) {
+    throw new AppError('email_not_accepted', EMAIL_PROBLEM_MESSAGES.disposable, [
+      { field: '/email', problem: 'disposable' },
+    ]);
+  }
+
+  const geocoder = opts.geocoder ?? defaultGazetteer();
+  const wanted: Array<{ field: string; query: string }> = [{ field: '/homeCity', query: input.homeCity }];
+  (input.nationalNetwork?.corridors ?? []).forEach((c, i) => {
+    wanted.push(
+      { field: `/nationalNetwork/corridors/${i}/from`, query: c.from },
+      { field: `/nationalNetwork/corridors/${i}/to`, query: c.to },
+    );
+  });
+  const resolved = await Promise.all(wanted.map((w) => geocoder.geocode(w.query)));
+  const missing: ErrorDetail[] = [];
+  const places: Place[] = [];
+  resolved.forEach((r, i) => {
+    const field = (wanted[i] as { field: string }).field;
+    if (r.ok) places.push(r.place);
+    else {
+      missing.push({
+        field,
+        problem: r.reason === 'outside_uk' ? 'is outside the UK: drivers are based and work in the UK' : r.message,
+      });
+    }
+  });
+  if (missing.length > 0) {
+    throw new AppError(
+      'address_not_found',
+      `Could not locate ${missing.map((m) => m.field).join(' and ')}: use a UK town or city, postcode, station or airport.`,
+      missing,
+    );
+  }
+  const stored = (p: Place): StoredPlace => ({ name: p.name, lat: p.lat, lng: p.lng });
+  const home = places[0] as Place;
+  const corridors: StoredCorridor[] = (input.nationalNetwork?.corridors ?? []).map((c, i) => ({
+    from: stored(places[1 + 2 * i] as Place),
+    to: stored(places[2 + 2 * i] as Place),
+    bufferMiles: c.bufferMiles,
+  }));
+
+  const driverId = uuidv7();
+  try {
+    await db.transaction(async (trx) => {
+      // One application per licence: serialise applications for the same licence, then look.
+      await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [
+        `driver-licence:${licensingAuthority.toLowerCase()}:${licenceNumber}`,
+      ]);
+      const taken = await trx('drivers')
+        .whereRaw('lower(licensing_authority) = ?', [licensingAuthority.toLowerCase()])
+        .andWhere({ licence_number: licenceNumber })
+        .first('id');
+      if (taken) throw new DriverLicenceTakenError(licensingAuthority, licenceNumber);
+      await trx('drivers').insert({
+        id: driverId,
+        name: collapse(input.name),
+        phone,
+        email,
+        status: 'pending_approval',
+        licensing_authority: licensingAuthority,
+        licence_number: licenceNumber,
+        licence_expiry: input.licenceExpiry,
+        home_city: home.name,
+        home_lat: home.lat,
+        home_lng: home.lng,
+        operating_radius_miles: input.operatingRadiusMiles,
+        national_network: corridors.length > 0,
+        corridors: JSON.stringify(corridors),
+        payment_link: paymentLink,
+        test_mode: opts.testMode ?? false,
+      });
+      await trx('vehicles').insert({
+        id: uuidv7(),
+        driver_id: driverId,
+        make: collapse(input.vehicle.make),
+        model: collapse(input.vehicle.model),
+        colour: collapse(input.vehicle.colour),
+        registration: collapse(input.vehicle.registration).toUpperCase(),
+        class: input.vehicle.class,
+        seats: input.vehicle.seats,
+        wheelchair_accessible: input.vehicle.wheelchairAccessible,
+        active: true,
+      });
+      await trx('audit_log').insert({
+        actor: opts.actor,
+        action: 'driver.apply',
+        subject_type: 'driver',
+        subject_id: driverId,
+        details: JSON.stringify({
+          licensingAuthority,
+          homeCity: home.name,
+          vehicleClass: input.vehicle.class,
+          corridors: corridors.length,
+          testMode: opts.testMode ?? false,
+        }),
+      });
+    });
+  } catch (err) {
+    // The unique (licensing_authority, licence_number) index, should the lock ever be bypassed.
+    if ((err as { code?: string }).code === '23505')
+      throw new DriverLicenceTakenError(licensingAuthority, licenceNumber);
+    throw err;
+  }
+  return { driverId, status: 'pending_approval' };
+}
+
+/** A driver as operators see it (`driver list`): never the token or its hash. */
+export interface DriverListing {
+  id: string;
+  name: string;
+  phone: string;
+  email: string;
+  status: DriverStatus;
+  licensingAuthority: string;
+  licenceNumber: string;
+  licenceExpiry: string;
+  homeCity: string;
+  vehicleClass: VehicleType | null;
+  nationalNetwork: boolean;
+  partnerId: string | null;
+  createdAt: string;
+  approvedAt: string | null;
+  trialEndsAt: string | null;
+}
+
+interface DriverListRow {
+  id: string;
+  name: string;
+  phone: string;
+  email: string;
+  status: DriverStatus;
+  licensing_authority: string;
+  licence_number: string;
+  licence_expiry: string;
+  home_city: string;
+  vehicle_class: VehicleType | null;
+  national_network: boolean;
+  partner_id: string | null;
+  created_at: Date;
+  approved_at: Date | null;
+  trial_ends_at: Date | null;
+}
+
+/** Drivers, oldest application first, optionally of one status. */
+export async function listDrivers(db: Queryable, opts: { status?: DriverStatus } = {}): Promise<DriverListing[]> {
+  const q = db('drivers as d')
+    .select<DriverListRow[]>(
+      'd.id',
+      'd.name',
+      'd.phone',
+      'd.email',
+      'd.status',
+      'd.licensing_authority',
+      'd.licence_number',
+      'd.licence_expiry',
+      'd.home_city',
+      'd.national_network',
+      'd.partner_id',
+      'd.created_at',
+      'd.approved_at',
+      'd.trial_ends_at',
+      db.raw(
+        '(select v.class from vehicles v where v.driver_id = d.id and v.active order by v.created_at desc limit 1) as vehicle_class',
+      ),
+    )
+    .orderBy([{ column: 'd.created_at' }, { column: 'd.id' }]);
+  if (opts.status) q.where('d.status', opts.status);
+  const rows = await q;
+  return rows.map((r) => ({
+    id: r.id,
+    name: r.name,
+    phone: r.phone,
+    email: r.email,
+    status: r.status,
+    licensingAuthority: r.licensing_authority,
+    licenceNumber: r.licence_number,
+    licenceExpiry: r.licence_expiry,
+    homeCity: r.home_city,
+    vehicleClass: r.vehicle_class,
+    nationalNetwork: r.national_network,
+    partnerId: r.partner_id,
+    createdAt: r.created_at.toISOString(),
+    approvedAt: r.approved_at?.toISOString() ?? null,
+    trialEndsAt: r.trial_ends_at?.toISOString() ?? null,
+  }));
+}
+
+async function audit(db: Queryable, actor: string, action: string, id: string, details: Record<string, unknown>) {
+  await db('audit_log').insert({
+    actor,
+    action,
+    subject_type: 'driver',
+    subject_id: id,
+    details: JSON.stringify(details),
+  });
+}
+
+export interface ApprovedDriver {
+  id: string;
+  status: 'approved';
+  /** The bearer token, shown once. */
+  token: string;
+  trialEndsAt: string;
+}
+
+/**
+ * Approve a driver and issue their bearer token. The trial (90 days) starts at the first
+ * approval and is kept if already set; approving again (e.g. a lost phone, or reinstating a
+ * suspended driver) issues a new token, and the previous one stops working. Null if unknown.
+ */
+export async function approveDriver(db: Db, id: string, actor: string): Promise<ApprovedDriver | null> {
+  const token = `${DRIVER_TOKEN_PREFIX}${randomBase62(40)}`;
+  const prefix = token.slice(0, TOKEN_PREFIX_LENGTH);
+  return db.transaction(async (trx) => {
+    const [row] = await trx('drivers')
+      .where({ id })
+      .update({
+        status: 'approved',
+        token_hash: sha256(token),
+        token_prefix: prefix,
+        approved_at: trx.raw('coalesce(approved_at, now())'),
+        trial_ends_at: trx.raw(
+          `coalesce(trial_ends_at, coalesce(approved_at, now()) + interval '${DRIVER_TRIAL_DAYS} days')`,
+        ),
+        updated_at: trx.fn.now(),
+      })
+      .returning<Array<{ status: DriverStatus; trial_ends_at: Date }>>(['status', 'trial_ends_at']);
+    if (!row) return null;
+    const trialEndsAt = row.trial_ends_at.toISOString();
+    await audit(trx, actor, 'driver.approve', id, { tokenPrefix: prefix, trialEndsAt });
+    return { id, status: 'approved' as const, token, trialEndsAt };
+  });
+}
+
+/** Set a driver's status to rejected or suspended: their token is cleared and they go offline. */
+async function disable<S extends 'rejected' | 'suspended'>(
+  db: Db,
+  id: string,
+  actor: string,
+  status: S,
+): Promise<{ id: string; status: S } | null> {
+  return db.transaction(async (trx) => {
+    const before = await trx('drivers').where({ id }).forUpdate().first<{ status: DriverStatus } | undefined>('status');
+    if (!before) return null;
+    await trx('drivers').where({ id }).update({
+      status,
+      token_hash: null,
+      token_prefix: null,
+      available: false,
+      updated_at: trx.fn.now(),
+    });
+    await audit(trx, actor, status === 'rejected' ? 'driver.reject' : 'driver.suspend', id, { from: before.status });
+    return { id, status };
+  });
+}
+
+/** Reject an application (or withdraw an approval): the driver has no token. Null if unknown. */
+export function rejectDriver(db: Db, id: string, actor: string): Promise<{ id: string; status: 'rejected' } | null> {
+  return disable(db, id, actor, 'rejected');
+}
+
+/**
+ * Suspend a driver: never offered jobs, marked unavailable, and their token stops working at
+ * once. `approveDriver` reinstates them with a new token. Null if unknown.
+ */
+export function suspendDriver(db: Db, id: string, actor: string): Promise<{ id: string; status: 'suspended' } | null> {
+  return disable(db, id, actor, 'suspended');
+}
+
+/**
+ * Extend a driver's free trial by `days` (1 to 3650) from its current end, or from today when
+ * it has already ended. A driver not yet approved gets the standard trial from today plus the
+ * extension, which their approval then keeps. Null if unknown.
+ */
+export async function extendDriverTrial(
+  db: Db,
+  id: string,
+  days: number,
+  actor = 'system',
+): Promise<{ id: string; trialEndsAt: string } | null> {
+  if (!Number.isInteger(days) || days < 1 || days > MAX_TRIAL_EXTENSION_DAYS) {
+    throw new RangeError(`days must be a whole number from 1 to ${MAX_TRIAL_EXTENSION_DAYS}`);
+  }
+  return db.transaction(async (trx) => {
+    const [row] = await trx('drivers')
+      .where({ id })
+      .update({
+        trial_ends_at: trx.raw(
+          `greatest(coalesce(trial_ends_at, coalesce(approved_at, now()) + interval '${DRIVER_TRIAL_DAYS} days'), now()) + make_interval(days => ?)`,
+          [days],
+        ),
+        updated_at: trx.fn.now(),
+      })
+      .returning<Array<{ trial_ends_at: Date }>>(['trial_ends_at']);
+    if (!row) return null;
+    const trialEndsAt = row.trial_ends_at.toISOString();
+    await audit(trx, actor, 'driver.trial_extend', id, { days, trialEndsAt });
+    return { id, trialEndsAt };
+  });
+}
+
+/**
+ * The approved driver a bearer token belongs to, or null (malformed, unknown, superseded, or
+ * the driver is not approved). Looked up by the token's SHA-256, so the comparison never
+ * touches the token itself.
+ */
+export async function authenticateDriver(db: Queryable, token: string): Promise<DriverIdentity | null> {
+  if (!DRIVER_TOKEN.test(token)) return null;
+  const row = await db('drivers')
+    .where({ token_hash: sha256(token), status: 'approved' })
+    .first<{ id: string; name: string; status: DriverStatus; partner_id: string | null } | undefined>(
+      'id',
+      'name',
+      'status',
+      'partner_id',
+    );
+  if (!row) return null;
+  return { id: row.id, name: row.name, status: row.status, partnerId: row.partner_id };
+}
