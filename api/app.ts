@@ -9,9 +9,12 @@ import { errorHandler, notFoundHandler } from './middleware/errors.ts';
 import { createRateLimits } from './middleware/rate-limit.ts';
 import { mountRoutes } from './mount.ts';
 import type { RouteDef } from './route.ts';
+import { bookingEventRoutes } from './routes/booking-events.ts';
 import { bookingRoutes } from './routes/bookings.ts';
+import { driverAppRoutes } from './routes/driver-app.ts';
 import { driverRoutes } from './routes/drivers.ts';
 import { healthRoutes } from './routes/health.ts';
+import { offerRoutes } from './routes/offers.ts';
 import { openApiRoutes } from './routes/openapi.ts';
 import { passengerVerifyRoutes } from './routes/passenger-verify.ts';
 import { quoteRoutes } from './routes/quotes.ts';
@@ -23,8 +26,11 @@ export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
     ...whoamiRoutes,
     ...quoteRoutes(config),
     ...bookingRoutes(),
+    ...bookingEventRoutes(),
     ...passengerVerifyRoutes({ mxMode: config.bookings.emailMxCheck }),
     ...driverRoutes(),
+    ...offerRoutes(),
+    ...driverAppRoutes(),
   ];
 }
 

@@ -1,7 +1,7 @@
 import type { Express, NextFunction, Request, Response } from 'express';
 import { AppError, errorBody } from '../shared/errors.ts';
-import { beginIdempotent } from '../shared/services/idempotency.ts';
 import { compileSchema, type Validator } from '../shared/schemas/validate.ts';
+import { beginIdempotent } from '../shared/services/idempotency.ts';
 import type { ApiDeps } from './deps.ts';
 import { authenticate, type Caller } from './middleware/auth.ts';
 import { requestIdOf } from './middleware/errors.ts';
@@ -23,7 +23,11 @@ function check(v: Validator | null, data: unknown, where: string): void {
 
 /** Whose requests these are, for idempotency keys and repeat detection: the API key, else the IP. */
 export function callerScope(caller: Caller): string {
-  return caller.kind === 'api_key' ? `key:${caller.key.id}` : `ip:${caller.ip}`;
+  return caller.kind === 'api_key'
+    ? `key:${caller.key.id}`
+    : caller.kind === 'driver'
+      ? `driver:${caller.driver.id}`
+      : `ip:${caller.ip}`;
 }
 
 /**
@@ -73,6 +77,11 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
           params: p as never,
           requestId: requestIdOf(req),
         });
+        if ('stream' in result) {
+          // The handler wrote the response itself (a stream): nothing to send, nothing to replay.
+          if (idem?.kind === 'new') await idem.abandon();
+          return;
+        }
         status = result.status;
         headers = result.headers ?? {};
         payload = Buffer.from(JSON.stringify(result.body));

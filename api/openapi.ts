@@ -95,7 +95,16 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
         ? { requestBody: { required: true, content: { 'application/json': { schema: plain(route.body) } } } }
         : {}),
       responses,
-      security: route.auth === 'key' ? keySchemes : route.auth === 'public' ? [{}, ...keySchemes] : [],
+      security:
+        route.auth === 'key'
+          ? keySchemes
+          : route.auth === 'public'
+            ? [{}, ...keySchemes]
+            : route.auth === 'driver'
+              ? [{ DriverToken: [] }]
+              : route.auth === 'driver_or_key'
+                ? [{ DriverToken: [] }, ...keySchemes]
+                : [],
     };
     const path = openApiPath(route.path);
     paths[path] = { ...(paths[path] ?? {}), [route.method]: operation };
@@ -113,6 +122,11 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
         ApiKeyHeader: { type: 'apiKey', in: 'header', name: opts.apiKeyHeader },
         BearerAuth: { type: 'http', scheme: 'bearer', description: 'The API key as a bearer token' },
         XApiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+        DriverToken: {
+          type: 'http',
+          scheme: 'bearer',
+          description: "A driver's token (`dtn_drv_…`), issued when an operator approves the driver",
+        },
       },
       headers: {
         RateLimitPolicy: {

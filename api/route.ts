@@ -29,6 +29,16 @@ export interface HandlerResult {
   headers?: Record<string, string>;
 }
 
+/**
+ * Returned by a handler that has written the response itself through `ctx.res` (a stream, such
+ * as server-sent events): `mountRoutes` then sends nothing. Until the handler starts writing,
+ * a thrown error still becomes the JSON error envelope. Not for `idempotent` routes (a stream
+ * cannot be stored for replay).
+ */
+export interface StreamedResult {
+  stream: true;
+}
+
 type Infer<S> = S extends TSchema ? Static<S> : undefined;
 
 /**
@@ -52,8 +62,9 @@ export interface RouteDef<
   /**
    * `public`: no key needed, but a key that is present must be valid (else 401).
    * `key`: an API key is required. `none`: not looked at (health checks).
+   * `driver`: a driver's bearer token is required. `driver_or_key`: a driver token or an API key.
    */
-  auth: 'none' | 'public' | 'key';
+  auth: 'none' | 'public' | 'key' | 'driver' | 'driver_or_key';
   /** false: no rate limit (health checks). Else the general limit plus these policies. */
   rateLimit?: false | RoutePolicy[];
   /** A creating POST: honours the Idempotency-Key header (CONTRACT.md section 2). */
@@ -66,7 +77,9 @@ export interface RouteDef<
   responses: Record<number, { description: string; schema?: TSchema; contentType?: string }>;
   /** Error codes this route can answer with, for the document. Envelope errors common to all routes are added. */
   errors?: ErrorCode[];
-  handler(ctx: HandlerContext<Infer<B>, Infer<Q>, Infer<P>>): Promise<HandlerResult> | HandlerResult;
+  handler(
+    ctx: HandlerContext<Infer<B>, Infer<Q>, Infer<P>>,
+  ): Promise<HandlerResult | StreamedResult> | HandlerResult | StreamedResult;
 }
 
 export function defineRoute<

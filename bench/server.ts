@@ -7,6 +7,7 @@ import { loadConfig } from '../shared/config.ts';
 import { knownMigrations } from '../shared/db/knex.ts';
 import { createRedis } from '../shared/queues/connection.ts';
 import { createRuntime } from '../shared/runtime.ts';
+import { startRoles } from '../workers/runner.ts';
 
 /**
  * A server under benchmark, in its own process so the load generator does not share its CPU:
@@ -70,6 +71,11 @@ if (mode === 'bare') {
     concurrency: 50,
   });
   await worker.waitUntilReady();
+  process.stdout.write('PORT 0\n');
+} else if (mode === 'workers') {
+  // Worker roles in this process (as `npm run worker -- <roles>`), for end-to-end benchmarks.
+  const rt = createRuntime(config, 'bench-workers');
+  startRoles(parseRoles(process.argv[3] ?? 'all'), rt);
   process.stdout.write('PORT 0\n');
 } else if (mode === 'api') {
   const rt = createRuntime(config, 'bench-api');

@@ -70,6 +70,20 @@ export interface Config {
     /** How long the API waits for the pricing worker before answering 503. */
     readonly timeoutMs: number;
   };
+  readonly dispatch: {
+    /** How long a driver has to accept an offer before it goes to the next (default 45 s). */
+    readonly offerTimeoutSeconds: number;
+    /** A driver who has not reported presence for this long is not available (default 120 s). */
+    readonly presenceTtlSeconds: number;
+    /** Journeys at least this long may go to national network drivers (tier 2; default 30 miles). */
+    readonly distanceHireMiles: number;
+    /** Radius around the pickup searched for local drivers (default 15 km). */
+    readonly localSearchKm: number;
+    /** When every tier is exhausted, dispatch is tried again this often until pickup (default 5 min). */
+    readonly retryMinutes: number;
+    /** Operators are e-mailed here when a booking finds no driver. */
+    readonly operatorEmail: string;
+  };
   readonly bookings: {
     /** Bookings are dispatched this long before pickup (at once when pickup is sooner). */
     readonly dispatchLeadMinutes: number;
@@ -254,6 +268,18 @@ export function loadConfig(env: Env = process.env): Config {
       classMultipliers: Object.freeze(multipliers(env, 'CLASS_MULTIPLIERS', 'executive=1.4,luxury=1.8')),
       quoteLimitPerHour: int(env, 'QUOTE_LIMIT_PER_HOUR', 30, 1, 10_000_000),
       timeoutMs: int(env, 'PRICING_TIMEOUT_MS', 5_000, 100, 120_000),
+    }),
+    dispatch: Object.freeze({
+      offerTimeoutSeconds: int(env, 'OFFER_TIMEOUT_SECONDS', 45, 1, 3600),
+      presenceTtlSeconds: int(env, 'PRESENCE_TTL_SECONDS', 120, 5, 3600),
+      distanceHireMiles: int(env, 'DISTANCE_HIRE_MILES', 30, 1, 1000),
+      localSearchKm: int(env, 'LOCAL_SEARCH_KM', 15, 1, 100),
+      retryMinutes: int(env, 'DISPATCH_RETRY_MINUTES', 5, 1, 24 * 60),
+      operatorEmail: (() => {
+        const v = str(env, 'OPERATOR_EMAIL', 'operators@localhost');
+        if (!/^[^\s@]+@[^\s@]+$/.test(v)) throw new ConfigError('OPERATOR_EMAIL', 'must be an e-mail address');
+        return v;
+      })(),
     }),
     bookings: Object.freeze({
       dispatchLeadMinutes: int(env, 'DISPATCH_LEAD_MINUTES', 30, 0, 24 * 60),

@@ -89,17 +89,19 @@ describe('dispatch through the outbox', () => {
     expect(outbox.map((o) => o.payload)).toContainEqual({ bookingId: row.id });
 
     relay = startRoles(['outbox-relay'], env.rt);
-    await eventually(async () => (await bookingRow(ref)).status === 'dispatching');
+    // No driver is online here: dispatch starts, finds nobody and schedules a retry.
+    await eventually(async () => (await bookingRow(ref)).status === 'no_driver_available');
     const history = await env.rt
       .db('booking_status_history')
       .where({ booking_id: row.id })
       .orderBy('seq')
       .pluck('status');
-    expect(history).toEqual(['pending', 'dispatching']);
+    expect(history).toEqual(['pending', 'dispatching', 'no_driver_available']);
     const jobs = (await env.rt.queues.dispatch.getJobs(['completed', 'waiting', 'active', 'delayed'])).filter(
       (j) => j.data.bookingId === row.id,
     );
-    expect(jobs.map((j) => j.id)).toEqual([`dispatch-${row.id}`]);
+    expect(jobs.filter((j) => j.id === `dispatch-${row.id}`)).toHaveLength(1);
+    expect(jobs.filter((j) => j.id?.startsWith(`dispatch-${row.id}-retry-`))).toHaveLength(1);
   });
 
   it('delays dispatch of a later booking to pickup minus the lead time', async () => {

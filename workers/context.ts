@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis';
 import type { Config } from '../shared/config.ts';
 import type { Db } from '../shared/db/knex.ts';
 import type { Logger } from '../shared/logger.ts';
@@ -10,6 +11,8 @@ import type { Pricer } from '../shared/services/pricer.ts';
 export interface WorkerContext {
   config: Config;
   db: Db;
+  /** The shared Redis connection (live presence index, events). */
+  redis: Redis;
   logger: Logger;
   queues: Queues;
   mailer: Mailer;

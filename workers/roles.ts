@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import type { JobPayload, JobsOf, QueueName } from '../shared/queues/registry.ts';
 import type { WorkerContext } from './context.ts';
 import { bookingCancelled } from './dispatch/booking-cancelled.ts';
-import { dispatchBooking } from './dispatch/dispatch-booking.ts';
+import { dispatchBooking, offerExpired } from './dispatch/dispatch-booking.ts';
 import { sendMessage } from './notify/send-message.ts';
 import { priceQuote } from './pricing/price-quote.ts';
 
@@ -18,7 +18,11 @@ export type Handlers<Q extends QueueName> = {
  */
 export const ROLE_HANDLERS: { [Q in QueueName]: Handlers<Q> } = {
   pricing: { 'price-quote': priceQuote },
-  dispatch: { 'dispatch-booking': dispatchBooking, 'booking-cancelled': bookingCancelled },
+  dispatch: {
+    'dispatch-booking': dispatchBooking,
+    'offer-expired': offerExpired,
+    'booking-cancelled': bookingCancelled,
+  },
   notify: { 'send-message': sendMessage },
   fanout: {},
   billing: {},

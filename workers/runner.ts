@@ -1,14 +1,14 @@
 import { UnrecoverableError, Worker } from 'bullmq';
 import {
-  isJobName,
   assertHandlers,
   assertPayload,
   InvalidPayloadError,
+  isJobName,
   type JobName,
+  QUEUE_NAMES,
   type QueueName,
   queueOf,
   type WorkerRole,
-  QUEUE_NAMES,
 } from '../shared/queues/registry.ts';
 import type { Runtime } from '../shared/runtime.ts';
 import type { WorkerContext } from './context.ts';
@@ -28,6 +28,7 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
   const ctx: WorkerContext = {
     config: rt.config,
     db: rt.db,
+    redis: rt.redis,
     logger: rt.logger,
     queues: rt.queues,
     mailer: rt.mailer,

@@ -2,11 +2,15 @@ import type { NextFunction, Request, Response } from 'express';
 import type { Config } from '../../shared/config.ts';
 import { AppError } from '../../shared/errors.ts';
 import { type ApiKeyIdentity, findApiKey, keyPattern, touchApiKey } from '../../shared/services/api-keys.ts';
+import { authenticateDriver, DRIVER_TOKEN_PREFIX, type DriverIdentity } from '../../shared/services/drivers.ts';
 import type { ApiDeps } from '../deps.ts';
 import type { RouteDef } from '../route.ts';
 import type { RateLimits } from './rate-limit.ts';
 
-export type Caller = { kind: 'anonymous'; ip: string } | { kind: 'api_key'; ip: string; key: ApiKeyIdentity };
+export type Caller =
+  | { kind: 'anonymous'; ip: string }
+  | { kind: 'api_key'; ip: string; key: ApiKeyIdentity }
+  | { kind: 'driver'; ip: string; driver: DriverIdentity };
 
 /**
  * The key a request presents, from any of the three header forms of SPEC.md section 5:
@@ -49,14 +53,30 @@ export function authenticate(route: RouteDef, deps: ApiDeps, limits: RateLimits)
     res.locals.caller = { kind: 'anonymous', ip } satisfies Caller;
     if (route.auth === 'none') return next();
     const raw = presentedKey(req, deps.config);
+    const wantsDriver = route.auth === 'driver' || route.auth === 'driver_or_key';
     if (raw === null) {
-      if (route.auth === 'key') {
+      if (route.auth === 'key' || wantsDriver) {
         throw new AppError(
           'unauthorized',
-          `An API key is required: send it as "${deps.config.apiKeyHeader}: <key>", "Authorization: Bearer <key>" or "x-api-key: <key>".`,
+          wantsDriver
+            ? 'A driver token is required: send "Authorization: Bearer <driver token>" (issued when an operator approves you).'
+            : `An API key is required: send it as "${deps.config.apiKeyHeader}: <key>", "Authorization: Bearer <key>" or "x-api-key: <key>".`,
         );
       }
       return next();
+    }
+    if (raw.startsWith(DRIVER_TOKEN_PREFIX)) {
+      const driver = await authenticateDriver(deps.db, raw);
+      if (!driver) {
+        await limits.countAuthFailure(ip);
+        throw new AppError('unauthorized', 'The driver token is not valid, or the driver is not approved.');
+      }
+      if (!wantsDriver) throw new AppError('forbidden', 'A driver token opens the driver app endpoints only.');
+      res.locals.caller = { kind: 'driver', ip, driver } satisfies Caller;
+      return next();
+    }
+    if (route.auth === 'driver') {
+      throw new AppError('forbidden', 'This endpoint is for drivers: send your driver token.');
     }
     const key = pattern.test(raw) ? await findApiKey(deps.db, raw) : null;
     if (!key) {

@@ -91,8 +91,13 @@ export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' 
       const routePolicies = route.rateLimit === false ? [] : (route.rateLimit ?? []).map(policy);
       return async (_req, res, next) => {
         const caller = res.locals.caller as Caller;
-        const id = caller.kind === 'api_key' ? `key:${caller.key.id}` : `ip:${caller.ip}`;
-        const general = caller.kind === 'api_key' ? perKey : perIp;
+        const id =
+          caller.kind === 'api_key'
+            ? `key:${caller.key.id}`
+            : caller.kind === 'driver'
+              ? `driver:${caller.driver.id}`
+              : `ip:${caller.ip}`;
+        const general = caller.kind === 'anonymous' ? perIp : perKey;
         const results = await Promise.all([general, ...routePolicies].map((l) => consume(l, id)));
         if (results.some((r) => r.exceeded)) {
           throw tooMany(results, 'Too many requests: slow down and retry after the number of seconds in Retry-After.');

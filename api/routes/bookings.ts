@@ -1,5 +1,5 @@
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Request } from 'express';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { sha256 } from '../../shared/crypto.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
 import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
@@ -14,15 +14,16 @@ import {
   PAYMENT_SPELLINGS,
   V1BookingRequest,
 } from '../../shared/schemas/bookings.ts';
+import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import {
   assertNotBlocked,
   type BookingCaller,
   type BookingView,
   bookingForPassenger,
+  bookPricedQuote,
   cancelBooking,
   normalisePhone,
   type Passenger,
-  bookPricedQuote,
   passengerStanding,
   redeemQuote,
   repeatedBooking,
@@ -597,6 +598,7 @@ export function bookingRoutes(): RouteDef[] {
       handler: async ({ deps, params, body }) => {
         const row = await bookingForPassenger(deps.db, params.ref, body.email, deps.config.bookings.referencePrefix);
         const cancelled = await cancelBooking(deps.db, row.id, body.reason ?? null, 'passenger');
+        await publishBookingEvent(deps.redis, deps.config.queuePrefix, row.id);
         return { status: 200, body: { bookingReference: cancelled.reference, status: 'cancelled', cancelled: true } };
       },
     }),

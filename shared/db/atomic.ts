@@ -54,7 +54,9 @@ export async function insertAllIf(
     );
     bindings.push(JSON.stringify(record));
   });
-  const select = guard ? 'select (select row_to_json(g) from g limit 1) as guard_row' : 'select null::json as guard_row';
+  const select = guard
+    ? 'select (select row_to_json(g) from g limit 1) as guard_row'
+    : 'select null::json as guard_row';
   const sql = `with ${ctes.join(',\n')}\n${select}`;
   const result = await db.raw<{ rows: { guard_row: Record<string, unknown> | null }[] }>(sql, bindings);
   const guardRow = result.rows[0]?.guard_row ?? null;

@@ -29,6 +29,12 @@ export interface PresenceReport {
   lng: number;
 }
 
+export interface NearbyDriverPosition {
+  lat: number;
+  lng: number;
+  lastSeenAt: number;
+}
+
 export interface NearbyDriver {
   driverId: string;
   /** Great-circle distance from the search point, as Redis computes it (km). */
@@ -69,6 +75,8 @@ export interface PresenceIndexOptions {
 
 export interface PresenceIndex {
   readonly keys: { readonly geo: string; readonly seen: string };
+  /** Live positions of the given drivers (for tier 2, whose drivers can be anywhere): absent when unavailable or stale. */
+  positions(driverIds: readonly string[], nowMs: number): Promise<Map<string, NearbyDriverPosition>>;
   /** Record a driver's report: available → indexed at (lat, lng) with heartbeat nowMs; not → removed. */
   report(driverId: string, report: PresenceReport, nowMs: number): Promise<void>;
   remove(driverId: string): Promise<void>;
@@ -262,6 +270,23 @@ export function createPresenceIndex(redis: Redis, opts: PresenceIndexOptions): P
       }
     },
 
+    async positions(driverIds, nowMs) {
+      const found = new Map<string, NearbyDriverPosition>();
+      if (driverIds.length === 0) return found;
+      const [pos, seen] = await Promise.all([
+        redis.geopos(keys.geo, ...driverIds),
+        redis.zmscore(keys.seen, ...driverIds),
+      ]);
+      driverIds.forEach((id, i) => {
+        const p = pos[i];
+        const at = seen[i];
+        if (!p || at === null || at === undefined) return;
+        const lastSeenAt = Number(at);
+        if (nowMs - lastSeenAt > ttlMs) return;
+        found.set(id, { lng: Number(p[0]), lat: Number(p[1]), lastSeenAt });
+      });
+      return found;
+    },
     async count(nowMs) {
       if (nowMs === undefined) return await redis.zcard(keys.geo);
       checkNow(nowMs);

@@ -48,6 +48,8 @@ export const JOBS = {
   'price-quote': { queue: 'pricing', payload: PriceQuoteRequest },
   /** Start dispatching a booking (at pickup minus the dispatch lead time). */
   'dispatch-booking': { queue: 'dispatch', payload: Type.Object({ bookingId: Uuid }, { additionalProperties: false }) },
+  /** An offer's time is up: expire it if still open and offer the booking to the next candidate. */
+  'offer-expired': { queue: 'dispatch', payload: Type.Object({ offerId: Uuid }, { additionalProperties: false }) },
   /** Tell whoever holds a cancelled booking (offered or assigned driver) and withdraw live offers. */
   'booking-cancelled': {
     queue: 'dispatch',

@@ -2,13 +2,13 @@ import { createHmac } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { sha256 } from '../crypto.ts';
-import { appendStatus, type BookingRow, findBookingByRef } from '../db/bookings.ts';
 import { insertAllIf, type RowInsert } from '../db/atomic.ts';
+import { appendStatus, type BookingRow, findBookingByRef } from '../db/bookings.ts';
 import type { Db, Queryable } from '../db/knex.ts';
 import { enqueueJob, outboxRow } from '../db/outbox.ts';
+import { normaliseEmail } from '../domain/email-acceptance.ts';
 import { newReference, normaliseReference } from '../domain/reference.ts';
 import { AppError } from '../errors.ts';
-import { normaliseEmail } from '../domain/email-acceptance.ts';
 import { verificationRow } from './email-verification.ts';
 import { messageRows, type NewMessage } from './messages.ts';
 import type { PricedQuote } from './quotes.ts';
@@ -138,7 +138,16 @@ export interface NewBooking {
 /** What a booking takes from its quote. */
 type QuoteSource = Pick<
   QuoteRow,
-  'id' | 'pickup' | 'dropoff' | 'depart_at' | 'vehicle_type' | 'passengers' | 'fare_pence' | 'applied_rules' | 'tariff_source' | 'test_mode'
+  | 'id'
+  | 'pickup'
+  | 'dropoff'
+  | 'depart_at'
+  | 'vehicle_type'
+  | 'passengers'
+  | 'fare_pence'
+  | 'applied_rules'
+  | 'tariff_source'
+  | 'test_mode'
 >;
 
 const REDEEM_GUARD =
@@ -181,9 +190,11 @@ export async function redeemQuote(
       );
     }
     if (quote.expires_at.getTime() <= Date.now()) {
-      throw new AppError('quote_expired', 'This quote has expired (quotes are valid for 24 hours); ask for a new quote.', [
-        { field: '/quote_id', problem: 'expired' },
-      ]);
+      throw new AppError(
+        'quote_expired',
+        'This quote has expired (quotes are valid for 24 hours); ask for a new quote.',
+        [{ field: '/quote_id', problem: 'expired' }],
+      );
     }
     if (quote.depart_at.getTime() < Date.now() - 5 * 60_000) {
       throw new AppError('pickup_in_past', 'The quoted pickup time has passed; ask for a new quote.', [
@@ -191,7 +202,9 @@ export async function redeemQuote(
       ]);
     }
     const write = bookingWrite(deps, quote, input, caller, baseUrl, new Date());
-    const passed = await writeOnce(() => insertAllIf(db, { sql: REDEEM_GUARD, bindings: [quote?.id ?? ''] }, write.inserts));
+    const passed = await writeOnce(() =>
+      insertAllIf(db, { sql: REDEEM_GUARD, bindings: [quote?.id ?? ''] }, write.inserts),
+    );
     if (passed === 'collision' && attempt < 5) continue;
     if (passed === true) return viewOf(write.row, baseUrl, config.dataEncryptionKey, true);
     // Another request redeemed it (or it expired) between the read and the write: decide again.
@@ -338,7 +351,9 @@ function bookingWrite(
       inserts.push({ table: 'email_verifications', row: verification.row });
       verifyLink = `${baseUrl}${VERIFY_LINK_PATH}?token=${verification.started.linkToken}`;
     }
-    const message = messageRows(confirmation(row, viewOf(row, baseUrl, deps.config.dataEncryptionKey, true), verifyLink));
+    const message = messageRows(
+      confirmation(row, viewOf(row, baseUrl, deps.config.dataEncryptionKey, true), verifyLink),
+    );
     inserts.push(message.message, message.job);
   }
   return { row, inserts };

@@ -1,6 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
-import type { Tx } from '../db/knex.ts';
 import type { RowInsert } from '../db/atomic.ts';
+import type { Tx } from '../db/knex.ts';
 import { enqueueJob, outboxRow } from '../db/outbox.ts';
 
 export interface NewMessage {
@@ -32,7 +32,11 @@ export async function queueMessage(trx: Tx, msg: NewMessage): Promise<string> {
 }
 
 /** The message row and its send job, for callers writing them in one statement (`insertAllIf`). */
-export function messageRows(msg: NewMessage): { id: string; message: RowInsert; job: RowInsert & { row: { payload: unknown } } } {
+export function messageRows(msg: NewMessage): {
+  id: string;
+  message: RowInsert;
+  job: RowInsert & { row: { payload: unknown } };
+} {
   const id = uuidv7();
   return {
     id,

@@ -1,20 +1,29 @@
-import { appendStatus, type BookingRow } from '../../shared/db/bookings.ts';
 import type { JobPayload } from '../../shared/queues/registry.ts';
+import { dispatchStep, expireOffer, type StepOutcome } from '../../shared/services/dispatch.ts';
 import type { WorkerContext } from '../context.ts';
+import { announceStatus } from './announce.ts';
 
 /**
- * The dispatch step a booking's outbox job starts: a `pending` booking becomes `dispatching`,
- * recorded in its history. Matching drivers and making offers are the next steps of this
- * role (the dispatch work); a booking cancelled or already past pending is left alone, so a
- * repeated job changes nothing.
+ * A dispatch step (shared/services/dispatch.ts): the booking's outbox job at pickup minus the
+ * lead time, a decline, or a retry when nobody was free. Offers the booking to the next
+ * candidate, or marks it `no_driver_available` and schedules another try; a repeated job
+ * changes nothing.
  */
 export async function dispatchBooking(payload: JobPayload<'dispatch-booking'>, ctx: WorkerContext): Promise<void> {
-  await ctx.db.transaction(async (trx) => {
-    const booking = await trx<BookingRow>('bookings')
-      .where({ id: payload.bookingId })
-      .forUpdate()
-      .first('id', 'status');
-    if (booking?.status !== 'pending') return;
-    await appendStatus(trx, booking.id, 'dispatching', 'dispatch');
-  });
+  const outcome = await ctx.db.transaction((trx) => dispatchStep(trx, ctx, payload.bookingId));
+  await report(ctx, payload.bookingId, outcome);
+}
+
+/** An offer's timeout: expire it if nobody answered, and move on. */
+export async function offerExpired(payload: JobPayload<'offer-expired'>, ctx: WorkerContext): Promise<void> {
+  const expired = await expireOffer(ctx, payload.offerId);
+  if (expired) await report(ctx, expired.bookingId, expired.outcome);
+}
+
+async function report(ctx: WorkerContext, bookingId: string, outcome: StepOutcome): Promise<void> {
+  ctx.logger.info(
+    { bookingId, outcome: outcome.kind, ...(outcome.kind === 'offered' ? { tier: outcome.tier } : {}) },
+    'dispatch step',
+  );
+  if (outcome.kind === 'offered' || outcome.kind === 'no_driver') await announceStatus(ctx, bookingId);
 }

@@ -1,0 +1,398 @@
+import type { Redis } from 'ioredis';
+import { v7 as uuidv7 } from 'uuid';
+import type { Config } from '../config.ts';
+import { appendStatus, type BookingRow } from '../db/bookings.ts';
+import type { Db, Tx } from '../db/knex.ts';
+import { enqueueJob } from '../db/outbox.ts';
+import { createPresenceIndex, type PresenceIndex } from '../dispatch/presence-index.ts';
+import { type Corridor, haversineMiles, type LatLng } from '../domain/dispatch/geometry.ts';
+import { jobCardText, offerCode, offerLink, pickupArea } from '../domain/dispatch/job-card.ts';
+import {
+  DEAD_RUN_CIRCUITY,
+  type DriverCandidate,
+  matchCandidates,
+  type Offerable,
+  type PartnerCandidate,
+} from '../domain/dispatch/matching.ts';
+import type { VehicleType } from '../domain/tariffs/types.ts';
+import { queueMessage } from './messages.ts';
+
+/**
+ * Dispatch: offers go to one candidate at a time, in the order the pure matcher gives (tier 1
+ * local drivers by ETA, tier 2 national network drivers, tier 3 partner operators). Each step
+ * runs in one transaction holding the booking's row lock, so concurrent steps (a timeout, a
+ * decline, a retried job) serialise and never make two live offers. Everything that must
+ * happen later (the offer's timeout, the next step, a retry when nobody is free, job cards)
+ * is an outbox job with a deterministic id, so a worker killed mid-step resumes without
+ * duplicates.
+ */
+
+/** Statuses in which a driver is busy with a booking. */
+export const ACTIVE_JOB_STATUSES = ['driver_assigned', 'driver_en_route', 'driver_arrived', 'passenger_on_board'];
+/** Statuses dispatch still works on. */
+const DISPATCHABLE = new Set(['pending', 'dispatching', 'no_driver_available']);
+/** Local candidates asked of the presence index per step. */
+const LOCAL_CANDIDATES = 50;
+/** National network drivers looked at per step (tier 2 is checked against each one's corridors). */
+const NETWORK_CANDIDATES = 1000;
+
+export interface DispatchDeps {
+  db: Db;
+  redis: Redis;
+  config: Pick<Config, 'dispatch' | 'queuePrefix' | 'dataEncryptionKey' | 'publicBaseUrls'>;
+}
+
+const presenceIndexes = new WeakMap<Redis, PresenceIndex>();
+
+/** The live presence index for this deployment (one per Redis connection). */
+export function presenceIndex(redis: Redis, config: Pick<Config, 'dispatch' | 'queuePrefix'>): PresenceIndex {
+  let index = presenceIndexes.get(redis);
+  if (!index) {
+    index = createPresenceIndex(redis, {
+      prefix: `${config.queuePrefix}:dispatch`,
+      ttlMs: config.dispatch.presenceTtlSeconds * 1000,
+    });
+    presenceIndexes.set(redis, index);
+  }
+  return index;
+}
+
+interface Place extends LatLng {
+  name: string;
+  kind?: string;
+  postcodeDistrict?: string | null;
+}
+
+export interface DispatchBooking extends BookingRow {
+  pickup: BookingRow['pickup'] & Place;
+  dropoff: BookingRow['dropoff'] & Place;
+  operator_partner_id: string | null;
+  dispatch_tier: number | null;
+}
+
+export interface OfferRow {
+  id: string;
+  booking_id: string;
+  tier: number;
+  attempt: number;
+  driver_id: string | null;
+  partner_id: string | null;
+  state: 'offered' | 'accepted' | 'declined' | 'expired' | 'withdrawn';
+  offered_at: Date;
+  expires_at: Date;
+  responded_at: Date | null;
+  driver_lat: number | null;
+  driver_lng: number | null;
+}
+
+/** Straight-line miles × the circuity used for dead runs: the journey length matching uses. */
+export function roadMiles(a: LatLng, b: LatLng): number {
+  return haversineMiles(a, b) * DEAD_RUN_CIRCUITY;
+}
+
+interface DriverRow {
+  id: string;
+  home_lat: number;
+  home_lng: number;
+  operating_radius_miles: number;
+  max_concurrent_jobs: number;
+  national_network: boolean;
+  corridors: Corridor[];
+  vehicle_id: string | null;
+  vehicle_class: VehicleType | null;
+  seats: number | null;
+  wheelchair_accessible: boolean | null;
+}
+
+/** Candidates for one booking: live local drivers near the pickup, network drivers for distance hires, operators. */
+async function candidates(
+  trx: Tx,
+  deps: DispatchDeps,
+  booking: DispatchBooking,
+  nowMs: number,
+): Promise<{ drivers: DriverCandidate[]; partners: PartnerCandidate[]; distanceMiles: number }> {
+  const presence = presenceIndex(deps.redis, deps.config);
+  const distanceMiles = roadMiles(booking.pickup, booking.dropoff);
+  const near = await presence.nearest(booking.pickup.lat, booking.pickup.lng, {
+    want: LOCAL_CANDIDATES,
+    maxRadiusKm: deps.config.dispatch.localSearchKm,
+    nowMs,
+  });
+  const positions = new Map<string, { lat: number; lng: number; lastSeenAt: number }>(
+    near.map((n) => [n.driverId, { lat: n.lat, lng: n.lng, lastSeenAt: n.lastSeenAt }]),
+  );
+  if (distanceMiles >= deps.config.dispatch.distanceHireMiles) {
+    const network = await trx('drivers')
+      .where({ status: 'approved', national_network: true, test_mode: booking.test_mode })
+      .limit(NETWORK_CANDIDATES)
+      .pluck<string[]>('id');
+    const missing = network.filter((id) => !positions.has(id));
+    for (const [id, p] of await presence.positions(missing, nowMs)) positions.set(id, p);
+  }
+  const ids = [...positions.keys()];
+  const rows: DriverRow[] = ids.length
+    ? await trx('drivers as d')
+        .leftJoin('vehicles as v', function () {
+          this.on('v.driver_id', 'd.id').andOn('v.active', trx.raw('true'));
+        })
+        .whereIn('d.id', ids)
+        .where({ 'd.status': 'approved', 'd.test_mode': booking.test_mode })
+        .select(
+          'd.id',
+          'd.home_lat',
+          'd.home_lng',
+          'd.operating_radius_miles',
+          'd.max_concurrent_jobs',
+          'd.national_network',
+          'd.corridors',
+          'v.id as vehicle_id',
+          'v.class as vehicle_class',
+          'v.seats',
+          'v.wheelchair_accessible',
+        )
+    : [];
+  const load = await jobLoad(
+    trx,
+    'driver',
+    rows.map((r) => r.id),
+  );
+  const drivers: DriverCandidate[] = rows.map((r) => {
+    const p = positions.get(r.id);
+    return {
+      id: r.id,
+      position: p ? { lat: p.lat, lng: p.lng } : null,
+      lastSeenAt: p?.lastSeenAt ?? null,
+      available: p !== undefined,
+      home: { lat: r.home_lat, lng: r.home_lng },
+      operatingRadiusMiles: r.operating_radius_miles,
+      activeJobs: load.get(r.id) ?? 0,
+      maxConcurrentJobs: r.max_concurrent_jobs,
+      vehicle:
+        r.vehicle_id && r.vehicle_class
+          ? {
+              id: r.vehicle_id,
+              class: r.vehicle_class,
+              seats: r.seats ?? 0,
+              wheelchairAccessible: r.wheelchair_accessible === true,
+            }
+          : null,
+      nationalNetwork: r.national_network,
+      corridors: r.corridors,
+    };
+  });
+  const operators = await trx('partners')
+    .where({ is_operator: true, status: 'active' })
+    .where('fleet_capacity', '>', 0)
+    .select<{ id: string; fleet_classes: VehicleType[]; fleet_capacity: number }[]>(
+      'id',
+      'fleet_classes',
+      'fleet_capacity',
+    );
+  const partnerLoad = await jobLoad(
+    trx,
+    'partner',
+    operators.map((p) => p.id),
+  );
+  const partners: PartnerCandidate[] = operators.map((p) => ({
+    id: p.id,
+    classes: p.fleet_classes,
+    maxPassengers: 8,
+    wheelchairAccessible: p.fleet_classes.includes('wav'),
+    capacity: p.fleet_capacity,
+    activeJobs: partnerLoad.get(p.id) ?? 0,
+  }));
+  return { drivers, partners, distanceMiles };
+}
+
+/** Jobs in hand (active bookings) plus live offers, per driver or operator. */
+async function jobLoad(trx: Tx, kind: 'driver' | 'partner', ids: string[]): Promise<Map<string, number>> {
+  const load = new Map<string, number>();
+  if (ids.length === 0) return load;
+  const holder = kind === 'driver' ? 'driver_id' : 'operator_partner_id';
+  const offerHolder = kind === 'driver' ? 'driver_id' : 'partner_id';
+  const { rows } = await trx.raw<{ rows: { id: string; n: number }[] }>(
+    `select id, sum(n)::int as n from (
+       select ${holder} as id, count(*) as n from bookings where ${holder} = any(?::uuid[]) and status = any(?::text[]) group by 1
+       union all
+       select ${offerHolder} as id, count(*) as n from dispatch_offers where ${offerHolder} = any(?::uuid[]) and state = 'offered' group by 1
+     ) x group by id`,
+    [ids, ACTIVE_JOB_STATUSES, ids],
+  );
+  for (const r of rows) load.set(r.id, r.n);
+  return load;
+}
+
+export type StepOutcome =
+  | { kind: 'offered'; offerId: string; tier: 1 | 2 | 3; driverId: string | null; partnerId: string | null }
+  | { kind: 'waiting' }
+  | { kind: 'no_driver'; retryAt: Date | null }
+  | { kind: 'settled' };
+
+/**
+ * One dispatch step for a booking, inside the caller's transaction: offer it to the best
+ * candidate not yet asked, or, when every tier is exhausted, mark it `no_driver_available`,
+ * e-mail operators (once) and schedule another try until pickup time. A booking with a live
+ * offer, or no longer being dispatched, is left alone, so repeated jobs change nothing.
+ */
+export async function dispatchStep(
+  trx: Tx,
+  deps: DispatchDeps,
+  bookingId: string,
+  now = new Date(),
+): Promise<StepOutcome> {
+  const booking = await trx<DispatchBooking>('bookings').where({ id: bookingId }).forUpdate().first();
+  if (!booking || !DISPATCHABLE.has(booking.status)) return { kind: 'settled' };
+  const offers = await trx<OfferRow>('dispatch_offers').where({ booking_id: bookingId }).orderBy('attempt');
+  if (offers.some((o) => o.state === 'offered' && o.expires_at.getTime() > now.getTime())) return { kind: 'waiting' };
+
+  // The passenger's tracking page shows the search starting, whatever it finds.
+  if (booking.status === 'pending') {
+    await appendStatus(trx, booking.id, 'dispatching', 'dispatch');
+    booking.status = 'dispatching';
+  }
+  const { drivers, partners, distanceMiles } = await candidates(trx, deps, booking, now.getTime());
+  // A driver or operator who was offered this booking once is not asked again.
+  const match = matchCandidates(
+    {
+      pickup: booking.pickup,
+      dropoff: booking.dropoff,
+      distanceMiles,
+      passengers: booking.passengers,
+      vehicleType: booking.vehicle_type as VehicleType,
+    },
+    drivers,
+    partners,
+    {
+      now: now.getTime(),
+      presenceTtlMs: deps.config.dispatch.presenceTtlSeconds * 1000,
+      distanceHireMiles: deps.config.dispatch.distanceHireMiles,
+      excludeDrivers: new Set(offers.map((o) => o.driver_id).filter((d): d is string => d !== null)),
+      excludePartners: new Set(offers.map((o) => o.partner_id).filter((p): p is string => p !== null)),
+    },
+  );
+  const best = match.ordered[0];
+  if (best) return makeOffer(trx, deps, booking, best, offers.length + 1, drivers, now);
+  return noDriver(trx, deps, booking, now);
+}
+
+async function makeOffer(
+  trx: Tx,
+  deps: DispatchDeps,
+  booking: DispatchBooking,
+  best: Offerable,
+  attempt: number,
+  drivers: DriverCandidate[],
+  now: Date,
+): Promise<StepOutcome> {
+  const id = uuidv7();
+  const expiresAt = new Date(now.getTime() + deps.config.dispatch.offerTimeoutSeconds * 1000);
+  const position = best.kind === 'driver' ? drivers.find((d) => d.id === best.driverId)?.position : null;
+  await trx('dispatch_offers').insert({
+    id,
+    booking_id: booking.id,
+    tier: best.tier,
+    attempt,
+    driver_id: best.kind === 'driver' ? best.driverId : null,
+    partner_id: best.kind === 'partner' ? best.partnerId : null,
+    state: 'offered',
+    offered_at: now,
+    expires_at: expiresAt,
+    driver_lat: position?.lat ?? null,
+    driver_lng: position?.lng ?? null,
+  });
+  if (booking.status !== 'dispatching') {
+    await appendStatus(trx, booking.id, 'dispatching', 'dispatch', { attempt, tier: best.tier });
+  }
+  if (best.kind === 'driver') {
+    const driver = await trx('drivers').where({ id: best.driverId }).first<{ phone: string }>('phone');
+    if (driver) {
+      const baseUrl = deps.config.publicBaseUrls[0] ?? '';
+      const text = jobCardText({
+        reference: booking.reference,
+        pickupArea: pickupArea(booking.pickup),
+        dropoffArea: pickupArea(booking.dropoff),
+        pickupTime: booking.pickup_time,
+        farePence: booking.fare_pence,
+        paymentMethod: booking.payment_method,
+        passengers: booking.passengers,
+        vehicleType: booking.vehicle_type,
+        expiresAt,
+        link: offerLink(baseUrl, offerCode(id, deps.config.dataEncryptionKey)),
+        tier: best.tier,
+      });
+      // The job card goes by SMS and WhatsApp; each is its own message, sent and billed once.
+      for (const channel of ['sms', 'whatsapp'] as const) {
+        await queueMessage(trx, {
+          channel,
+          recipient: driver.phone,
+          body: text,
+          purpose: 'job_card',
+          bookingId: booking.id,
+          driverId: best.driverId,
+          testMode: booking.test_mode,
+        });
+      }
+    }
+  }
+  // Tier-3 operators see the offer in their job feed (GET /api/public/v1/jobs with their key).
+  await enqueueJob(trx, 'offer-expired', { offerId: id }, { jobId: `offer-expired-${id}`, runAt: expiresAt });
+  return {
+    kind: 'offered',
+    offerId: id,
+    tier: best.tier,
+    driverId: best.kind === 'driver' ? best.driverId : null,
+    partnerId: best.kind === 'partner' ? best.partnerId : null,
+  };
+}
+
+async function noDriver(trx: Tx, deps: DispatchDeps, booking: DispatchBooking, now: Date): Promise<StepOutcome> {
+  if (booking.status !== 'no_driver_available') {
+    await appendStatus(trx, booking.id, 'no_driver_available', 'dispatch');
+    await queueMessage(trx, {
+      channel: 'email',
+      recipient: deps.config.dispatch.operatorEmail,
+      subject: `No driver for ${booking.reference}`,
+      body: [
+        `Booking ${booking.reference} found no driver in any tier.`,
+        `Pickup: ${booking.pickup.name}, ${booking.pickup_time.toISOString()} (UTC).`,
+        `Dropoff: ${booking.dropoff.name}. Passengers: ${booking.passengers}, ${booking.vehicle_type}.`,
+        `Dispatch tries again every ${deps.config.dispatch.retryMinutes} minutes until pickup time.`,
+      ].join('\n'),
+      purpose: 'operator_alert',
+      bookingId: booking.id,
+      testMode: booking.test_mode,
+    });
+  }
+  const retryAt = new Date(now.getTime() + deps.config.dispatch.retryMinutes * 60_000);
+  if (retryAt.getTime() >= booking.pickup_time.getTime()) return { kind: 'no_driver', retryAt: null };
+  await enqueueJob(
+    trx,
+    'dispatch-booking',
+    { bookingId: booking.id },
+    { jobId: `dispatch-${booking.id}-retry-${Math.floor(retryAt.getTime() / 60_000)}`, runAt: retryAt },
+  );
+  return { kind: 'no_driver', retryAt };
+}
+
+/**
+ * An offer's time ran out: if it is still open, it expires and dispatch moves on (next
+ * candidate, next tier). An offer answered in the meantime is left alone.
+ */
+export async function expireOffer(
+  deps: DispatchDeps,
+  offerId: string,
+  now = new Date(),
+): Promise<{ bookingId: string; outcome: StepOutcome } | null> {
+  return deps.db.transaction(async (trx) => {
+    const offer = await trx<OfferRow>('dispatch_offers').where({ id: offerId }).first();
+    if (!offer) return null;
+    // Lock order everywhere: booking first, then its offers.
+    await trx('bookings').where({ id: offer.booking_id }).forUpdate().first('id');
+    const updated = await trx('dispatch_offers')
+      .where({ id: offerId, state: 'offered' })
+      .where('expires_at', '<=', new Date(now.getTime() + 1000))
+      .update({ state: 'expired', responded_at: now });
+    if (updated === 0) return null;
+    return { bookingId: offer.booking_id, outcome: await dispatchStep(trx, deps, offer.booking_id, now) };
+  });
+}

@@ -1,0 +1,325 @@
+import { appendStatus } from '../db/bookings.ts';
+import type { Db, Tx } from '../db/knex.ts';
+import { enqueueJob } from '../db/outbox.ts';
+import { normaliseReference } from '../domain/reference.ts';
+import { AppError } from '../errors.ts';
+import {
+  ACTIVE_JOB_STATUSES,
+  type DispatchBooking,
+  type DispatchDeps,
+  type OfferRow,
+  presenceIndex,
+  roadMiles,
+} from './dispatch.ts';
+
+/**
+ * What drivers (and tier-3 operators, with their key) do with jobs: the feed of offered and
+ * accepted jobs, accept and decline, progress to completion with how the fare was paid.
+ */
+export type JobHolder = { kind: 'driver'; id: string } | { kind: 'partner'; id: string };
+
+const holderColumn = (h: JobHolder) => (h.kind === 'driver' ? 'driver_id' : 'partner_id');
+const actorOf = (h: JobHolder) => `${h.kind}:${h.id}`;
+
+function jobNotFound(ref: string): AppError {
+  return new AppError('job_not_found', `No job ${ref} for you.`, [
+    { field: '/ref', problem: 'no offer or job for you' },
+  ]);
+}
+
+async function lockBooking(trx: Tx, rawRef: string, prefix: string): Promise<DispatchBooking> {
+  const ref = normaliseReference(rawRef, prefix);
+  const booking = ref
+    ? await trx<DispatchBooking>('bookings').where({ reference: ref }).forUpdate().first()
+    : undefined;
+  if (!booking) throw jobNotFound(rawRef);
+  return booking;
+}
+
+export interface Accepted {
+  bookingId: string;
+  reference: string;
+  status: 'driver_assigned';
+  deadMiles: number | null;
+}
+
+/**
+ * Accept an offer. The booking row is locked first, so of two accepts exactly one finds its
+ * offer open and the booking still dispatching; the unique index on accepted offers backs it
+ * up. An offer that expired, was withdrawn or was declined is 409 offer_unavailable.
+ */
+export async function acceptOffer(
+  deps: DispatchDeps,
+  holder: JobHolder,
+  rawRef: string,
+  prefix: string,
+  now = new Date(),
+): Promise<Accepted> {
+  const accepted = await deps.db.transaction(async (trx) => {
+    const booking = await lockBooking(trx, rawRef, prefix);
+    const offer = await trx<OfferRow>('dispatch_offers')
+      .where({ booking_id: booking.id, [holderColumn(holder)]: holder.id })
+      .orderBy('attempt', 'desc')
+      .first();
+    if (!offer) throw jobNotFound(rawRef);
+    if (offer.state === 'accepted') {
+      return {
+        bookingId: booking.id,
+        reference: booking.reference,
+        status: 'driver_assigned' as const,
+        deadMiles: null,
+        again: true,
+      };
+    }
+    if (offer.state !== 'offered' || offer.expires_at.getTime() <= now.getTime() || booking.status !== 'dispatching') {
+      throw new AppError(
+        'offer_unavailable',
+        offer.state === 'offered' || offer.state === 'expired'
+          ? 'This offer has expired and gone to another driver.'
+          : `This offer is no longer open (${offer.state}).`,
+        [{ field: '/ref', problem: `offer ${offer.state === 'offered' ? 'expired' : offer.state}` }],
+      );
+    }
+    let deadMiles: number | null = null;
+    let vehicleId: string | null = null;
+    if (holder.kind === 'driver') {
+      const live = await presenceIndex(deps.redis, deps.config).positions([holder.id], now.getTime());
+      const at =
+        live.get(holder.id) ??
+        (offer.driver_lat !== null && offer.driver_lng !== null
+          ? { lat: offer.driver_lat, lng: offer.driver_lng }
+          : null);
+      deadMiles = at ? Math.round(roadMiles(at, booking.pickup) * 10) / 10 : null;
+      const vehicle = await trx('vehicles').where({ driver_id: holder.id, active: true }).first<{ id: string }>('id');
+      vehicleId = vehicle?.id ?? null;
+    }
+    await trx('dispatch_offers').where({ id: offer.id }).update({ state: 'accepted', responded_at: now });
+    await trx('bookings')
+      .where({ id: booking.id })
+      .update({
+        driver_id: holder.kind === 'driver' ? holder.id : null,
+        vehicle_id: vehicleId,
+        operator_partner_id: holder.kind === 'partner' ? holder.id : null,
+        dispatch_tier: offer.tier,
+        dead_miles: deadMiles,
+      });
+    await appendStatus(trx, booking.id, 'driver_assigned', actorOf(holder), {
+      tier: offer.tier,
+      attempt: offer.attempt,
+    });
+    return {
+      bookingId: booking.id,
+      reference: booking.reference,
+      status: 'driver_assigned' as const,
+      deadMiles,
+      again: false,
+    };
+  });
+  return {
+    bookingId: accepted.bookingId,
+    reference: accepted.reference,
+    status: accepted.status,
+    deadMiles: accepted.deadMiles,
+  };
+}
+
+/** Decline an open offer: it goes to the next candidate at once. Declining twice answers the same. */
+export async function declineOffer(
+  deps: DispatchDeps,
+  holder: JobHolder,
+  rawRef: string,
+  reason: string | null,
+  prefix: string,
+  now = new Date(),
+): Promise<{ bookingId: string; reference: string }> {
+  return deps.db.transaction(async (trx) => {
+    const booking = await lockBooking(trx, rawRef, prefix);
+    const offer = await trx<OfferRow>('dispatch_offers')
+      .where({ booking_id: booking.id, [holderColumn(holder)]: holder.id })
+      .orderBy('attempt', 'desc')
+      .first();
+    if (!offer) throw jobNotFound(rawRef);
+    if (offer.state === 'declined') return { bookingId: booking.id, reference: booking.reference };
+    if (offer.state !== 'offered' || offer.expires_at.getTime() <= now.getTime()) {
+      throw new AppError(
+        'offer_unavailable',
+        `This offer is no longer open (${offer.state === 'offered' ? 'expired' : offer.state}).`,
+        [{ field: '/ref', problem: 'offer not open' }],
+      );
+    }
+    await trx('dispatch_offers')
+      .where({ id: offer.id })
+      .update({ state: 'declined', responded_at: now, decline_reason: reason });
+    await enqueueJob(
+      trx,
+      'dispatch-booking',
+      { bookingId: booking.id },
+      { jobId: `dispatch-${booking.id}-after-${offer.id}` },
+    );
+    return { bookingId: booking.id, reference: booking.reference };
+  });
+}
+
+/** The order a job moves in once assigned; a step may be skipped, never undone. */
+export const PROGRESS = [
+  'driver_assigned',
+  'driver_en_route',
+  'driver_arrived',
+  'passenger_on_board',
+  'completed',
+] as const;
+export type Progress = (typeof PROGRESS)[number];
+
+export interface Payment {
+  method: 'cash' | 'card' | 'pay_link';
+  amountGBP: number;
+  processorFeeGBP?: number;
+}
+
+const SETTLEMENT_KIND: Record<Payment['method'], string> = {
+  cash: 'cash_received',
+  card: 'card_paid',
+  pay_link: 'pay_link_paid',
+};
+
+/**
+ * Report progress on a job the caller holds. `completed` needs how the fare was paid and
+ * appends the settlement record (append-only). Reporting the current status again answers the
+ * same and writes nothing; going back is 409.
+ */
+export async function reportProgress(
+  deps: DispatchDeps,
+  holder: JobHolder,
+  rawRef: string,
+  status: Exclude<Progress, 'driver_assigned'>,
+  payment: Payment | undefined,
+  prefix: string,
+): Promise<{ bookingId: string; reference: string; status: Progress; changed: boolean }> {
+  return deps.db.transaction(async (trx) => {
+    const booking = await lockBooking(trx, rawRef, prefix);
+    const holds =
+      holder.kind === 'driver' ? booking.driver_id === holder.id : booking.operator_partner_id === holder.id;
+    if (!holds) throw jobNotFound(rawRef);
+    const from = PROGRESS.indexOf(booking.status as Progress);
+    const to = PROGRESS.indexOf(status);
+    if (booking.status === status)
+      return { bookingId: booking.id, reference: booking.reference, status, changed: false };
+    if (from < 0 || to < from) {
+      throw new AppError(
+        'conflict',
+        `A job that is ${booking.status.replace(/_/g, ' ')} cannot become ${status.replace(/_/g, ' ')}.`,
+        [{ field: '/status', problem: `not allowed after ${booking.status}` }],
+      );
+    }
+    if (status === 'completed') {
+      if (!payment) {
+        throw new AppError('invalid_input', 'Completing a job needs how the fare was paid.', [
+          { field: '/payment', problem: 'required when status is completed' },
+        ]);
+      }
+      await trx('settlement_records').insert({
+        booking_id: booking.id,
+        driver_id: holder.kind === 'driver' ? holder.id : null,
+        partner_id: holder.kind === 'partner' ? holder.id : null,
+        kind: SETTLEMENT_KIND[payment.method],
+        method: payment.method,
+        amount_pence: Math.round(payment.amountGBP * 100),
+        processor_fee_pence: payment.method === 'card' ? Math.round((payment.processorFeeGBP ?? 0) * 100) : 0,
+        recorded_by: actorOf(holder),
+      });
+    }
+    await appendStatus(trx, booking.id, status, actorOf(holder), payment ? { payment: payment.method } : {});
+    return { bookingId: booking.id, reference: booking.reference, status, changed: true };
+  });
+}
+
+export interface FeedJob {
+  bookingReference: string;
+  state: string;
+  offerExpiresAt: string | null;
+  pickup: { name: string; lat: number; lng: number };
+  dropoff: { name: string; lat: number; lng: number };
+  pickupTime: string;
+  passengers: number;
+  vehicleType: string;
+  fareGBP: number | null;
+  /** Once accepted: who to pick up. */
+  passenger?: { name: string; phone: string | null };
+  notes?: string | null;
+  flightNumber?: string | null;
+}
+
+/**
+ * The job feed: open offers (not expired) and jobs in hand (assigned to completion) for a
+ * driver or an operator; a partner's feed also has the jobs it submitted.
+ */
+export async function jobFeed(db: Db, holder: JobHolder, now = new Date()): Promise<FeedJob[]> {
+  const place = (p: { name: string; lat: number; lng: number }) => ({ name: p.name, lat: p.lat, lng: p.lng });
+  const offers = await db('dispatch_offers as o')
+    .join('bookings as b', 'b.id', 'o.booking_id')
+    .where({ [`o.${holderColumn(holder)}`]: holder.id, 'o.state': 'offered' })
+    .where('o.expires_at', '>', now)
+    .where('b.status', 'dispatching')
+    .orderBy('o.expires_at')
+    .select<Array<DispatchBooking & { expires_at: Date }>>('b.*', 'o.expires_at');
+  const heldColumn = holder.kind === 'driver' ? 'driver_id' : 'operator_partner_id';
+  const held = await db<DispatchBooking>('bookings')
+    .where((q) => {
+      q.where(heldColumn, holder.id).whereIn('status', ACTIVE_JOB_STATUSES);
+      if (holder.kind === 'partner')
+        q.orWhere((p) => p.where('partner_id', holder.id).whereNotIn('status', ['completed', 'cancelled']));
+    })
+    .orderBy('pickup_time')
+    .limit(200);
+  const fare = (b: DispatchBooking) => (b.fare_pence === null ? null : b.fare_pence / 100);
+  return [
+    ...offers.map((b) => ({
+      bookingReference: b.reference,
+      state: 'offered',
+      offerExpiresAt: b.expires_at.toISOString(),
+      pickup: place(b.pickup),
+      dropoff: place(b.dropoff),
+      pickupTime: b.pickup_time.toISOString(),
+      passengers: b.passengers,
+      vehicleType: b.vehicle_type,
+      fareGBP: fare(b),
+    })),
+    ...held.map((b) => ({
+      bookingReference: b.reference,
+      state: b.status === 'driver_assigned' ? 'accepted' : b.status,
+      offerExpiresAt: null,
+      pickup: place(b.pickup),
+      dropoff: place(b.dropoff),
+      pickupTime: b.pickup_time.toISOString(),
+      passengers: b.passengers,
+      vehicleType: b.vehicle_type,
+      fareGBP: fare(b),
+      passenger: { name: b.passenger_name, phone: b.passenger_phone },
+      notes: (b as unknown as { notes: string | null }).notes,
+      flightNumber: (b as unknown as { flight_number: string | null }).flight_number,
+    })),
+  ];
+}
+
+/**
+ * A driver's presence report: the live index (for matching) at once; the last known state in
+ * Postgres when availability changes or at most every 30 seconds, so heartbeats cost no write.
+ */
+export async function reportPresence(
+  deps: DispatchDeps,
+  driverId: string,
+  report: { available: boolean; lat: number; lng: number },
+  now = new Date(),
+): Promise<void> {
+  await presenceIndex(deps.redis, deps.config).report(driverId, report, now.getTime());
+  await deps
+    .db('drivers')
+    .where({ id: driverId })
+    .where((q) =>
+      q
+        .where('available', '<>', report.available)
+        .orWhereNull('last_seen_at')
+        .orWhere('last_seen_at', '<', new Date(now.getTime() - 30_000)),
+    )
+    .update({ available: report.available, last_lat: report.lat, last_lng: report.lng, last_seen_at: now });
+}

@@ -1,0 +1,428 @@
+import { v7 as uuidv7 } from 'uuid';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bookingEventRoutes } from '../api/routes/booking-events.ts';
+import { appendStatus } from '../shared/db/bookings.ts';
+import {
+  bookingEventHub,
+  bookingEventsChannel,
+  etaMinutes,
+  publishBookingEvent,
+  shortDriverName,
+} from '../shared/services/booking-events.ts';
+import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+
+/**
+ * Live booking events (CONTRACT.md section 6): `GET /api/public/v1/booking/{ref}/events?t=…`
+ * as server-sent events over real HTTP, woken by Redis pub/sub after each committed status.
+ */
+let env: TestEnv;
+let roles: RunningRoles;
+let api: Served;
+
+/** The same stream with short timers and a low per-booking limit, on a test-only path. */
+const FAST_PATH = '/api/public/v1/test-fast-booking/:ref/events';
+const fastRoutes = bookingEventRoutes({
+  heartbeatMs: 250,
+  recheckMs: 300,
+  maxLifetimeMs: 2_500,
+  maxStreamsPerBooking: 2,
+}).map((r) => ({ ...r, path: FAST_PATH, operationId: 'testFastBookingEvents', documented: false }));
+
+beforeAll(async () => {
+  env = await createTestEnv({
+    env: { RATE_LIMIT_PER_IP_PER_MINUTE: '100000', QUOTE_LIMIT_PER_HOUR: '100000' },
+  });
+  await syncBuiltInTariffs(env.rt.db);
+  roles = startRoles(['pricing'], env.rt);
+  api = await serve(await appFor(env, fastRoutes));
+});
+afterAll(async () => {
+  await api?.close();
+  await roles?.close();
+  await env?.cleanup();
+});
+
+interface Frame {
+  id?: string;
+  event?: string;
+  data?: string;
+  retry?: string;
+  comments: string[];
+}
+
+/** Reads an event stream incrementally: `next()` is the next frame, or 'end' when the server closed it. */
+class SseReader {
+  private buffer = '';
+  private ended = false;
+  private readonly decoder = new TextDecoder();
+  constructor(
+    readonly res: Response,
+    private readonly abort: AbortController,
+  ) {}
+
+  private reader = (): ReadableStreamDefaultReader<Uint8Array> => {
+    this.r ??= (this.res.body as ReadableStream<Uint8Array>).getReader();
+    return this.r;
+  };
+  private r: ReadableStreamDefaultReader<Uint8Array> | undefined;
+
+  async next(timeoutMs = 3_000): Promise<Frame | 'end'> {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const cut = this.buffer.indexOf('\n\n');
+      if (cut >= 0) {
+        const raw = this.buffer.slice(0, cut);
+        this.buffer = this.buffer.slice(cut + 2);
+        return parseFrame(raw);
+      }
+      if (this.ended) return 'end';
+      const left = until - Date.now();
+      if (left <= 0) throw new Error(`no frame within ${timeoutMs} ms (buffer: ${JSON.stringify(this.buffer)})`);
+      let timer: NodeJS.Timeout | undefined;
+      const chunk = await Promise.race([
+        this.reader().read(),
+        new Promise<'timeout'>((resolve) => {
+          timer = setTimeout(() => resolve('timeout'), left);
+        }),
+      ]).finally(() => clearTimeout(timer));
+      if (chunk === 'timeout') continue;
+      if (chunk.done) this.ended = true;
+      else this.buffer += this.decoder.decode(chunk.value, { stream: true });
+    }
+  }
+
+  /** The next `status` event, skipping comments and the retry frame. */
+  async nextEvent(timeoutMs = 3_000): Promise<{ id: string; data: Record<string, unknown> } | 'end'> {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const f = await this.next(Math.max(1, until - Date.now()));
+      if (f === 'end') return 'end';
+      if (f.event === 'status' && f.data !== undefined && f.id !== undefined) {
+        return { id: f.id, data: JSON.parse(f.data) as Record<string, unknown> };
+      }
+    }
+  }
+
+  close(): void {
+    this.abort.abort();
+  }
+}
+
+function parseFrame(raw: string): Frame {
+  const frame: Frame = { comments: [] };
+  for (const line of raw.split('\n')) {
+    if (line.startsWith(':')) {
+      frame.comments.push(line.slice(1).trim());
+      continue;
+    }
+    const i = line.indexOf(':');
+    const field = i < 0 ? line : line.slice(0, i);
+    const value = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+    if (field === 'id' || field === 'event' || field === 'retry') frame[field] = value;
+    if (field === 'data') frame.data = frame.data === undefined ? value : `${frame.data}\n${value}`;
+  }
+  return frame;
+}
+
+async function open(
+  ref: string,
+  token: string | undefined,
+  opts: { lastEventId?: string; path?: string } = {},
+): Promise<SseReader> {
+  const abort = new AbortController();
+  const path = (opts.path ?? '/api/public/v1/booking/:ref/events').replace(':ref', encodeURIComponent(ref));
+  const qs = token === undefined ? '' : `?t=${encodeURIComponent(token)}`;
+  const res = await fetch(`${api.url}${path}${qs}`, {
+    headers: { accept: 'text/event-stream', ...(opts.lastEventId ? { 'last-event-id': opts.lastEventId } : {}) },
+    signal: abort.signal,
+  });
+  return new SseReader(res, abort);
+}
+
+let bookingCount = 0;
+
+/** A booking made through the public API; its token comes from the trackingUrl it answers with. */
+async function book(): Promise<{ ref: string; token: string; id: string }> {
+  bookingCount++;
+  const res = await fetch(`${api.url}/api/public/v1/booking`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      departAt: new Date(Date.now() + 3 * 3600_000).toISOString(),
+      passengerName: `Tracy Tracker ${bookingCount}`,
+      passengerEmail: `tracy${bookingCount}@example.org`,
+      passengerPhone: '+447700900456',
+    }),
+  });
+  const json = (await res.json()) as { bookingReference: string; trackingUrl: string };
+  expect(res.status, JSON.stringify(json)).toBe(201);
+  const token = json.trackingUrl.split('/track/')[1] as string;
+  const row = await env.rt.db('bookings').where({ reference: json.bookingReference }).first<{ id: string }>('id');
+  return { ref: json.bookingReference, token, id: row.id };
+}
+
+/** A status appended the way the workers do it: in a transaction, then the wake-up after commit. */
+async function advance(
+  bookingId: string,
+  status: string,
+  extra: Record<string, unknown> = {},
+  publish = true,
+): Promise<void> {
+  await env.rt.db.transaction(async (trx) => {
+    if (Object.keys(extra).length > 0) await trx('bookings').where({ id: bookingId }).update(extra);
+    await appendStatus(trx, bookingId, status, 'test');
+  });
+  if (publish) await publishBookingEvent(env.rt.redis, env.config.queuePrefix, bookingId);
+}
+
+async function subscribers(bookingId: string): Promise<number> {
+  const reply = (await env.rt.redis.pubsub('NUMSUB', bookingEventsChannel(env.config.queuePrefix, bookingId))) as [
+    string,
+    number,
+  ];
+  return Number(reply[1]);
+}
+
+const hub = () => bookingEventHub(env.rt.redis, env.config.queuePrefix);
+
+async function newDriver(): Promise<{ driverId: string; vehicleId: string }> {
+  const driverId = uuidv7();
+  const vehicleId = uuidv7();
+  await env.rt.db('drivers').insert({
+    id: driverId,
+    name: 'Samuel Adebayo Okafor',
+    phone: '+447700900801',
+    email: 'samuel@example.org',
+    status: 'approved',
+    licensing_authority: 'Manchester City Council',
+    licence_number: `MCC-${driverId}`,
+    licence_expiry: '2028-12-31',
+    home_city: 'Manchester',
+    home_lat: 53.48,
+    home_lng: -2.24,
+    operating_radius_miles: 20,
+    // About 2 miles north of Manchester Piccadilly.
+    last_lat: 53.506,
+    last_lng: -2.231,
+    last_seen_at: new Date(),
+  });
+  await env.rt.db('vehicles').insert({
+    id: vehicleId,
+    driver_id: driverId,
+    make: 'Toyota',
+    model: 'Prius',
+    colour: 'Silver',
+    registration: 'MA19 XYZ',
+    class: 'saloon',
+    seats: 4,
+  });
+  return { driverId, vehicleId };
+}
+
+describe('helpers', () => {
+  it('shortens names to first name and initial, and estimates minutes at 20 mph over 1.3 × straight line', () => {
+    expect(shortDriverName('Samuel Adebayo Okafor')).toBe('Samuel O.');
+    expect(shortDriverName('  cher  ')).toBe('cher');
+    // 0.1° of latitude is 6.9 miles: × 1.3 / 20 mph = 26.9 minutes → 27.
+    expect(etaMinutes({ lat: 53.5, lng: -2.2 }, { lat: 53.6, lng: -2.2 })).toBe(27);
+  });
+});
+
+describe('GET /api/public/v1/booking/{ref}/events', () => {
+  it('answers 404 booking_not_found alike for a wrong or missing token and an unknown reference', async () => {
+    const b = await book();
+    const cases: Array<[string, string | undefined]> = [
+      [b.ref, 'not-the-token'],
+      [b.ref, undefined],
+      [b.ref, ''],
+      ['DTN-000000', b.token],
+      ['nonsense', b.token],
+    ];
+    for (const [ref, token] of cases) {
+      const s = await open(ref, token);
+      expect(s.res.status, `${ref} ${token}`).toBe(404);
+      expect(s.res.headers.get('content-type')).toMatch(/^application\/json/);
+      const body = (await s.res.json()) as { error: { code: string }; requestId: string };
+      expect(body.error.code).toBe('booking_not_found');
+      expect(body.requestId).toEqual(expect.any(String));
+    }
+    expect(hub().listenerCount(b.id)).toBe(0);
+  });
+
+  it('streams the history, then each committed status promptly and in order, and closes after completed', async () => {
+    const b = await book();
+    const { driverId, vehicleId } = await newDriver();
+    // The reference is case-insensitive, as everywhere.
+    const s = await open(b.ref.toLowerCase(), b.token);
+    expect(s.res.status).toBe(200);
+    expect(s.res.headers.get('content-type')).toBe('text/event-stream');
+    expect(s.res.headers.get('cache-control')).toBe('no-cache');
+    expect(s.res.headers.get('x-accel-buffering')).toBe('no');
+
+    const retry = await s.next();
+    expect(retry).toMatchObject({ retry: '3000' });
+    const first = await s.nextEvent();
+    expect(first).toEqual({
+      id: '1',
+      data: { status: 'pending', at: expect.stringMatching(/Z$/), seq: 1 },
+    });
+
+    // Well inside the 15 s fallback: these arrive because of the Redis wake-up.
+    let t0 = Date.now();
+    await advance(b.id, 'dispatching');
+    expect(await s.nextEvent()).toMatchObject({ id: '2', data: { status: 'dispatching', seq: 2 } });
+    expect(Date.now() - t0).toBeLessThan(1_500);
+
+    t0 = Date.now();
+    await advance(b.id, 'driver_assigned', { driver_id: driverId, vehicle_id: vehicleId });
+    const assigned = await s.nextEvent();
+    expect(Date.now() - t0).toBeLessThan(1_500);
+    expect(assigned).toEqual({
+      id: '3',
+      data: {
+        status: 'driver_assigned',
+        at: expect.any(String),
+        seq: 3,
+        driver: { name: 'Samuel O.' },
+        vehicle: { make: 'Toyota', model: 'Prius', colour: 'Silver', registration: 'MA19 XYZ' },
+        etaMinutes: expect.any(Number),
+      },
+    });
+    if (assigned === 'end') throw new Error('the stream ended early');
+    const eta = assigned.data.etaMinutes as number;
+    expect(eta).toBeGreaterThanOrEqual(5);
+    expect(eta).toBeLessThanOrEqual(12);
+
+    // Several at once: each exactly once, in seq order, whatever wake-ups arrive.
+    await advance(b.id, 'driver_en_route');
+    await advance(b.id, 'driver_arrived');
+    await advance(b.id, 'passenger_on_board');
+    const burst = [await s.nextEvent(), await s.nextEvent(), await s.nextEvent()];
+    expect(burst.map((e) => (e === 'end' ? e : [e.id, e.data.status]))).toEqual([
+      ['4', 'driver_en_route'],
+      ['5', 'driver_arrived'],
+      ['6', 'passenger_on_board'],
+    ]);
+    expect(burst[0]).toMatchObject({ data: { driver: { name: 'Samuel O.' }, etaMinutes: expect.any(Number) } });
+    expect(burst[2]).toMatchObject({ data: { driver: { name: 'Samuel O.' } } });
+    expect((burst[2] as { data: Record<string, unknown> }).data).not.toHaveProperty('etaMinutes');
+
+    await advance(b.id, 'completed');
+    const done = await s.nextEvent();
+    expect(done).toMatchObject({ id: '7', data: { status: 'completed', seq: 7 } });
+    expect((done as { data: Record<string, unknown> }).data).not.toHaveProperty('driver');
+    expect(await s.next()).toBe('end');
+    await eventually(async () => (await subscribers(b.id)) === 0 && hub().listenerCount(b.id) === 0, 3_000);
+
+    // Resuming after the last event of a finished booking: 204, so EventSource stops reconnecting.
+    const again = await open(b.ref, b.token, { lastEventId: '7' });
+    expect(again.res.status).toBe(204);
+    // Without Last-Event-ID the whole history is replayed and the stream closes again.
+    const replay = await open(b.ref, b.token);
+    const seqs: string[] = [];
+    for (let e = await replay.nextEvent(); e !== 'end'; e = await replay.nextEvent()) seqs.push(e.id);
+    expect(seqs).toEqual(['1', '2', '3', '4', '5', '6', '7']);
+  });
+
+  it('resumes after Last-Event-ID', async () => {
+    const b = await book();
+    await advance(b.id, 'dispatching');
+    await advance(b.id, 'no_driver_available');
+    const s = await open(b.ref, b.token, { lastEventId: '1' });
+    expect(s.res.status).toBe(200);
+    expect(await s.nextEvent()).toMatchObject({ id: '2', data: { status: 'dispatching' } });
+    expect(await s.nextEvent()).toMatchObject({ id: '3', data: { status: 'no_driver_available' } });
+    await advance(b.id, 'cancelled');
+    expect(await s.nextEvent()).toMatchObject({ id: '4', data: { status: 'cancelled' } });
+    expect(await s.next()).toBe('end');
+    // A Last-Event-ID that is not a number, or beyond this booking's history, is ignored: everything from the start.
+    for (const lastEventId of ['abc', '99']) {
+      const garbled = await open(b.ref, b.token, { lastEventId });
+      expect(await garbled.nextEvent()).toMatchObject({ id: '1' });
+      garbled.close();
+    }
+    // HEAD answers the headers without holding a stream open.
+    const head = await fetch(`${api.url}/api/public/v1/booking/${b.ref}/events?t=${b.token}`, { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-type')).toBe('text/event-stream');
+    await eventually(async () => hub().listenerCount(b.id) === 0, 3_000);
+  });
+
+  it('shares one subscriber connection, and a client that disconnects releases its subscription and timers', async () => {
+    const a = await book();
+    const b = await book();
+    const s1 = await open(a.ref, a.token);
+    const s2 = await open(a.ref, a.token);
+    const s3 = await open(b.ref, b.token);
+    for (const s of [s1, s2, s3]) expect(await s.nextEvent()).toMatchObject({ id: '1' });
+    await eventually(async () => (await subscribers(a.id)) === 1 && (await subscribers(b.id)) === 1, 3_000);
+    expect(hub().stats()).toEqual({ connected: true, channels: 2, listeners: 3 });
+
+    // Both streams of booking a are woken by one message on one subscription.
+    await advance(a.id, 'dispatching');
+    expect(await s1.nextEvent()).toMatchObject({ id: '2' });
+    expect(await s2.nextEvent()).toMatchObject({ id: '2' });
+
+    s1.close();
+    await eventually(async () => hub().listenerCount(a.id) === 1, 3_000);
+    expect(await subscribers(a.id)).toBe(1);
+    s2.close();
+    await eventually(async () => (await subscribers(a.id)) === 0 && hub().listenerCount(a.id) === 0, 3_000);
+    expect(hub().stats()).toEqual({ connected: true, channels: 1, listeners: 1 });
+    s3.close();
+    await eventually(async () => hub().stats().listeners === 0, 3_000);
+    expect(hub().stats()).toEqual({ connected: false, channels: 0, listeners: 0 });
+    await eventually(async () => (await subscribers(b.id)) === 0, 3_000);
+  });
+
+  it('re-checks without a wake-up, sends heartbeats, limits streams per booking and ends at the lifetime limit', async () => {
+    const b = await book();
+    const path = FAST_PATH;
+    const s1 = await open(b.ref, b.token, { path });
+    const s2 = await open(b.ref, b.token, { path });
+    expect(await s1.nextEvent()).toMatchObject({ id: '1' });
+    expect(await s2.nextEvent()).toMatchObject({ id: '1' });
+
+    const over = await open(b.ref, b.token, { path });
+    expect(over.res.status).toBe(429);
+    expect(over.res.headers.get('retry-after')).toBe('60');
+    expect(((await over.res.json()) as { error: { code: string } }).error.code).toBe('rate_limited');
+
+    // No publish: the periodic re-check finds it.
+    await advance(b.id, 'dispatching', {}, false);
+    expect(await s1.nextEvent(2_000)).toMatchObject({ id: '2', data: { status: 'dispatching' } });
+
+    let pinged = false;
+    for (let i = 0; i < 5 && !pinged; i++) {
+      const f = await s2.next(2_000);
+      if (f !== 'end' && f.comments.includes('ping')) pinged = true;
+    }
+    expect(pinged).toBe(true);
+
+    // The lifetime limit (2.5 s here) ends both streams; the slots are free again.
+    for (const s of [s1, s2]) {
+      for (let f = await s.next(4_000); f !== 'end'; f = await s.next(4_000)) {
+        // heartbeats and events until the end
+      }
+    }
+    await eventually(async () => hub().listenerCount(b.id) === 0 && (await subscribers(b.id)) === 0, 3_000);
+    const after = await open(b.ref, b.token, { path, lastEventId: '2' });
+    expect(after.res.status).toBe(200);
+    after.close();
+  });
+
+  it('is in the OpenAPI document as text/event-stream', async () => {
+    const res = await fetch(`${api.url}/api/public/v1/openapi.json`);
+    const doc = (await res.json()) as {
+      paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown> }> }>>;
+    };
+    const op = doc.paths['/api/public/v1/booking/{ref}/events']?.get;
+    expect(op?.responses['200']?.content).toHaveProperty(['text/event-stream']);
+    expect(op?.responses['404']).toBeDefined();
+    expect(doc.paths['/api/public/v1/test-fast-booking/{ref}/events']).toBeUndefined();
+  });
+});

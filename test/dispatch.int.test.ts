@@ -1,0 +1,342 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiKey } from '../shared/services/api-keys.ts';
+import { applyDriver, approveDriver, type DriverApplication } from '../shared/services/drivers.ts';
+import { createPartner } from '../shared/services/partners.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { startTwilioStub } from './helpers/twilio-stub.ts';
+
+/**
+ * Dispatch end to end, through HTTP, real Postgres and Redis, the real workers and a local
+ * Twilio stand-in: offers go to the nearest eligible local driver, then on decline or
+ * timeout to the next, then to national network drivers (tier 2) and partner operators
+ * (tier 3); job cards go by SMS and WhatsApp; accept, progress and settlement.
+ */
+let env: TestEnv;
+let srv: Served;
+let roles: RunningRoles;
+let twilio: Awaited<ReturnType<typeof startTwilioStub>>;
+const SID = 'AC11111111111111111111111111111111';
+
+// Real places: Manchester Piccadilly 53.4774,-2.2309; Birmingham New Street 52.4778,-1.8990.
+const MANCHESTER = { lat: 53.4774, lng: -2.2309 };
+const near = (km: number) => ({ lat: MANCHESTER.lat + km / 111.2, lng: MANCHESTER.lng });
+
+let seq = 0;
+async function driver(
+  name: string,
+  opts: {
+    cls?: DriverApplication['vehicle']['class'];
+    seats?: number;
+    wav?: boolean;
+    corridor?: [string, string];
+    home?: string;
+  } = {},
+): Promise<{ id: string; token: string; phone: string }> {
+  seq += 1;
+  const phone = `+4477009${String(10000 + seq).slice(-5)}`;
+  const { driverId } = await applyDriver(
+    env.rt.db,
+    {
+      name,
+      phone,
+      email: `driver${seq}@example.org`,
+      licensingAuthority: 'Manchester City Council',
+      licenceNumber: `PH-${seq}-${Date.now()}`,
+      licenceExpiry: '2030-01-01',
+      vehicle: {
+        make: 'Toyota',
+        model: 'Prius',
+        colour: 'Silver',
+        registration: `MA${seq} ABC`,
+        class: opts.cls ?? 'saloon',
+        seats: opts.seats ?? 4,
+        wheelchairAccessible: opts.wav ?? false,
+      },
+      homeCity: opts.home ?? 'Manchester',
+      operatingRadiusMiles: 20,
+      ...(opts.corridor
+        ? { nationalNetwork: { corridors: [{ from: opts.corridor[0], to: opts.corridor[1], bufferMiles: 15 }] } }
+        : {}),
+    },
+    { actor: 'test' },
+  );
+  const approved = await approveDriver(env.rt.db, driverId, 'test');
+  if (!approved) throw new Error('not approved');
+  return { id: driverId, token: approved.token, phone };
+}
+
+async function call(method: string, path: string, token: string | null, body?: unknown) {
+  const res = await fetch(`${srv.url}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  return { status: res.status, json: (text ? JSON.parse(text) : null) as Row, text };
+}
+
+const presence = (token: string, at: { lat: number; lng: number }, available = true) =>
+  call('POST', '/api/public/v1/driver/presence', token, { available, ...at });
+
+async function book(body: Record<string, unknown>): Promise<string> {
+  const r = await call('POST', '/api/public/v1/booking', null, {
+    departAt: new Date(Date.now() + 20 * 60_000).toISOString(),
+    passengerPhone: '+447700900999',
+    ...body,
+  });
+  expect(r.status, r.text).toBe(201);
+  return r.json.bookingReference as string;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: rows read back in assertions
+type Row = Record<string, any>;
+
+async function liveOffer(reference: string): Promise<Row> {
+  return eventually(
+    async () =>
+      (await env.rt
+        .db('dispatch_offers as o')
+        .join('bookings as b', 'b.id', 'o.booking_id')
+        .where({ 'b.reference': reference, 'o.state': 'offered' })
+        .first('o.*')) as Row | undefined,
+  );
+}
+
+/** Each test takes its drivers off the map afterwards, so tests do not see each other's. */
+async function offline(...tokens: string[]) {
+  for (const t of tokens) await presence(t, MANCHESTER, false);
+}
+
+beforeAll(async () => {
+  twilio = await startTwilioStub();
+  env = await createTestEnv({
+    env: {
+      TWILIO_API_BASE_URL: twilio.url,
+      TWILIO_ACCOUNT_SID: SID,
+      TWILIO_AUTH_TOKEN: 'secret-token',
+      OFFER_TIMEOUT_SECONDS: '2',
+      OUTBOX_POLL_MS: '100',
+      RATE_LIMIT_PER_IP_PER_MINUTE: '100000',
+      QUOTE_LIMIT_PER_HOUR: '100000',
+    },
+  });
+  srv = await serve(await appFor(env));
+  roles = startRoles(['pricing', 'dispatch', 'notify', 'outbox-relay'], env.rt);
+}, 60_000);
+
+afterAll(async () => {
+  await roles?.close();
+  await srv?.close();
+  await twilio?.close();
+  await env?.cleanup();
+});
+
+describe('dispatch', () => {
+  it('offers to the nearest eligible local driver, not to one offline or too small, and sends the job card by SMS and WhatsApp', async () => {
+    const off = await driver('Offline Olly', { cls: 'mpv', seats: 8 });
+    const small = await driver('Small Sam', { cls: 'saloon' });
+    const big = await driver('Big Bea', { cls: 'mpv', seats: 8 });
+    await presence(off.token, near(0.3), false);
+    await presence(small.token, near(0.6));
+    await presence(big.token, near(2));
+    const ref = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengerName: 'Group Greta',
+      passengerEmail: 'greta@example.org',
+      passengers: 6,
+      vehicleType: 'mpv',
+    });
+    const offer = await liveOffer(ref);
+    expect(offer.driver_id).toBe(big.id);
+    expect(offer.tier).toBe(1);
+    const cards = await eventually(async () => {
+      const got = twilio.requests.filter((r) => r.form.Body?.includes(ref));
+      return got.length >= 2 ? got : null;
+    });
+    expect(cards.map((c) => c.form.To).sort()).toEqual([big.phone, `whatsapp:${big.phone}`].sort());
+    for (const c of cards) {
+      expect(c.method).toBe('POST');
+      expect(c.path).toBe(`/2010-04-01/Accounts/${SID}/Messages.json`);
+      expect(c.authorization).toBe(`Basic ${Buffer.from(`${SID}:secret-token`).toString('base64')}`);
+      expect(c.form.Body).toContain('/o/');
+      expect(c.form.Body).not.toContain('Greta');
+    }
+    expect(cards.find((c) => c.form.To?.startsWith('whatsapp:'))?.form.From).toMatch(/^whatsapp:\+/);
+    // The feed shows the offer; accepting, progressing and completing appends a settlement.
+    const feed = await call('GET', '/api/public/v1/jobs', big.token);
+    expect(feed.status).toBe(200);
+    expect(feed.json.jobs).toEqual([
+      expect.objectContaining({ bookingReference: ref, state: 'offered', passengers: 6, vehicleType: 'mpv' }),
+    ]);
+    expect(feed.json.jobs[0].passenger).toBeUndefined();
+    const acc = await call('POST', `/api/public/v1/jobs/${ref}/accept`, big.token);
+    expect(acc.status, acc.text).toBe(200);
+    expect(acc.json.deadMiles).toBeGreaterThan(0);
+    const after = await call('GET', '/api/public/v1/jobs', big.token);
+    expect(after.json.jobs[0]).toMatchObject({ state: 'accepted', passenger: { name: 'Group Greta' } });
+    for (const status of ['driver_en_route', 'driver_arrived', 'passenger_on_board']) {
+      const r = await call('POST', `/api/public/v1/jobs/${ref}/status`, big.token, { status });
+      expect(r.status, r.text).toBe(200);
+    }
+    const noPay = await call('POST', `/api/public/v1/jobs/${ref}/status`, big.token, { status: 'completed' });
+    expect(noPay.status).toBe(400);
+    const done = await call('POST', `/api/public/v1/jobs/${ref}/status`, big.token, {
+      status: 'completed',
+      payment: { method: 'card', amountGBP: 30.5, processorFeeGBP: 0.45 },
+    });
+    expect(done.status, done.text).toBe(200);
+    const back = await call('POST', `/api/public/v1/jobs/${ref}/status`, big.token, { status: 'driver_en_route' });
+    expect(back.status).toBe(409);
+    const booking = await env.rt.db('bookings').where({ reference: ref }).first();
+    expect(booking).toMatchObject({ status: 'completed', driver_id: big.id, dispatch_tier: 1 });
+    expect(booking.vehicle_id).toBeTruthy();
+    const settlement = await env.rt.db('settlement_records').where({ booking_id: booking.id });
+    expect(settlement).toEqual([
+      expect.objectContaining({ kind: 'card_paid', amount_pence: 3050, processor_fee_pence: 45, driver_id: big.id }),
+    ]);
+    const history = await env.rt
+      .db('booking_status_history')
+      .where({ booking_id: booking.id })
+      .orderBy('seq')
+      .pluck('status');
+    expect(history).toEqual([
+      'pending',
+      'dispatching',
+      'driver_assigned',
+      'driver_en_route',
+      'driver_arrived',
+      'passenger_on_board',
+      'completed',
+    ]);
+    // Another driver's token cannot touch the job.
+    const other = await call('POST', `/api/public/v1/jobs/${ref}/status`, small.token, { status: 'completed' });
+    expect(other.status).toBe(404);
+    await offline(small.token, big.token);
+  });
+
+  it('moves on after a decline and a timeout, to tier 2 for a distance hire and then to a partner operator', async () => {
+    const local = await driver('Local Lou');
+    const network = await driver('Network Nia', { corridor: ['Manchester', 'London'], home: 'Birmingham' });
+    const { id: partnerId } = await createPartner(env.rt.db, env.config, {
+      name: 'Fleet Ltd',
+      canSetFares: false,
+      dailyLimit: null,
+      webhookUrl: null,
+      actor: 'test',
+    });
+    await env.rt
+      .db('partners')
+      .where({ id: partnerId })
+      .update({ is_operator: true, fleet_classes: ['saloon', 'mpv'], fleet_capacity: 5 });
+    const partnerKey = await createApiKey(env.rt.db, { serviceCode: env.config.serviceCode, name: 'fleet', partnerId });
+    await presence(local.token, near(1));
+    await presence(network.token, { lat: 52.4778, lng: -1.899 }); // Birmingham, on the corridor
+    const ref = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'London Euston',
+      passengerName: 'Long Lena',
+      passengerEmail: 'lena@example.org',
+    });
+    const first = await liveOffer(ref);
+    expect(first).toMatchObject({ driver_id: local.id, tier: 1 });
+    const declined = await call('POST', `/api/public/v1/jobs/${ref}/decline`, local.token, { reason: 'too far' });
+    expect(declined.status, declined.text).toBe(200);
+    const second = await eventually(async () => {
+      const o = await liveOffer(ref);
+      return o.driver_id === network.id ? o : null;
+    });
+    expect(second.tier).toBe(2);
+    // Nobody answers: after the 2-second time-out the partner operator gets it.
+    const third = await eventually(async () => {
+      const o = await liveOffer(ref);
+      return o.partner_id === partnerId ? o : null;
+    });
+    expect(third.tier).toBe(3);
+    const late = await call('POST', `/api/public/v1/jobs/${ref}/accept`, network.token);
+    expect(late.status).toBe(409);
+    expect(late.json.error.code).toBe('offer_unavailable');
+    const partnerFeed = await call('GET', '/api/public/v1/jobs', partnerKey.key);
+    expect(partnerFeed.json.jobs.map((j: { bookingReference: string }) => j.bookingReference)).toContain(ref);
+    const won = await call('POST', `/api/public/v1/jobs/${ref}/accept`, partnerKey.key);
+    expect(won.status, won.text).toBe(200);
+    const booking = await env.rt.db('bookings').where({ reference: ref }).first();
+    expect(booking).toMatchObject({
+      status: 'driver_assigned',
+      operator_partner_id: partnerId,
+      dispatch_tier: 3,
+      driver_id: null,
+    });
+    const states = await env.rt
+      .db('dispatch_offers')
+      .where({ booking_id: booking.id })
+      .orderBy('attempt')
+      .pluck('state');
+    expect(states).toEqual(['declined', 'expired', 'accepted']);
+    await offline(local.token, network.token);
+  });
+
+  it('lets exactly one of two simultaneous accepts win', async () => {
+    const a = await driver('Racer Ann');
+    const b = await driver('Racer Ben');
+    await presence(a.token, near(0.5));
+    const ref = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengerName: 'Race Rosa',
+      passengerEmail: 'rosa@example.org',
+    });
+    const offer = await liveOffer(ref);
+    expect(offer.driver_id).toBe(a.id);
+    // A second open offer for the same booking (as if a stale offer were still open).
+    await env.rt.db('dispatch_offers').insert({
+      id: '01930000-0000-7000-8000-0000000000b1',
+      booking_id: offer.booking_id,
+      tier: 1,
+      attempt: 99,
+      driver_id: b.id,
+      state: 'offered',
+      expires_at: new Date(Date.now() + 60_000),
+    });
+    const results = await Promise.all([
+      call('POST', `/api/public/v1/jobs/${ref}/accept`, a.token),
+      call('POST', `/api/public/v1/jobs/${ref}/accept`, b.token),
+    ]);
+    expect(results.map((r) => r.status).sort()).toEqual([200, 409]);
+    expect(
+      await env.rt.db('dispatch_offers').where({ booking_id: offer.booking_id, state: 'accepted' }).count({ n: '*' }),
+    ).toEqual([{ n: 1 }]);
+    await offline(a.token, b.token);
+  });
+
+  it('marks a booking no_driver_available when every tier is exhausted and e-mails operators', async () => {
+    const ref = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengerName: 'Lonely Lara',
+      passengerEmail: 'lara@example.org',
+      vehicleType: 'wav',
+    });
+    const row = await eventually(async () => {
+      const b = await env.rt.db('bookings').where({ reference: ref }).first();
+      return b?.status === 'no_driver_available' ? b : null;
+    });
+    const alert = await env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'operator_alert' });
+    expect(alert).toHaveLength(1);
+    expect(alert[0].recipient).toBe(env.config.dispatch.operatorEmail);
+  });
+
+  it('refuses driver endpoints without a driver token, and a driver token elsewhere', async () => {
+    const d = await driver('Token Tia');
+    expect((await call('GET', '/api/public/v1/jobs', null)).status).toBe(401);
+    expect((await call('GET', '/api/public/v1/jobs', 'dtn_drv_' + 'x'.repeat(40))).status).toBe(401);
+    expect(
+      (await call('POST', '/api/public/v1/driver/presence', null, { available: true, lat: 53, lng: -2 })).status,
+    ).toBe(401);
+    expect((await call('POST', '/api/public/quotes/estimate', d.token, {})).status).toBe(403);
+    const bad = await call('POST', '/api/public/v1/driver/presence', d.token, { available: true, lat: 200, lng: -2 });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error.code).toBe('invalid_input');
+  });
+});
