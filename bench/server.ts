@@ -7,6 +7,7 @@ import { loadConfig } from '../shared/config.ts';
 import { knownMigrations } from '../shared/db/knex.ts';
 import { createRedis } from '../shared/queues/connection.ts';
 import { createRuntime } from '../shared/runtime.ts';
+import { parseRoles } from '../workers/main.ts';
 import { startRoles } from '../workers/runner.ts';
 
 /**
@@ -38,8 +39,13 @@ if (mode === 'bare') {
   await listen(app);
 } else if (mode === 'baseline') {
   const rt = createRuntime(config, 'bench-baseline');
-  await rt.db.raw('create table if not exists bench_rows (id bigserial primary key, body jsonb not null, at timestamptz not null default now())');
-  const events = new QueueEvents('bench-noop', { connection: createRedis(config, 'worker', 'bench-events'), prefix: config.queuePrefix });
+  await rt.db.raw(
+    'create table if not exists bench_rows (id bigserial primary key, body jsonb not null, at timestamptz not null default now())',
+  );
+  const events = new QueueEvents('bench-noop', {
+    connection: createRedis(config, 'worker', 'bench-events'),
+    prefix: config.queuePrefix,
+  });
   await events.waitUntilReady();
   events.setMaxListeners(0);
   const noop = new Queue('bench-noop', { connection: rt.redis, prefix: config.queuePrefix });
@@ -56,7 +62,9 @@ if (mode === 'bare') {
 } else if (mode === 'insert') {
   // The floor of a booking: Express and one INSERT.
   const rt = createRuntime(config, 'bench-insert');
-  await rt.db.raw('create table if not exists bench_rows (id bigserial primary key, body jsonb not null, at timestamptz not null default now())');
+  await rt.db.raw(
+    'create table if not exists bench_rows (id bigserial primary key, body jsonb not null, at timestamptz not null default now())',
+  );
   const app = express();
   app.use(express.json());
   app.post('/insert', async (req, res) => {

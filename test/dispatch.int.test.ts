@@ -330,7 +330,7 @@ describe('dispatch', () => {
   it('refuses driver endpoints without a driver token, and a driver token elsewhere', async () => {
     const d = await driver('Token Tia');
     expect((await call('GET', '/api/public/v1/jobs', null)).status).toBe(401);
-    expect((await call('GET', '/api/public/v1/jobs', 'dtn_drv_' + 'x'.repeat(40))).status).toBe(401);
+    expect((await call('GET', '/api/public/v1/jobs', `dtn_drv_${'x'.repeat(40)}`)).status).toBe(401);
     expect(
       (await call('POST', '/api/public/v1/driver/presence', null, { available: true, lat: 53, lng: -2 })).status,
     ).toBe(401);
