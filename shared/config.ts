@@ -30,6 +30,8 @@ export interface Config {
   readonly redisUrl: string;
   /** BullMQ key prefix; tests give each file its own. */
   readonly queuePrefix: string;
+  /** How long a worker holds a job's lock; a job whose worker died is taken up again after about this long. */
+  readonly workerLockMs: number;
   /** Connected domains, primary first, without trailing slash. */
   readonly publicBaseUrls: readonly string[];
   readonly serviceName: string;
@@ -238,6 +240,7 @@ export function loadConfig(env: Env = process.env): Config {
     databasePoolMax: int(env, 'DATABASE_POOL_MAX', 20, 1, 500),
     redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379/0', ['redis:', 'rediss:']),
     queuePrefix,
+    workerLockMs: int(env, 'WORKER_LOCK_MS', 30_000, 1_000, 600_000),
     publicBaseUrls: Object.freeze(baseUrls),
     serviceName,
     apiKeyHeader: headerNameFor(serviceName),

@@ -4,6 +4,7 @@ import { applyDriver, approveDriver, type DriverApplication } from '../shared/se
 import { createPartner } from '../shared/services/partners.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { startTs } from './helpers/process.ts';
 import { startTwilioStub } from './helpers/twilio-stub.ts';
 
 /**
@@ -15,6 +16,7 @@ import { startTwilioStub } from './helpers/twilio-stub.ts';
 let env: TestEnv;
 let srv: Served;
 let roles: RunningRoles;
+let dispatchRole: RunningRoles;
 let twilio: Awaited<ReturnType<typeof startTwilioStub>>;
 const SID = 'AC11111111111111111111111111111111';
 
@@ -117,15 +119,18 @@ beforeAll(async () => {
       TWILIO_AUTH_TOKEN: 'secret-token',
       OFFER_TIMEOUT_SECONDS: '2',
       OUTBOX_POLL_MS: '100',
+      WORKER_LOCK_MS: '1500',
       RATE_LIMIT_PER_IP_PER_MINUTE: '100000',
       QUOTE_LIMIT_PER_HOUR: '100000',
     },
   });
   srv = await serve(await appFor(env));
-  roles = startRoles(['pricing', 'dispatch', 'notify', 'outbox-relay'], env.rt);
+  roles = startRoles(['pricing', 'notify', 'outbox-relay'], env.rt);
+  dispatchRole = startRoles(['dispatch'], env.rt);
 }, 60_000);
 
 afterAll(async () => {
+  await dispatchRole?.close();
   await roles?.close();
   await srv?.close();
   await twilio?.close();
@@ -339,4 +344,40 @@ describe('dispatch', () => {
     expect(bad.status).toBe(400);
     expect(bad.json.error.code).toBe('invalid_input');
   });
+
+  it('resumes after a dispatch worker is killed -9 just after making an offer, with no second offer or job card', async () => {
+    const d = await driver('Crash Cora');
+    await presence(d.token, near(0.4));
+    await dispatchRole.close();
+    // A real dispatch worker that SIGKILLs itself after the offer and its job cards commit,
+    // before BullMQ hears that the job is done: the job is left active, then found stalled.
+    const crashing = startTs('workers/main.ts', ['dispatch'], { ...env.childEnv, DTN_FAILPOINTS: 'dispatch-after-offer' });
+    const ref = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengerName: 'Crash Carl',
+      passengerEmail: 'carl@example.org',
+    });
+    const died = await crashing.exited;
+    // tsx runs the script in a child node process: the kill shows as its exit status.
+    expect(died.signal ?? died.code, died.stderr + died.stdout).not.toBe(0);
+    const booking = await env.rt.db('bookings').where({ reference: ref }).first();
+    expect(await env.rt.db('dispatch_offers').where({ booking_id: booking.id }).count({ n: '*' })).toEqual([{ n: 1 }]);
+    const job = await env.rt.queues.dispatch.getJob(`dispatch-${booking.id}`);
+    expect(await job?.getState()).toBe('active');
+    // This file's offers last 2 s; keep this one open while the job is recovered, so a second
+    // offer could only come from the re-run (its time-out job then finds it still open: no-op).
+    await env.rt.db('dispatch_offers').where({ booking_id: booking.id }).update({ expires_at: new Date(Date.now() + 60_000) });
+
+    // Restarted, a worker finds the job stalled, runs it again, sees the live offer and stops.
+    dispatchRole = startRoles(['dispatch'], env.rt);
+    await eventually(async () => (await env.rt.queues.dispatch.getJob(`dispatch-${booking.id}`))?.finishedOn, 20_000);
+    expect(await env.rt.db('dispatch_offers').where({ booking_id: booking.id }).count({ n: '*' })).toEqual([{ n: 1 }]);
+    const cards = await env.rt.db('outbound_messages').where({ booking_id: booking.id, purpose: 'job_card' });
+    expect(cards.map((c) => c.channel).sort()).toEqual(['sms', 'whatsapp']);
+    await eventually(async () => twilio.requests.filter((r) => r.form.Body?.includes(ref)).length === 2);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(twilio.requests.filter((r) => r.form.Body?.includes(ref))).toHaveLength(2);
+    await offline(d.token);
+  }, 60_000);
 });

@@ -69,7 +69,14 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
         if (!handler) throw new UnrecoverableError(`no handler for ${job.name}`);
         return handler(payload, { ...ctx, logger: log.child({ job: job.name, jobId: job.id }) }, job);
       },
-      { connection: rt.workerRedis(), prefix: rt.config.queuePrefix, concurrency: ROLE_CONCURRENCY[role] },
+      {
+        connection: rt.workerRedis(),
+        prefix: rt.config.queuePrefix,
+        concurrency: ROLE_CONCURRENCY[role],
+        // A job whose worker was killed is found stalled and run again after about this long.
+        lockDuration: rt.config.workerLockMs,
+        stalledInterval: rt.config.workerLockMs,
+      },
     );
     worker.on('failed', (job, err) => {
       const final = !job || err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);

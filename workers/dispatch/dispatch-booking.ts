@@ -1,3 +1,4 @@
+import { failpoint } from '../../shared/failpoints.ts';
 import type { JobPayload } from '../../shared/queues/registry.ts';
 import { dispatchStep, expireOffer, type StepOutcome } from '../../shared/services/dispatch.ts';
 import type { WorkerContext } from '../context.ts';
@@ -11,6 +12,8 @@ import { announceStatus } from './announce.ts';
  */
 export async function dispatchBooking(payload: JobPayload<'dispatch-booking'>, ctx: WorkerContext): Promise<void> {
   const outcome = await ctx.db.transaction((trx) => dispatchStep(trx, ctx, payload.bookingId));
+  // Crash tests: die after the offer (and its job cards) committed, before the job is marked done.
+  failpoint('dispatch-after-offer');
   await report(ctx, payload.bookingId, outcome);
 }
 
