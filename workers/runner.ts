@@ -11,6 +11,7 @@ import {
   type WorkerRole,
 } from '../shared/queues/registry.ts';
 import type { Runtime } from '../shared/runtime.ts';
+import { presenceIndex } from '../shared/services/dispatch.ts';
 import type { WorkerContext } from './context.ts';
 import { startOutboxRelay } from './outbox-relay/relay.ts';
 import { ROLE_CONCURRENCY, ROLE_HANDLERS } from './roles.ts';
@@ -51,6 +52,19 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
     // The pricing engine loads its data (gazetteer, tariffs) now, not on the first job, so the
     // first callers do not wait for it.
     if (role === 'pricing') ctx.pricer();
+    // Dispatch keeps the live presence index tidy: drivers silent for longer than the presence
+    // time-out are removed (searches already ignore them; this bounds the index's size).
+    if (role === 'dispatch') {
+      const presence = presenceIndex(rt.redis, rt.config);
+      const timer = setInterval(() => {
+        presence
+          .sweep(Date.now())
+          .then((n) => n > 0 && log.info({ removed: n }, 'swept stale drivers from the presence index'))
+          .catch((err: unknown) => log.warn({ err }, 'presence sweep failed'));
+      }, rt.config.dispatch.presenceTtlSeconds * 1000);
+      timer.unref();
+      closers.push(async () => clearInterval(timer));
+    }
     const handlers = ROLE_HANDLERS[role] as Record<string, AnyHandler>;
     const worker = new Worker(
       role,
