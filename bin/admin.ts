@@ -3,6 +3,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Config } from '../shared/config.ts';
 import { createDb, type Db } from '../shared/db/knex.ts';
+import { VEHICLE_TYPES, type VehicleType } from '../shared/domain/tariffs/types.ts';
 import { configOrExit } from '../shared/lifecycle.ts';
 import { createApiKey, listApiKeys, revokeApiKey } from '../shared/services/api-keys.ts';
 import { normalisePhone } from '../shared/services/bookings.ts';
@@ -76,14 +77,38 @@ function httpUrl(value: unknown, name: string): string | null {
   throw new CliError('invalid_input', `--${name} must be an http or https URL`);
 }
 
+/** `--operator --fleet-classes saloon,mpv --fleet-capacity N`: a tier-3 operator's fleet. */
+function operatorFleet(v: Record<string, unknown>): { fleetClasses: VehicleType[]; fleetCapacity: number } | null {
+  if (v.operator !== true) {
+    if (v['fleet-classes'] !== undefined || v['fleet-capacity'] !== undefined)
+      throw new CliError('invalid_input', '--fleet-classes and --fleet-capacity need --operator');
+    return null;
+  }
+  const classes = String(v['fleet-classes'] ?? '')
+    .split(',')
+    .map((c) => c.trim())
+    .filter(Boolean);
+  const unknown = classes.filter((c) => !(VEHICLE_TYPES as readonly string[]).includes(c));
+  if (classes.length === 0 || unknown.length > 0) {
+    throw new CliError('invalid_input', `--fleet-classes must list vehicle classes from: ${VEHICLE_TYPES.join(', ')}`);
+  }
+  const capacity = positiveInt(v['fleet-capacity'], 'fleet-capacity');
+  if (capacity === null) throw new CliError('invalid_input', '--fleet-capacity is required with --operator');
+  return { fleetClasses: classes as VehicleType[], fleetCapacity: capacity };
+}
+
 export const COMMANDS: Record<string, Command> = {
   'partner create': {
-    usage: 'partner create --name N [--can-set-fares] [--daily-limit N] [--webhook-url U]',
+    usage:
+      'partner create --name N [--can-set-fares] [--daily-limit N] [--webhook-url U] [--operator --fleet-classes saloon,mpv --fleet-capacity N]',
     options: {
       name: { type: 'string' },
       'can-set-fares': { type: 'boolean' },
       'daily-limit': { type: 'string' },
       'webhook-url': { type: 'string' },
+      operator: { type: 'boolean' },
+      'fleet-classes': { type: 'string' },
+      'fleet-capacity': { type: 'string' },
     },
     run: (v, _p, ctx) =>
       createPartner(ctx.db, ctx.config, {
@@ -91,6 +116,7 @@ export const COMMANDS: Record<string, Command> = {
         canSetFares: v['can-set-fares'] === true,
         dailyLimit: positiveInt(v['daily-limit'], 'daily-limit'),
         webhookUrl: httpUrl(v['webhook-url'], 'webhook-url'),
+        operator: operatorFleet(v),
         actor: ctx.actor,
       }),
   },
@@ -271,14 +297,12 @@ export const COMMANDS: Record<string, Command> = {
         .insert({ kind, value, reason: typeof v.reason === 'string' ? v.reason : null })
         .onConflict(['kind', 'value'])
         .ignore();
-      await ctx
-        .db('audit_log')
-        .insert({
-          actor: ctx.actor,
-          action: 'contact.block',
-          subject_type: 'blocked_contact',
-          subject_id: `${kind}:${value}`,
-        });
+      await ctx.db('audit_log').insert({
+        actor: ctx.actor,
+        action: 'contact.block',
+        subject_type: 'blocked_contact',
+        subject_id: `${kind}:${value}`,
+      });
       return { blocked: { kind, value } };
     },
   },

@@ -56,6 +56,26 @@ describe('admin CLI', () => {
     expect(JSON.stringify(audit.details)).not.toContain(out.apiKey);
   });
 
+  it('creates a tier-3 operator with its fleet', async () => {
+    const r = await admin(
+      'partner',
+      'create',
+      '--name',
+      'Fleet Co',
+      '--operator',
+      '--fleet-classes',
+      'saloon, mpv',
+      '--fleet-capacity',
+      '12',
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const partner = await env.rt
+      .db('partners')
+      .where({ id: JSON.parse(r.stdout).id })
+      .first();
+    expect(partner).toMatchObject({ is_operator: true, fleet_classes: ['saloon', 'mpv'], fleet_capacity: 12 });
+  });
+
   it('creates, lists and revokes API keys', async () => {
     const created = JSON.parse((await admin('key', 'create', '--name', 'agent one')).stdout);
     expect(created).toEqual({
@@ -92,6 +112,9 @@ describe('admin CLI', () => {
       ['partner', 'create'],
       ['partner', 'create', '--name', 'X', '--daily-limit', 'lots'],
       ['partner', 'create', '--name', 'X', '--webhook-url', 'ftp://x'],
+      ['partner', 'create', '--name', 'X', '--operator', '--fleet-classes', 'tank', '--fleet-capacity', '2'],
+      ['partner', 'create', '--name', 'X', '--operator', '--fleet-classes', 'saloon'],
+      ['partner', 'create', '--name', 'X', '--fleet-capacity', '2'],
       ['key', 'revoke', 'not-an-id'],
       ['key', 'revoke', '00000000-0000-7000-8000-000000000000'],
       ['key', 'create', '--name', 'x', '--partner', '00000000-0000-7000-8000-000000000000'],

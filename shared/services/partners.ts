@@ -3,6 +3,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { randomBase62, seal } from '../crypto.ts';
 import type { Db } from '../db/knex.ts';
+import type { VehicleType } from '../domain/tariffs/types.ts';
 import { createApiKey } from './api-keys.ts';
 
 export interface CreatedPartner {
@@ -26,7 +27,15 @@ export function newWebhookSecret(): string {
 export async function createPartner(
   db: Db,
   config: Pick<Config, 'serviceCode' | 'dataEncryptionKey'>,
-  opts: { name: string; canSetFares?: boolean; dailyLimit?: number | null; webhookUrl?: string | null; actor: string },
+  opts: {
+    name: string;
+    canSetFares?: boolean;
+    dailyLimit?: number | null;
+    webhookUrl?: string | null;
+    /** A tier-3 operator: fulfils bookings with its own fleet of these classes, this many at once. */
+    operator?: { fleetClasses: readonly VehicleType[]; fleetCapacity: number } | null;
+    actor: string;
+  },
 ): Promise<CreatedPartner> {
   return db.transaction(async (trx) => {
     const id = uuidv7();
@@ -37,6 +46,9 @@ export async function createPartner(
       can_set_fares: opts.canSetFares ?? false,
       daily_job_limit: opts.dailyLimit ?? null,
       signing_secret_sealed: seal(signingSecret, config.dataEncryptionKey),
+      is_operator: opts.operator != null,
+      fleet_classes: opts.operator ? [...opts.operator.fleetClasses] : [],
+      fleet_capacity: opts.operator?.fleetCapacity ?? 0,
     });
     const key = await createApiKey(trx, {
       serviceCode: config.serviceCode,
@@ -58,7 +70,12 @@ export async function createPartner(
       action: 'partner.create',
       subject_type: 'partner',
       subject_id: id,
-      details: JSON.stringify({ name: opts.name, canSetFares: opts.canSetFares ?? false, keyPrefix: key.prefix }),
+      details: JSON.stringify({
+        name: opts.name,
+        canSetFares: opts.canSetFares ?? false,
+        keyPrefix: key.prefix,
+        operator: opts.operator ?? null,
+      }),
     });
     return { id, apiKey: key.key, signingSecret, webhookSecret };
   });
