@@ -221,6 +221,33 @@ describe('dispatch', () => {
     await offline(small.token, big.token);
   });
 
+  it('passes over a driver who is full and one without wheelchair access for a wheelchair booking', async () => {
+    const full = await driver('Full Fay', { cls: 'wav', wav: true });
+    const plain = await driver('Plain Pat', { cls: 'mpv', seats: 8 });
+    const wav = await driver('Ramp Ray', { cls: 'wav', wav: true });
+    // Fay already has a job in hand (max_concurrent_jobs is 1).
+    const busy = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengerName: 'Earlier Ed',
+      passengerEmail: 'ed@example.org',
+    });
+    await env.rt.db('bookings').where({ reference: busy }).update({ driver_id: full.id, status: 'driver_assigned' });
+    await presence(full.token, near(0.2));
+    await presence(plain.token, near(0.4));
+    await presence(wav.token, near(3));
+    const ref = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengerName: 'Wheel Wendy',
+      passengerEmail: 'wendy@example.org',
+      vehicleType: 'wav',
+    });
+    const offer = await liveOffer(ref);
+    expect(offer.driver_id).toBe(wav.id);
+    await offline(full.token, plain.token, wav.token);
+  });
+
   it('moves on after a decline and a timeout, to tier 2 for a distance hire and then to a partner operator', async () => {
     const local = await driver('Local Lou');
     const network = await driver('Network Nia', { corridor: ['Manchester', 'London'], home: 'Birmingham' });
