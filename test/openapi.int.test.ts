@@ -101,4 +101,19 @@ describe('OpenAPI documents', () => {
       type: 'string',
     });
   });
+
+  it('shows the booking responses and the driver token on the driver app paths', async () => {
+    const d = await doc('/api/public/openapi.json');
+    const schemaOf = (path: string, method: string, status: string) =>
+      d.paths[path][method].responses[status].content['application/json'].schema;
+    expect(Object.keys(schemaOf('/api/public/v1/booking', 'post', '201').properties)).toEqual(
+      expect.arrayContaining(['bookingReference', 'fareGBP', 'trackingUrl', 'payDriverUrl']),
+    );
+    expect(Object.keys(schemaOf('/api/public/bookings/create', 'post', '200').properties)).toContain(
+      'booking_reference',
+    );
+    expect(Object.keys(schemaOf('/api/public/v1/booking/{ref}', 'get', '200').properties)).toContain('payment');
+    expect(d.paths['/api/public/v1/jobs/{ref}/accept'].post.security).toContainEqual({ DriverToken: [] });
+    expect(d.paths['/api/public/v1/driver/presence'].post.security).toEqual([{ DriverToken: [] }]);
+  });
 });

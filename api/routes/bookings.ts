@@ -6,13 +6,17 @@ import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-ac
 import { VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
 import { AppError, type ErrorDetail } from '../../shared/errors.ts';
 import {
+  AliasBookingResponse,
+  BookingLookupResponse,
   BookingRefParams,
   CancelRequest,
+  CancelResponse,
   CreateBookingRequest,
   InstantBookingRequest,
   LookupQuery,
   PAYMENT_SPELLINGS,
   V1BookingRequest,
+  V1BookingResponse,
 } from '../../shared/schemas/bookings.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import {
@@ -199,7 +203,7 @@ async function partnerFare(deps: ApiDeps, caller: Caller, fareGBP: number | unde
   return Math.round(fareGBP * 100);
 }
 
-function v1Body(v: BookingView) {
+function v1Body(v: BookingView): V1BookingResponse {
   return {
     bookingReference: v.reference,
     status: v.status,
@@ -213,7 +217,7 @@ function v1Body(v: BookingView) {
   };
 }
 
-const aliasBody = (v: BookingView) => ({
+const aliasBody = (v: BookingView): AliasBookingResponse => ({
   booking_reference: v.reference,
   status: v.status,
   fare: gbp(v.farePence),
@@ -252,7 +256,7 @@ export function bookingRoutes(): RouteDef[] {
       documented,
       body: V1BookingRequest,
       errors: [...V1_ERRORS],
-      responses: { 201: { description: 'The booking' } },
+      responses: { 201: { description: 'The booking', schema: V1BookingResponse } },
       handler: async ({ body, deps, caller, req }) => {
         screen(req, [
           { pointer: '/pickup', kind: 'address', value: body.pickup },
@@ -376,7 +380,7 @@ export function bookingRoutes(): RouteDef[] {
         'idempotency_in_progress',
         'idempotency_key_reused',
       ],
-      responses: { 200: { description: 'The booking' } },
+      responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
       handler: async ({ body, deps, caller, req }) => {
         screen(req, [
           { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
@@ -420,7 +424,7 @@ export function bookingRoutes(): RouteDef[] {
         'idempotency_in_progress',
         'idempotency_key_reused',
       ],
-      responses: { 200: { description: 'The booking' } },
+      responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
       handler: async ({ body, deps, caller, req }) => {
         screen(req, [
           { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
@@ -489,7 +493,9 @@ export function bookingRoutes(): RouteDef[] {
       params: BookingRefParams,
       query: LookupQuery,
       errors: ['booking_not_found', 'email_mismatch'],
-      responses: { 200: { description: 'Status, pickup time, driver, payment and history' } },
+      responses: {
+        200: { description: 'Status, pickup time, driver, payment and history', schema: BookingLookupResponse },
+      },
       handler: async ({ deps, params, query, req }) => {
         const row = await bookingForPassenger(deps.db, params.ref, query.email, deps.config.bookings.referencePrefix);
         const [history, records, driver] = await Promise.all([
@@ -580,7 +586,7 @@ export function bookingRoutes(): RouteDef[] {
             },
             history: history.map((h) => ({ status: h.status, at: h.at.toISOString() })),
             trackingUrl: `${baseUrlFor(req, deps.config)}/track/${trackingToken(row.id, deps.config.dataEncryptionKey)}`,
-          },
+          } satisfies BookingLookupResponse,
         };
       },
     }),
@@ -594,12 +600,19 @@ export function bookingRoutes(): RouteDef[] {
       params: BookingRefParams,
       body: CancelRequest,
       errors: ['booking_not_found', 'email_mismatch', 'cannot_cancel'],
-      responses: { 200: { description: 'The booking is cancelled' } },
+      responses: { 200: { description: 'The booking is cancelled', schema: CancelResponse } },
       handler: async ({ deps, params, body }) => {
         const row = await bookingForPassenger(deps.db, params.ref, body.email, deps.config.bookings.referencePrefix);
         const cancelled = await cancelBooking(deps.db, row.id, body.reason ?? null, 'passenger');
         await publishBookingEvent(deps.redis, deps.config.queuePrefix, row.id);
-        return { status: 200, body: { bookingReference: cancelled.reference, status: 'cancelled', cancelled: true } };
+        return {
+          status: 200,
+          body: {
+            bookingReference: cancelled.reference,
+            status: 'cancelled',
+            cancelled: true,
+          } satisfies CancelResponse,
+        };
       },
     }),
   ];

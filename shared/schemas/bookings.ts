@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox';
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { VEHICLE_TYPES } from '../domain/tariffs/types.ts';
 import { DateTime, StringEnum } from './common.ts';
 
@@ -101,3 +101,85 @@ export const CancelRequest = Type.Object({
   email: Email,
   reason: Type.Optional(Type.String({ maxLength: 500 })),
 });
+
+// Responses: the document shows them, and the handlers check their bodies against the types.
+const Url = Type.String({ format: 'uri' });
+const Gbp = Type.Number({ description: 'Pounds, two decimals' });
+
+export const V1BookingResponse = Type.Object({
+  bookingReference: Type.String({ description: 'DTN-XXXXXX' }),
+  status: Type.String(),
+  fareGBP: Gbp,
+  currency: Type.String({ description: 'GBP' }),
+  pickupTime: DateTime,
+  statusUrl: Url,
+  trackingUrl: Type.String({ format: 'uri', description: 'The tracking page; its token opens the event stream' }),
+  payDriverUrl: Type.String({ format: 'uri', description: 'Pay the driver directly (no commission)' }),
+  emailVerified: Type.Boolean(),
+});
+export type V1BookingResponse = Static<typeof V1BookingResponse>;
+
+export const AliasBookingResponse = Type.Object({
+  booking_reference: Type.String({ description: 'DTN-XXXXXX' }),
+  status: Type.String(),
+  fare: Gbp,
+  currency: Type.String({ description: 'GBP' }),
+  status_url: Url,
+  tracking_url: Url,
+});
+export type AliasBookingResponse = Static<typeof AliasBookingResponse>;
+
+const PlaceOut = Type.Object({
+  query: Type.String(),
+  name: Type.String(),
+  kind: Type.String(),
+  lat: Type.Number(),
+  lng: Type.Number(),
+});
+const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
+
+export const BookingLookupResponse = Type.Object({
+  bookingReference: Type.String(),
+  status: Type.String(),
+  pickupTime: DateTime,
+  pickup: PlaceOut,
+  dropoff: PlaceOut,
+  passengers: Type.Integer(),
+  vehicleType: Type.String(),
+  fareGBP: Gbp,
+  driver: Nullable(
+    Type.Object({
+      name: Type.String(),
+      vehicle: Type.Object({
+        make: Nullable(Type.String()),
+        model: Nullable(Type.String()),
+        colour: Nullable(Type.String()),
+        registration: Nullable(Type.String()),
+      }),
+      licensingAuthority: Type.String(),
+    }),
+  ),
+  payment: Type.Object({
+    state: StringEnum(['due', 'paid', 'void']),
+    method: Type.String(),
+    records: Type.Array(
+      Type.Object({
+        kind: Type.String(),
+        method: Nullable(Type.String()),
+        amountGBP: Gbp,
+        processorFeeGBP: Gbp,
+        at: DateTime,
+      }),
+    ),
+  }),
+  history: Type.Array(Type.Object({ status: Type.String(), at: DateTime })),
+  trackingUrl: Url,
+});
+export type BookingLookupResponse = Static<typeof BookingLookupResponse>;
+
+export const CancelResponse = Type.Object({
+  bookingReference: Type.String(),
+  status: Type.Literal('cancelled'),
+  cancelled: Type.Literal(true),
+});
+export type CancelResponse = Static<typeof CancelResponse>;
