@@ -19,6 +19,15 @@ import {
 } from '../shared/services/drivers.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { importTariffTables, parseTariffFile } from '../shared/services/tariff-store.ts';
+import {
+  type EndpointOwner,
+  listDeadDeliveries,
+  replayDelivery,
+  rotateWebhookSecret,
+  setWebhookEndpoint,
+  WebhookConflictError,
+  WebhookNotFoundError,
+} from '../shared/services/webhooks.ts';
 
 /**
  * The operator CLI (CONTRACT.md section 9): `npm run admin -- <command>`. Prints one JSON
@@ -95,6 +104,27 @@ function operatorFleet(v: Record<string, unknown>): { fleetClasses: VehicleType[
   const capacity = positiveInt(v['fleet-capacity'], 'fleet-capacity');
   if (capacity === null) throw new CliError('invalid_input', '--fleet-capacity is required with --operator');
   return { fleetClasses: classes as VehicleType[], fleetCapacity: capacity };
+}
+
+/** `--partner ID | --supplier ID`: whose webhook endpoint. */
+function endpointOwner(v: Record<string, unknown>): EndpointOwner {
+  if ((v.partner === undefined) === (v.supplier === undefined)) {
+    throw new CliError('invalid_input', 'give exactly one of --partner or --supplier');
+  }
+  return v.partner !== undefined
+    ? { partnerId: uuidArg(String(v.partner), '--partner') }
+    : { supplierId: uuidArg(String(v.supplier), '--supplier') };
+}
+
+/** Webhook service errors as CLI errors. */
+async function webhookAction<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof WebhookNotFoundError) throw new CliError('not_found', err.message);
+    if (err instanceof WebhookConflictError) throw new CliError('conflict', err.message);
+    throw err;
+  }
 }
 
 export const COMMANDS: Record<string, Command> = {
@@ -304,6 +334,39 @@ export const COMMANDS: Record<string, Command> = {
         subject_id: `${kind}:${value}`,
       });
       return { blocked: { kind, value } };
+    },
+  },
+  'webhooks dead': {
+    usage: 'webhooks dead',
+    options: {},
+    run: (_v, _p, ctx) => listDeadDeliveries(ctx.db),
+  },
+  'webhooks replay': {
+    usage: 'webhooks replay ID',
+    options: {},
+    positionals: 1,
+    run: (_v, p, ctx) => webhookAction(() => replayDelivery(ctx.db, uuidArg(p[0], 'ID'), ctx.actor)),
+  },
+  'webhook set': {
+    usage: 'webhook set --partner ID | --supplier ID --url U',
+    options: { partner: { type: 'string' }, supplier: { type: 'string' }, url: { type: 'string' } },
+    run: (v, _p, ctx) => {
+      const owner = endpointOwner(v);
+      const url = httpUrl(required(v, 'url'), 'url') as string;
+      return webhookAction(() => setWebhookEndpoint(ctx.db, ctx.config, owner, url, ctx.actor));
+    },
+  },
+  'webhook rotate': {
+    usage: 'webhook rotate --partner ID | --supplier ID [--overlap-hours 24]',
+    options: { partner: { type: 'string' }, supplier: { type: 'string' }, 'overlap-hours': { type: 'string' } },
+    run: (v, _p, ctx) => {
+      const owner = endpointOwner(v);
+      const raw = v['overlap-hours'];
+      if (raw !== undefined && (typeof raw !== 'string' || !/^\d+$/.test(raw) || Number(raw) > 24 * 30)) {
+        throw new CliError('invalid_input', '--overlap-hours must be a whole number from 0 to 720');
+      }
+      const hours = raw === undefined ? 24 : Number(raw);
+      return webhookAction(() => rotateWebhookSecret(ctx.db, ctx.config, owner, hours, ctx.actor));
     },
   },
   'tariff import': {

@@ -3,6 +3,7 @@ import type { JobPayload, JobsOf, QueueName } from '../shared/queues/registry.ts
 import type { WorkerContext } from './context.ts';
 import { bookingCancelled } from './dispatch/booking-cancelled.ts';
 import { dispatchBooking, offerExpired } from './dispatch/dispatch-booking.ts';
+import { deliverWebhook } from './fanout/deliver-webhook.ts';
 import { sendMessage } from './notify/send-message.ts';
 import { priceQuote } from './pricing/price-quote.ts';
 
@@ -24,7 +25,7 @@ export const ROLE_HANDLERS: { [Q in QueueName]: Handlers<Q> } = {
     'booking-cancelled': bookingCancelled,
   },
   notify: { 'send-message': sendMessage },
-  fanout: {},
+  fanout: { 'deliver-webhook': deliverWebhook },
   billing: {},
 };
 

@@ -1,3 +1,4 @@
+import { queueStatusFanout } from '../services/webhooks.ts';
 import type { Queryable, Tx } from './knex.ts';
 
 export interface BookingRow {
@@ -49,7 +50,14 @@ export async function appendStatus(
   const [row] = await trx('bookings')
     .where({ id: bookingId })
     .update({ status, status_seq: trx.raw('status_seq + 1'), updated_at: trx.fn.now() })
-    .returning<{ status_seq: number }[]>('status_seq');
+    .returning<
+      {
+        status_seq: number;
+        partner_id: string | null;
+        supplier_id: string | null;
+        operator_partner_id: string | null;
+      }[]
+    >(['status_seq', 'partner_id', 'supplier_id', 'operator_partner_id']);
   if (!row) throw new Error(`booking ${bookingId} not found`);
   await trx('booking_status_history').insert({
     booking_id: bookingId,
@@ -58,5 +66,14 @@ export async function appendStatus(
     actor,
     details: JSON.stringify(details),
   });
+  // Status fanout to the partner, supplier and operator webhooks, in this transaction (most
+  // bookings have none of them: no query at all then).
+  if (row.partner_id || row.supplier_id || row.operator_partner_id) {
+    await queueStatusFanout(trx, bookingId, status, row.status_seq, {
+      partnerId: row.partner_id,
+      supplierId: row.supplier_id,
+      operatorPartnerId: row.operator_partner_id,
+    });
+  }
   return row.status_seq;
 }

@@ -57,6 +57,12 @@ export const JOBS = {
   },
   /** Deliver one row of outbound_messages (e-mail, SMS or WhatsApp) exactly once. */
   'send-message': { queue: 'notify', payload: Type.Object({ messageId: Uuid }, { additionalProperties: false }) },
+  /**
+   * POST one webhook_deliveries row (Standard Webhooks signed) to its endpoint; the handler
+   * schedules its own retries (`webhook-<deliveryId>-<attempt>`) and marks the row dead when
+   * they run out (shared/services/webhooks.ts).
+   */
+  'deliver-webhook': { queue: 'fanout', payload: Type.Object({ deliveryId: Uuid }, { additionalProperties: false }) },
 } as const satisfies Record<string, { queue: QueueName; payload: TSchema }>;
 
 export type JobName = keyof typeof JOBS;

@@ -1,0 +1,286 @@
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
+import { v7 as uuidv7 } from 'uuid';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { appendStatus } from '../shared/db/bookings.ts';
+import { createPartner } from '../shared/services/partners.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
+import { runTs } from './helpers/process.ts';
+
+/**
+ * Status fanout end to end: appendStatus queues a signed delivery in its transaction, the
+ * outbox relay and the fanout worker (in-process) POST it to a local receiver that verifies
+ * every request with the reference `standardwebhooks` library.
+ */
+interface Received {
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+  verified: boolean;
+  answered: number;
+}
+
+let env: TestEnv;
+let roles: RunningRoles;
+let server: http.Server;
+let receiverUrl: string;
+const received: Received[] = [];
+/** Per path: the secrets the receiver knows and the status codes it answers, in turn (then 204). */
+const receivers = new Map<string, { secrets: string[]; answers: number[] }>();
+
+beforeAll(async () => {
+  // A short retry schedule: 4 attempts, 50 ms base (read by the worker at each attempt).
+  process.env.WEBHOOK_RETRY_BASE_MS = '50';
+  process.env.WEBHOOK_RETRY_MAX_ATTEMPTS = '4';
+  env = await createTestEnv();
+  server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const path = req.url ?? '/';
+      const body = Buffer.concat(chunks).toString('utf8');
+      const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
+      const r = receivers.get(path);
+      let verified = false;
+      for (const s of r?.secrets ?? []) {
+        try {
+          new Webhook(s).verify(body, headers);
+          verified = true;
+        } catch {}
+      }
+      const answered = r?.answers.shift() ?? 204;
+      received.push({ path, headers, body, verified, answered });
+      res.statusCode = answered;
+      res.end();
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  receiverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  roles = startRoles(['fanout', 'outbox-relay'], env.rt);
+});
+afterAll(async () => {
+  await roles?.close();
+  server?.close();
+  await env?.cleanup();
+  delete process.env.WEBHOOK_RETRY_BASE_MS;
+  delete process.env.WEBHOOK_RETRY_MAX_ATTEMPTS;
+});
+
+const admin = (...args: string[]) => runTs('bin/admin.ts', args, { ...env.childEnv, DTN_OPERATOR: 'ops-test' });
+const at = (path: string) => received.filter((r) => r.path === path);
+
+let refSeq = 0;
+/** A partner whose webhook endpoint is a receiver path, and a booking it submitted. */
+async function partnerBooking(path: string, answers: number[] = []) {
+  const partner = await createPartner(env.rt.db, env.config, {
+    name: `Partner ${path}`,
+    webhookUrl: 'https://partner.example/hooks',
+    actor: 'test',
+  });
+  await env.rt
+    .db('webhook_endpoints')
+    .where({ partner_id: partner.id })
+    .update({ url: `${receiverUrl}${path}` });
+  receivers.set(path, { secrets: [partner.webhookSecret as string], answers });
+  const bookingId = await insertBooking(partner.id);
+  return { partner, bookingId };
+}
+
+async function insertBooking(partnerId: string | null): Promise<string> {
+  const id = uuidv7();
+  refSeq += 1;
+  await env.rt.db('bookings').insert({
+    id,
+    reference: `DTN-WH${String(refSeq).padStart(4, '0')}`,
+    origin: partnerId ? 'partner' : 'api',
+    status: 'pending',
+    partner_id: partnerId,
+    passenger_name: 'Ada Lovelace',
+    passengers: 1,
+    vehicle_type: 'saloon',
+    pickup: JSON.stringify({ query: 'a', name: 'A', kind: 'poi', lat: 51.5, lng: -0.14 }),
+    dropoff: JSON.stringify({ query: 'b', name: 'B', kind: 'poi', lat: 51.47, lng: -0.45 }),
+    pickup_time: new Date('2026-12-05T14:30:00Z'),
+    fare_pence: 4200,
+    tracking_token_hash: randomBytes(32),
+  });
+  return id;
+}
+
+const setStatus = (bookingId: string, status: string) =>
+  env.rt.db.transaction((trx) => appendStatus(trx, bookingId, status, 'test'));
+
+const deliveriesOf = (bookingId: string) =>
+  env.rt.db('webhook_deliveries').where({ booking_id: bookingId }).orderBy('sequence');
+
+describe('booking status fanout', () => {
+  it('delivers each status once, signed, with increasing sequence numbers', async () => {
+    const { bookingId } = await partnerBooking('/ordered');
+    await env.rt.db('partner_jobs').insert({
+      id: uuidv7(),
+      partner_id: (await env.rt.db('bookings').where({ id: bookingId }).first()).partner_id,
+      job_ref: 'ACME-42',
+      booking_id: bookingId,
+      last_action: 'new',
+      content_hash: randomBytes(32),
+      payload: '{}',
+    });
+    for (const s of ['dispatching', 'driver_assigned', 'driver_en_route']) await setStatus(bookingId, s);
+    await eventually(async () => at('/ordered').length >= 3);
+    await eventually(async () => (await deliveriesOf(bookingId)).every((d) => d.state === 'delivered'));
+    await new Promise((r) => setTimeout(r, 300)); // nothing more arrives
+    const got = at('/ordered');
+    expect(got).toHaveLength(3);
+    expect(got.every((r) => r.verified)).toBe(true);
+    expect(got.every((r) => r.headers['content-type'] === 'application/json')).toBe(true);
+    const events = got.map((r) => JSON.parse(r.body)).sort((a, b) => a.data.sequence - b.data.sequence);
+    expect(events.map((e) => [e.data.sequence, e.data.status])).toEqual([
+      [1, 'dispatching'],
+      [2, 'driver_assigned'],
+      [3, 'driver_en_route'],
+    ]);
+    expect(events[0]).toMatchObject({
+      type: 'booking.status',
+      timestamp: expect.any(String),
+      data: { bookingReference: expect.stringMatching(/^DTN-WH/), jobRef: 'ACME-42', at: expect.any(String) },
+    });
+    expect(new Set(got.map((r) => r.headers['webhook-id'])).size).toBe(3);
+    const deliveries = await deliveriesOf(bookingId);
+    expect(deliveries.map((d) => [d.sequence, d.state, d.attempts])).toEqual([
+      [1, 'delivered', 1],
+      [2, 'delivered', 1],
+      [3, 'delivered', 1],
+    ]);
+  });
+
+  it('queues nothing for a booking with no partner, supplier or operator', async () => {
+    const bookingId = await insertBooking(null);
+    expect(await setStatus(bookingId, 'dispatching')).toBe(1);
+    expect(await deliveriesOf(bookingId)).toHaveLength(0);
+  });
+
+  it('retries a failing receiver with the same webhook-id and logs every attempt', async () => {
+    const { bookingId } = await partnerBooking('/flaky', [500, 500]);
+    await setStatus(bookingId, 'dispatching');
+    await eventually(async () => (await deliveriesOf(bookingId))[0]?.state === 'delivered');
+    const got = at('/flaky');
+    expect(got.map((r) => r.answered)).toEqual([500, 500, 204]);
+    expect(got.every((r) => r.verified)).toBe(true);
+    expect(new Set(got.map((r) => r.headers['webhook-id'])).size).toBe(1);
+    const [delivery] = await deliveriesOf(bookingId);
+    expect(got[0]?.headers['webhook-id']).toBe(delivery.message_id);
+    expect(delivery.message_id).toBe(`msg_${delivery.id}`);
+    expect(delivery.attempts).toBe(3);
+    const attempts = await env.rt
+      .db('webhook_delivery_attempts')
+      .where({ delivery_id: delivery.id })
+      .orderBy('attempt');
+    expect(attempts.map((a) => [a.attempt, a.status_code, a.error])).toEqual([
+      [1, 500, 'HTTP 500'],
+      [2, 500, 'HTTP 500'],
+      [3, 204, null],
+    ]);
+    expect(attempts.every((a) => Number.isInteger(a.latency_ms) && a.latency_ms >= 0)).toBe(true);
+  });
+
+  it('marks a delivery dead when retries run out; the CLI lists and replays it', async () => {
+    const { bookingId } = await partnerBooking('/down', [503, 503, 503, 503, 503]);
+    await setStatus(bookingId, 'dispatching');
+    await eventually(async () => (await deliveriesOf(bookingId))[0]?.state === 'dead');
+    const [delivery] = await deliveriesOf(bookingId);
+    expect(delivery.attempts).toBe(4);
+    expect(at('/down')).toHaveLength(4);
+
+    const dead = await admin('webhooks', 'dead');
+    expect(dead.code, dead.stderr).toBe(0);
+    const listed = JSON.parse(dead.stdout).find((d: { id: string }) => d.id === delivery.id);
+    expect(listed).toEqual({
+      id: delivery.id,
+      endpointUrl: `${receiverUrl}/down`,
+      bookingReference: expect.stringMatching(/^DTN-WH/),
+      eventType: 'booking.status',
+      sequence: 1,
+      attempts: 4,
+      lastError: 'HTTP 503',
+      createdAt: expect.any(String),
+    });
+
+    // The receiver is fixed (the 5th answer is used up by nobody yet: clear it).
+    (receivers.get('/down') as { answers: number[] }).answers = [];
+    const replay = await admin('webhooks', 'replay', delivery.id);
+    expect(replay.code, replay.stderr).toBe(0);
+    expect(JSON.parse(replay.stdout)).toEqual({ id: delivery.id, status: 'pending' });
+    await eventually(async () => (await deliveriesOf(bookingId))[0]?.state === 'delivered');
+    const got = at('/down');
+    expect(got).toHaveLength(5);
+    expect(got[4]).toMatchObject({ answered: 204, verified: true });
+    expect(got[4]?.headers['webhook-id']).toBe(delivery.message_id);
+
+    const again = await admin('webhooks', 'replay', delivery.id);
+    expect(again.code).toBe(1);
+    expect(JSON.parse(again.stderr).error.code).toBe('conflict');
+    const unknown = await admin('webhooks', 'replay', uuidv7());
+    expect(unknown.code).toBe(1);
+    expect(JSON.parse(unknown.stderr).error.code).toBe('not_found');
+  });
+
+  it('keeps signing with the old secret during a rotation overlap', async () => {
+    const { partner, bookingId } = await partnerBooking('/rotating');
+    const oldSecret = partner.webhookSecret as string;
+    // `webhook set` on an existing endpoint replaces the URL and keeps the secret.
+    const set = await admin('webhook', 'set', '--partner', partner.id, '--url', `${receiverUrl}/rotating`);
+    expect(set.code, set.stderr).toBe(0);
+    expect(JSON.parse(set.stdout)).toMatchObject({ url: `${receiverUrl}/rotating`, webhookSecret: null });
+
+    const rotated = await admin('webhook', 'rotate', '--partner', partner.id, '--overlap-hours', '2');
+    expect(rotated.code, rotated.stderr).toBe(0);
+    const out = JSON.parse(rotated.stdout);
+    expect(out).toEqual({
+      id: expect.any(String),
+      webhookSecret: expect.stringMatching(/^whsec_/),
+      previousExpiresAt: expect.any(String),
+    });
+    expect(out.webhookSecret).not.toBe(oldSecret);
+    const overlapMs = new Date(out.previousExpiresAt).getTime() - Date.now();
+    expect(overlapMs).toBeGreaterThan(1.9 * 3600_000);
+    expect(overlapMs).toBeLessThan(2.1 * 3600_000);
+
+    // The receiver still holds only the old secret: it verifies.
+    await setStatus(bookingId, 'dispatching');
+    await eventually(async () => at('/rotating').length === 1);
+    const first = at('/rotating')[0] as Received;
+    expect(first.verified).toBe(true);
+    expect(first.headers['webhook-signature']?.split(' ')).toHaveLength(2);
+    expect(() => new Webhook(out.webhookSecret).verify(first.body, first.headers)).not.toThrow();
+
+    // Once the overlap ends only the new secret signs.
+    await env.rt
+      .db('webhook_endpoints')
+      .where({ partner_id: partner.id })
+      .update({ previous_secret_expires_at: new Date(Date.now() - 1000) });
+    await setStatus(bookingId, 'driver_assigned');
+    await eventually(async () => at('/rotating').length === 2);
+    const second = at('/rotating')[1] as Received;
+    expect(second.verified).toBe(false);
+    expect(second.headers['webhook-signature']?.split(' ')).toHaveLength(1);
+    expect(() => new Webhook(out.webhookSecret).verify(second.body, second.headers)).not.toThrow();
+  });
+
+  it('webhook set creates an endpoint with a new secret for a partner without one', async () => {
+    const partner = await createPartner(env.rt.db, env.config, { name: 'No hooks yet', actor: 'test' });
+    const set = await admin('webhook', 'set', '--partner', partner.id, '--url', 'https://p.example/h');
+    expect(set.code, set.stderr).toBe(0);
+    expect(JSON.parse(set.stdout)).toEqual({
+      id: expect.any(String),
+      url: 'https://p.example/h',
+      webhookSecret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/),
+    });
+    const missing = await admin('webhook', 'rotate', '--partner', uuidv7());
+    expect(JSON.parse(missing.stderr).error.code).toBe('not_found');
+  });
+});

@@ -1,0 +1,146 @@
+import { unseal } from '../../shared/crypto.ts';
+import type { JobPayload } from '../../shared/queues/registry.ts';
+import { retryDelayMs, retryPolicy, signWebhook } from '../../shared/services/webhooks.ts';
+import type { WorkerContext } from '../context.ts';
+
+/** Per-request time limit. */
+export const WEBHOOK_TIMEOUT_MS = 10_000;
+/** While an attempt runs, the row is leased this long (longer than the request can take). */
+const LEASE_SECONDS = 60;
+/** A scheduled attempt that fires this early (Redis and Postgres clocks) still counts as due. */
+const DUE_SLACK_SECONDS = 2;
+
+interface DeliveryRow {
+  id: string;
+  endpoint_id: string;
+  message_id: string;
+  payload: unknown;
+  state: 'pending' | 'delivered' | 'dead';
+  attempts: number;
+  next_attempt_at: Date | null;
+}
+
+interface EndpointRow {
+  id: string;
+  url: string;
+  secret_sealed: string;
+  previous_secret_sealed: string | null;
+  previous_secret_expires_at: Date | null;
+  active: boolean;
+}
+
+const jobIdFor = (deliveryId: string, attempt: number) => `webhook-${deliveryId}-${attempt}`;
+
+/**
+ * Deliver one webhook_deliveries row. The row is the source of truth and each attempt claims
+ * it (attempts + 1, a lease in next_attempt_at) in one UPDATE, so a duplicated or early job
+ * sends nothing. The handler runs its own schedule (shared/services/webhooks.ts retryPolicy):
+ * a failed attempt is logged, next_attempt_at set, and a delayed job
+ * `webhook-<id>-<next attempt>` added; after the last attempt the row is `dead`. Only
+ * infrastructure errors (database, Redis) throw, and BullMQ's default retries cover those.
+ */
+export async function deliverWebhook(payload: JobPayload<'deliver-webhook'>, ctx: WorkerContext): Promise<void> {
+  const { deliveryId } = payload;
+  const policy = retryPolicy();
+
+  const [claimed] = await ctx
+    .db('webhook_deliveries')
+    .where({ id: deliveryId, state: 'pending' })
+    .andWhere((q) =>
+      q
+        .whereNull('next_attempt_at')
+        .orWhere('next_attempt_at', '<=', ctx.db.raw('now() + make_interval(secs => ?)', [DUE_SLACK_SECONDS])),
+    )
+    .update({
+      attempts: ctx.db.raw('attempts + 1'),
+      next_attempt_at: ctx.db.raw('now() + make_interval(secs => ?)', [LEASE_SECONDS]),
+    })
+    .returning<DeliveryRow[]>('*');
+
+  if (!claimed) {
+    const row = await ctx.db<DeliveryRow>('webhook_deliveries').where({ id: deliveryId }).first();
+    if (row?.state !== 'pending' || !row.next_attempt_at) return;
+    // Not due: an attempt is in progress or scheduled. Make sure the scheduled job exists
+    // (it may not, if a worker died between logging an attempt and scheduling the next);
+    // a deterministic id makes this a no-op when it does.
+    await ctx.queues.fanout.add(
+      'deliver-webhook',
+      { deliveryId },
+      {
+        jobId: jobIdFor(deliveryId, row.attempts + 1),
+        delay: Math.max(0, row.next_attempt_at.getTime() - Date.now()),
+      },
+    );
+    return;
+  }
+
+  const endpoint = await ctx.db<EndpointRow>('webhook_endpoints').where({ id: claimed.endpoint_id }).first();
+  if (!endpoint?.active) {
+    await ctx
+      .db('webhook_deliveries')
+      .where({ id: deliveryId })
+      .update({ state: 'dead', next_attempt_at: null, attempts: ctx.db.raw('attempts - 1') });
+    ctx.logger.warn({ deliveryId }, 'webhook endpoint inactive or gone; delivery marked dead');
+    return;
+  }
+
+  const attempt = claimed.attempts;
+  const secrets = [unseal(endpoint.secret_sealed, ctx.config.dataEncryptionKey)];
+  if (
+    endpoint.previous_secret_sealed &&
+    endpoint.previous_secret_expires_at &&
+    endpoint.previous_secret_expires_at.getTime() > Date.now()
+  ) {
+    secrets.push(unseal(endpoint.previous_secret_sealed, ctx.config.dataEncryptionKey));
+  }
+  const body = JSON.stringify(claimed.payload);
+  const started = performance.now();
+  let statusCode: number | null = null;
+  let error: string | null = null;
+  try {
+    const res = await fetch(endpoint.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...signWebhook(secrets, claimed.message_id, body) },
+      body,
+      redirect: 'manual',
+      signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
+    });
+    statusCode = res.status;
+    await res.body?.cancel().catch(() => {});
+    if (res.status < 200 || res.status >= 300) error = `HTTP ${res.status}`;
+  } catch (err) {
+    const e = err as Error & { cause?: { code?: string; message?: string } };
+    error = e.name === 'TimeoutError' ? `timed out after ${WEBHOOK_TIMEOUT_MS} ms` : (e.cause?.message ?? e.message);
+  }
+  const latencyMs = Math.round(performance.now() - started);
+  const ok = error === null;
+  const dead = !ok && attempt >= policy.maxAttempts;
+  const delay = ok || dead ? 0 : retryDelayMs(attempt, policy);
+
+  await ctx.db.transaction(async (trx) => {
+    await trx('webhook_delivery_attempts').insert({
+      delivery_id: deliveryId,
+      attempt,
+      status_code: statusCode,
+      latency_ms: latencyMs,
+      error: error === null ? null : error.slice(0, 500),
+    });
+    await trx('webhook_deliveries')
+      .where({ id: deliveryId })
+      .update(
+        ok
+          ? { state: 'delivered', delivered_at: trx.fn.now(), next_attempt_at: null }
+          : dead
+            ? { state: 'dead', next_attempt_at: null }
+            : { next_attempt_at: trx.raw('now() + make_interval(secs => ?)', [delay / 1000]) },
+      );
+  });
+
+  if (ok) return;
+  if (dead) {
+    ctx.logger.warn({ deliveryId, attempts: attempt, error }, 'webhook delivery dead: retries exhausted');
+    return;
+  }
+  ctx.logger.info({ deliveryId, attempt, error, retryInMs: delay }, 'webhook delivery failed; will retry');
+  await ctx.queues.fanout.add('deliver-webhook', { deliveryId }, { jobId: jobIdFor(deliveryId, attempt + 1), delay });
+}
