@@ -16,6 +16,7 @@ import { driverRoutes } from './routes/drivers.ts';
 import { healthRoutes } from './routes/health.ts';
 import { offerRoutes } from './routes/offers.ts';
 import { openApiRoutes } from './routes/openapi.ts';
+import { partnerJobRoutes } from './routes/partner-jobs.ts';
 import { passengerVerifyRoutes } from './routes/passenger-verify.ts';
 import { quoteRoutes } from './routes/quotes.ts';
 import { whoamiRoutes } from './routes/whoami.ts';
@@ -31,6 +32,7 @@ export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
     ...driverRoutes(),
     ...offerRoutes(),
     ...driverAppRoutes(),
+    ...partnerJobRoutes(),
   ];
 }
 

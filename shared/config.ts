@@ -94,6 +94,11 @@ export interface Config {
     /** Passenger e-mail mail-server check: strict, soft (default) or off (CONTRACT.md section 5). */
     readonly emailMxCheck: 'strict' | 'soft' | 'off';
   };
+  readonly intake: {
+    /** Partner jobs accepted per partner per Europe/London day (DAILY_JOB_LIMIT, default 5000);
+     * `partners.daily_job_limit` overrides it for one partner. */
+    readonly dailyJobLimit: number;
+  };
   readonly shutdownTimeoutMs: number;
   /** 32-byte key for sealing secrets at rest (signing secrets, drivers' map keys). */
   readonly dataEncryptionKey: Buffer;
@@ -298,6 +303,9 @@ export function loadConfig(env: Env = process.env): Config {
           throw new ConfigError('EMAIL_MX_CHECK', 'must be strict, soft or off');
         return mode;
       })(),
+    }),
+    intake: Object.freeze({
+      dailyJobLimit: int(env, 'DAILY_JOB_LIMIT', 5000, 1, 10_000_000),
     }),
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 25_000, 100, 600_000),
     dataEncryptionKey: encryptionKey(env, mode),

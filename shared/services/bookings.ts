@@ -281,7 +281,7 @@ function quoteNotFound(id: string): AppError {
  * The rows of a new booking: the booking, its first status, its dispatch job and, for v1
  * bookings, the confirmation e-mail (with a verification for an unconfirmed address).
  */
-function bookingWrite(
+export function bookingWrite(
   deps: BookingDeps,
   quote: QuoteSource,
   input: NewBooking,

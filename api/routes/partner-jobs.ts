@@ -1,0 +1,86 @@
+import { AppError } from '../../shared/errors.ts';
+import { PartnerJobsRequest, PartnerJobsResponse } from '../../shared/schemas/partner-jobs.ts';
+import {
+  assertActive,
+  type IntakeCaller,
+  type IntakePartner,
+  loadPartner,
+  partnerBySignature,
+  processJobs,
+  summarise,
+} from '../../shared/services/intake.ts';
+import { baseUrlFor } from '../base-url.ts';
+import { callerScope } from '../mount.ts';
+import { defineRoute, type RouteDef } from '../route.ts';
+
+/**
+ * POST /api/public/v1/jobs: partner job intake (SPEC.md 2.9, CONTRACT.md section 6).
+ *
+ * Auth: a partner's API key (validated by the mount: `auth: 'public'`), else the HMAC headers
+ * `x-partner` and `x-signature` checked here against the raw body. No credentials, a bad key
+ * or a bad signature is 401; a key that belongs to no partner, or a suspended partner, is 403.
+ * Jobs are idempotent by (partner, jobRef), so the route does not use Idempotency-Key.
+ */
+export function partnerJobRoutes(): RouteDef[] {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/api/public/v1/jobs',
+      operationId: 'submitPartnerJobs',
+      summary: 'Submit partner jobs: one job or a batch of up to 100 (new, amend, cancel)',
+      description:
+        'Partners only: send your partner API key (Authorization: Bearer, or x-api-key), or sign the raw body with HMAC-SHA256 using your signing secret and send x-partner: <partner id> and x-signature: <hex> (sha256= prefix accepted). Each job has jobRef (your unique reference), action (new, amend, cancel; default new), pickup, dropoff, pickupTime (required for new and amend), passengerName, passengerPhone, passengerEmail, passengers (1 to 8), vehicleType, flightNumber, fare (GBP, only for partners allowed to set fares) and notes. Every job gets its own outcome (created 201, amended, cancelled, unchanged 200, rejected 4xx with an error); an array answers 200 when all succeeded, else 207; a single object answers with its own status. A repeated new job with the same content is unchanged; with other content it amends. New jobs count against a daily limit per partner (Europe/London day): 429 daily_limit_reached with Retry-After.',
+      tags: ['partners'],
+      auth: 'public',
+      body: PartnerJobsRequest,
+      errors: ['forbidden', 'daily_limit_reached'],
+      responses: {
+        200: { description: 'Every job succeeded', schema: PartnerJobsResponse },
+        201: { description: 'A single new job was created', schema: PartnerJobsResponse },
+        207: { description: 'Mixed result: see each job', schema: PartnerJobsResponse },
+      },
+      handler: async ({ req, deps, caller, body }) => {
+        let partner: IntakePartner | undefined;
+        let apiKeyId: string | null = null;
+        let testMode = false;
+        if (caller.kind === 'api_key') {
+          if (!caller.key.partnerId) {
+            throw new AppError('forbidden', 'This API key does not belong to a partner: job intake is for partners.');
+          }
+          partner = await loadPartner(deps.db, caller.key.partnerId);
+          apiKeyId = caller.key.id;
+          testMode = caller.key.mode === 'test';
+        } else if (caller.kind === 'anonymous') {
+          partner = await partnerBySignature(
+            deps.db,
+            deps.config.dataEncryptionKey,
+            req.get('x-partner'),
+            req.get('x-signature'),
+            req.rawBody,
+          );
+        } else {
+          throw new AppError('forbidden', 'Job intake is for partners: a driver token cannot submit jobs.');
+        }
+        if (!partner) throw new AppError('forbidden', 'This API key does not belong to a partner.');
+        assertActive(partner);
+        const intakeCaller: IntakeCaller = {
+          partner,
+          apiKeyId,
+          testMode,
+          scope: caller.kind === 'api_key' ? callerScope(caller) : `partner:${partner.id}`,
+        };
+        const single = !Array.isArray(body);
+        const jobs: unknown[] = single ? [body] : (body as unknown[]);
+        const results = await processJobs(
+          { ...deps, logger: req.log ?? deps.logger },
+          intakeCaller,
+          jobs,
+          baseUrlFor(req, deps.config),
+        );
+        const summary = summarise(results);
+        const status = single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
+        return { status, body: { results, summary } };
+      },
+    }),
+  ];
+}

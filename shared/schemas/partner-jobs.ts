@@ -1,0 +1,80 @@
+import { type Static, Type } from '@sinclair/typebox';
+import { DateTime, StringEnum } from './common.ts';
+
+export const PARTNER_JOB_ACTIONS = ['new', 'amend', 'cancel'] as const;
+export const MAX_JOBS_PER_REQUEST = 100;
+
+const Text = (max: number, description?: string) =>
+  Type.String({ minLength: 1, maxLength: max, ...(description ? { description } : {}) });
+
+/**
+ * One partner job (SPEC.md 2.9). Each job of a batch is validated on its own against this
+ * schema, so a bad job is a per-job `rejected` outcome and never fails the batch. pickup,
+ * dropoff and pickupTime are required for `new` and `amend` (checked by the intake); a
+ * `cancel` needs only jobRef. Unknown fields are ignored.
+ */
+export const PartnerJob = Type.Object(
+  {
+    jobRef: Text(64, "The partner's own unique reference: idempotency, amendments and cancellations"),
+    action: Type.Optional(StringEnum(PARTNER_JOB_ACTIONS, { default: 'new' })),
+    pickup: Type.Optional(Text(300)),
+    dropoff: Type.Optional(Text(300)),
+    pickupTime: Type.Optional(DateTime),
+    passengerName: Type.Optional(Text(100, 'Default "Passenger"')),
+    passengerPhone: Type.Optional(
+      Type.String({ minLength: 5, maxLength: 32, description: 'Mobile number, international format' }),
+    ),
+    passengerEmail: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
+    passengers: Type.Optional(Type.Integer({ minimum: 1, maximum: 8, default: 1 })),
+    vehicleType: Type.Optional(Type.String({ minLength: 1, maxLength: 20 })),
+    flightNumber: Type.Optional(Type.String({ maxLength: 10 })),
+    fare: Type.Optional(
+      Type.Number({
+        exclusiveMinimum: 0,
+        maximum: 100_000,
+        description: 'Agreed fare in GBP; only for partners allowed to set fares',
+      }),
+    ),
+    notes: Type.Optional(Type.String({ maxLength: 500 })),
+  },
+  { title: 'PartnerJob' },
+);
+export type PartnerJob = Static<typeof PartnerJob>;
+
+/**
+ * The request body as the route checks it: one job object, or an array of 1 to 100 of them.
+ * Jobs themselves are checked one by one (PartnerJob), so the envelope only bounds the batch.
+ */
+export const PartnerJobsRequest = Type.Union([
+  Type.Object({}, { description: 'One job (PartnerJob fields)' }),
+  Type.Array(Type.Unknown({ description: 'A job (PartnerJob fields)' }), {
+    minItems: 1,
+    maxItems: MAX_JOBS_PER_REQUEST,
+  }),
+]);
+
+const JobError = Type.Object({
+  code: Type.String(),
+  message: Type.String(),
+  details: Type.Array(Type.Object({ field: Type.String(), problem: Type.String() })),
+});
+
+export const PartnerJobResult = Type.Object({
+  index: Type.Integer({ minimum: 0 }),
+  jobRef: Type.Union([Type.String(), Type.Null()]),
+  action: Type.Union([StringEnum(PARTNER_JOB_ACTIONS), Type.Null()]),
+  outcome: StringEnum(['created', 'amended', 'cancelled', 'unchanged', 'rejected'] as const),
+  status: Type.Integer(),
+  bookingReference: Type.Union([Type.String(), Type.Null()]),
+  error: Type.Union([JobError, Type.Null()]),
+});
+export type PartnerJobResult = Static<typeof PartnerJobResult>;
+
+export const PartnerJobsResponse = Type.Object({
+  results: Type.Array(PartnerJobResult),
+  summary: Type.Object({
+    received: Type.Integer(),
+    succeeded: Type.Integer(),
+    failed: Type.Integer(),
+  }),
+});

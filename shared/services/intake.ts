@@ -1,0 +1,648 @@
+import { createHmac } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
+import type { Config } from '../config.ts';
+import { safeEqual, sha256, unseal } from '../crypto.ts';
+import { insertAllIf } from '../db/atomic.ts';
+import type { BookingRow } from '../db/bookings.ts';
+import type { Db } from '../db/knex.ts';
+import { enqueueJob } from '../db/outbox.ts';
+import { screenFields } from '../domain/content-screen.ts';
+import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../domain/email-acceptance.ts';
+import { VEHICLE_TYPES, type VehicleType } from '../domain/tariffs/types.ts';
+import { AppError, type ErrorDetail } from '../errors.ts';
+import type { Logger } from '../logger.ts';
+import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
+import { compileSchema } from '../schemas/validate.ts';
+import { assertNotBlocked, type BookingCaller, bookingWrite, cancelBooking, normalisePhone } from './bookings.ts';
+import type { PricingClient } from './pricing-client.ts';
+import { priceQuote } from './quotes.ts';
+
+/**
+ * Partner job intake (SPEC.md 2.9, CONTRACT.md section 6): one job or a batch of up to 100,
+ * each `new`, `amend` or `cancel`, keyed by (partner, jobRef) in `partner_jobs`. Every job is
+ * validated, screened and carried out on its own and gets its own outcome; a bad job never
+ * fails the batch.
+ */
+
+export interface IntakePartner {
+  id: string;
+  canSetFares: boolean;
+  dailyJobLimit: number | null;
+  status: string;
+}
+
+export interface IntakeCaller {
+  partner: IntakePartner;
+  apiKeyId: string | null;
+  testMode: boolean;
+  /** Rate-limit and idempotency scope of the request. */
+  scope: string;
+}
+
+export interface IntakeDeps {
+  db: Db;
+  pricing: PricingClient;
+  config: Pick<Config, 'bookings' | 'dataEncryptionKey' | 'intake'>;
+  logger?: Logger;
+}
+
+type Action = 'new' | 'amend' | 'cancel';
+
+/** A job after validation: normalised values and the hash that tells a replay from a change. */
+interface NormJob {
+  jobRef: string;
+  action: Action;
+  pickup: string | undefined;
+  dropoff: string | undefined;
+  pickupTime: Date | undefined;
+  passengerName: string;
+  passengerPhone: string | null;
+  passengerEmail: string | null;
+  passengers: number;
+  vehicleType: VehicleType | undefined;
+  flightNumber: string | null;
+  farePence: number | null;
+  notes: string | null;
+  hash: Buffer;
+  payload: Record<string, unknown>;
+}
+
+interface PartnerJobRow {
+  id: string;
+  job_ref: string;
+  booking_id: string;
+  content_hash: Buffer;
+  last_action: Action;
+  reference: string;
+  status: string;
+}
+
+/** A booking may be amended until the passenger is on board (same states as a cancellation). */
+const AMENDABLE = new Set([
+  'pending',
+  'dispatching',
+  'driver_assigned',
+  'driver_en_route',
+  'driver_arrived',
+  'no_driver_available',
+]);
+
+/** Jobs of one request priced and written at once (the pricing worker is shared). */
+const CONCURRENCY = 8;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+const validateJob = compileSchema(PartnerJob);
+
+function unauthorized(): AppError {
+  return new AppError(
+    'unauthorized',
+    'Partner credentials are missing or invalid: send your partner API key ("Authorization: Bearer <key>" or "x-api-key"), or sign the raw body with HMAC-SHA256 and send "x-partner: <partner id>" and "x-signature: <hex>".',
+  );
+}
+
+export async function loadPartner(db: Db, id: string): Promise<IntakePartner | undefined> {
+  const row = await db('partners')
+    .where({ id })
+    .first<{ id: string; can_set_fares: boolean; daily_job_limit: number | null; status: string } | undefined>(
+      'id',
+      'can_set_fares',
+      'daily_job_limit',
+      'status',
+    );
+  return row
+    ? { id: row.id, canSetFares: row.can_set_fares, dailyJobLimit: row.daily_job_limit, status: row.status }
+    : undefined;
+}
+
+export function assertActive(partner: IntakePartner): void {
+  if (partner.status !== 'active') {
+    throw new AppError('forbidden', 'This partner account is suspended: contact us to restore job intake.');
+  }
+}
+
+/**
+ * HMAC partner authentication: `x-partner` names the partner, `x-signature` is the hex
+ * HMAC-SHA256 of the raw body with the partner's signing secret (a `sha256=` prefix is
+ * accepted), compared in constant time. Anything missing or wrong is 401, the same answer
+ * whether or not the partner exists.
+ */
+export async function partnerBySignature(
+  db: Db,
+  key: Buffer,
+  partnerHeader: string | undefined,
+  signatureHeader: string | undefined,
+  rawBody: Buffer | undefined,
+): Promise<IntakePartner> {
+  const partnerId = partnerHeader?.trim() ?? '';
+  const signature = (signatureHeader ?? '')
+    .trim()
+    .replace(/^sha256=/i, '')
+    .toLowerCase();
+  if (!UUID.test(partnerId) || !/^[0-9a-f]{64}$/.test(signature)) throw unauthorized();
+  const row = await db('partners')
+    .where({ id: partnerId.toLowerCase() })
+    .first<{ signing_secret_sealed: string } | undefined>('signing_secret_sealed');
+  if (!row) throw unauthorized();
+  const secret = unseal(row.signing_secret_sealed, key);
+  const expected = createHmac('sha256', secret)
+    .update(rawBody ?? Buffer.alloc(0))
+    .digest('hex');
+  if (!safeEqual(expected, signature)) throw unauthorized();
+  const partner = await loadPartner(db, partnerId.toLowerCase());
+  if (!partner) throw unauthorized();
+  return partner;
+}
+
+/** Jobs accepted today (Europe/London) for the partner, its limit, and seconds to London midnight. */
+export async function dailyAllowance(
+  deps: Pick<IntakeDeps, 'db' | 'config'>,
+  partner: IntakePartner,
+): Promise<{ used: number; limit: number; remaining: number; retryAfterSeconds: number }> {
+  const { rows } = await deps.db.raw<{ rows: { used: number; retry_after: number }[] }>(
+    `with b as (
+       select (date_trunc('day', now() at time zone 'Europe/London') at time zone 'Europe/London') as day_start,
+              ((date_trunc('day', now() at time zone 'Europe/London') + interval '1 day') at time zone 'Europe/London') as day_end)
+     select (select count(*)::int from partner_jobs where partner_id = ? and created_at >= b.day_start) as used,
+            ceil(extract(epoch from b.day_end - now()))::int as retry_after
+     from b`,
+    [partner.id],
+  );
+  const used = rows[0]?.used ?? 0;
+  const limit = partner.dailyJobLimit ?? deps.config.intake.dailyJobLimit;
+  return {
+    used,
+    limit,
+    remaining: Math.max(0, limit - used),
+    retryAfterSeconds: Math.max(1, rows[0]?.retry_after ?? 1),
+  };
+}
+
+function dailyLimitError(limit: number, retryAfter: number, field = '/'): AppError {
+  return new AppError(
+    'daily_limit_reached',
+    `The daily limit of ${limit} new jobs (Europe/London day) is reached; send more after midnight UK time.`,
+    [{ field, problem: `at most ${limit} new jobs per day` }],
+    {
+      'Retry-After': String(retryAfter),
+      'RateLimit-Policy': `"partner-daily-jobs";q=${limit};w=86400`,
+      RateLimit: `"partner-daily-jobs";r=0;t=${retryAfter}`,
+    },
+  );
+}
+
+function vehicle(raw: string | undefined): VehicleType | undefined {
+  if (raw === undefined) return undefined;
+  const v = raw.trim().toLowerCase().replace(/[\s-]/g, '');
+  if ((VEHICLE_TYPES as readonly string[]).includes(v)) return v as VehicleType;
+  throw new AppError('invalid_input', `Unknown vehicle type "${raw}".`, [
+    { field: '/vehicleType', problem: `must be one of: ${VEHICLE_TYPES.join(', ')}` },
+  ]);
+}
+
+const norm = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase().replace(/\s+/g, ' ') : (v ?? null));
+
+/** Validate, screen and normalise one job; throws the AppError that rejects it. */
+async function normaliseJob(deps: IntakeDeps, partnerId: string, raw: unknown): Promise<NormJob> {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new AppError('invalid_input', 'Each job must be a JSON object.', [{ field: '/', problem: 'must be object' }]);
+  }
+  const details = validateJob(raw);
+  if (details.length > 0) {
+    throw new AppError(
+      'invalid_input',
+      `The job is not valid: ${details.map((d) => `${d.field} ${d.problem}`).join('; ')}.`,
+      details,
+    );
+  }
+  const job = raw as PartnerJob;
+  const screened = screenFields([
+    { pointer: '/jobRef', kind: 'reference', value: job.jobRef },
+    { pointer: '/pickup', kind: 'address', value: job.pickup },
+    { pointer: '/dropoff', kind: 'address', value: job.dropoff },
+    { pointer: '/passengerName', kind: 'name', value: job.passengerName },
+    { pointer: '/notes', kind: 'notes', value: job.notes },
+    { pointer: '/flightNumber', kind: 'flightNumber', value: job.flightNumber },
+  ]);
+  if (!screened.ok) {
+    deps.logger?.warn({ reasons: screened.reasons }, 'partner job content rejected');
+    throw new AppError(
+      'content_rejected',
+      `Some fields cannot be accepted: ${screened.details.map((d) => `${d.field} ${d.problem}`).join('; ')}.`,
+      screened.details,
+    );
+  }
+  const action: Action = job.action ?? 'new';
+  if (action !== 'cancel') {
+    const missing: ErrorDetail[] = (['pickup', 'dropoff', 'pickupTime'] as const)
+      .filter((k) => job[k] === undefined || String(job[k]).trim() === '')
+      .map((k) => ({ field: `/${k}`, problem: `is required for action ${action}` }));
+    if (missing.length > 0) {
+      throw new AppError('invalid_input', `Missing: ${missing.map((m) => m.field.slice(1)).join(', ')}.`, missing);
+    }
+  }
+  const passengerPhone = job.passengerPhone?.trim() ? normalisePhone(job.passengerPhone) : null;
+  let passengerEmail: string | null = null;
+  if (job.passengerEmail?.trim()) {
+    const checked = await checkEmail(job.passengerEmail, { mx: deps.config.bookings.emailMxCheck });
+    if (!checked.accepted) {
+      throw new AppError('email_not_accepted', EMAIL_PROBLEM_MESSAGES[checked.problem], [
+        { field: '/passengerEmail', problem: checked.problem },
+      ]);
+    }
+    passengerEmail = checked.email;
+  }
+  const out = {
+    jobRef: job.jobRef,
+    action,
+    pickup: job.pickup?.trim(),
+    dropoff: job.dropoff?.trim(),
+    pickupTime: job.pickupTime ? new Date(job.pickupTime) : undefined,
+    passengerName: job.passengerName?.trim() || 'Passenger',
+    passengerPhone,
+    passengerEmail,
+    passengers: job.passengers ?? 1,
+    vehicleType: vehicle(job.vehicleType),
+    flightNumber: job.flightNumber?.trim() || null,
+    farePence: job.fare === undefined ? null : Math.round(job.fare * 100),
+    notes: job.notes?.trim() || null,
+  };
+  // The job's content without its action: `new` twice with this content is a replay.
+  const content: Record<string, unknown> = {
+    pickup: out.pickup,
+    dropoff: out.dropoff,
+    pickupTime: out.pickupTime?.toISOString(),
+    passengerName: out.passengerName,
+    passengerPhone: out.passengerPhone,
+    passengerEmail: out.passengerEmail,
+    passengers: out.passengers,
+    vehicleType: out.vehicleType,
+    flightNumber: out.flightNumber,
+    farePence: out.farePence,
+    notes: out.notes,
+  };
+  const entries = Object.keys(content)
+    .sort()
+    .map((k) => [k, norm(content[k])]);
+  const hash = sha256(JSON.stringify([partnerId, out.jobRef, entries]));
+  return { ...out, hash, payload: { action, ...content, jobRef: out.jobRef } };
+}
+
+function rejected(index: number, jobRef: string | null, action: Action | null, err: AppError): PartnerJobResult {
+  return {
+    index,
+    jobRef,
+    action,
+    outcome: 'rejected',
+    status: err.status,
+    bookingReference: null,
+    error: { code: err.code, message: err.message, details: err.details },
+  };
+}
+
+async function findJob(db: Db, partnerId: string, jobRef: string): Promise<PartnerJobRow | undefined> {
+  return db('partner_jobs as j')
+    .join('bookings as b', 'b.id', 'j.booking_id')
+    .where({ 'j.partner_id': partnerId, 'j.job_ref': jobRef })
+    .first<PartnerJobRow | undefined>(
+      'j.id',
+      'j.job_ref',
+      'j.booking_id',
+      'j.content_hash',
+      'j.last_action',
+      'b.reference',
+      'b.status',
+    );
+}
+
+const PARTNER_JOB_GUARD = `insert into partner_jobs (id, partner_id, job_ref, booking_id, last_action, content_hash, payload, created_at, updated_at)
+  values (?, ?, ?, ?, 'new', ?, ?::jsonb, ?, ?)
+  on conflict (partner_id, job_ref) where partner_id is not null do nothing returning id`;
+
+class Intake {
+  constructor(
+    private readonly deps: IntakeDeps,
+    private readonly caller: IntakeCaller,
+    private readonly baseUrl: string,
+  ) {}
+
+  private get partnerId(): string {
+    return this.caller.partner.id;
+  }
+
+  private bookingCaller(): BookingCaller {
+    return {
+      apiKeyId: this.caller.apiKeyId,
+      partnerId: this.partnerId,
+      testMode: this.caller.testMode,
+      scope: this.caller.scope,
+    };
+  }
+
+  private checkFare(job: NormJob): void {
+    if (job.farePence !== null && !this.caller.partner.canSetFares) {
+      throw new AppError(
+        'forbidden',
+        'This partner may not set fares: leave "fare" out to be priced on the published tariffs.',
+        [{ field: '/fare', problem: 'not allowed for this partner' }],
+      );
+    }
+  }
+
+  private async price(job: NormJob) {
+    return priceQuote(
+      this.deps,
+      {
+        pickup: job.pickup as string,
+        dropoff: job.dropoff as string,
+        departAt: (job.pickupTime as Date).toISOString(),
+        passengers: job.passengers,
+        vehicleType: job.vehicleType,
+        meetAndGreet: false,
+        worldwide: false,
+      },
+      { apiKeyId: this.caller.apiKeyId, partnerId: this.partnerId, testMode: this.caller.testMode },
+      this.baseUrl,
+    );
+  }
+
+  private async checkPassenger(job: NormJob): Promise<void> {
+    if (job.passengerPhone || job.passengerEmail) {
+      await assertNotBlocked(this.deps.db, {
+        name: job.passengerName,
+        phone: job.passengerPhone as string,
+        email: job.passengerEmail,
+      });
+    }
+  }
+
+  async run(index: number, job: NormJob, overLimit: AppError | null): Promise<PartnerJobResult> {
+    const ok = (outcome: PartnerJobResult['outcome'], status: number, ref: string): PartnerJobResult => ({
+      index,
+      jobRef: job.jobRef,
+      action: job.action,
+      outcome,
+      status,
+      bookingReference: ref,
+      error: null,
+    });
+    const existing = await findJob(this.deps.db, this.partnerId, job.jobRef);
+    if (job.action === 'new') {
+      if (!existing) {
+        if (overLimit) throw overLimit;
+        const made = await this.create(job);
+        if (made) return ok('created', 201, made);
+        // A concurrent request made it first: treat as a repeat of that job.
+        const now = await findJob(this.deps.db, this.partnerId, job.jobRef);
+        if (!now) throw new Error('partner job guard refused but no job exists');
+        return this.amendOrSame(job, now, ok);
+      }
+      return this.amendOrSame(job, existing, ok);
+    }
+    if (!existing) {
+      throw new AppError('job_not_found', `No job with jobRef "${job.jobRef}" was received from this partner.`, [
+        { field: '/jobRef', problem: 'unknown job reference' },
+      ]);
+    }
+    if (job.action === 'amend') return this.amendOrSame(job, existing, ok);
+    return this.cancel(job, existing, ok);
+  }
+
+  private async amendOrSame(
+    job: NormJob,
+    row: PartnerJobRow,
+    ok: (o: PartnerJobResult['outcome'], s: number, r: string) => PartnerJobResult,
+  ): Promise<PartnerJobResult> {
+    if (row.content_hash.equals(job.hash) && row.last_action !== 'cancel') return ok('unchanged', 200, row.reference);
+    if (row.content_hash.equals(job.hash) && job.action === 'new' && row.status === 'cancelled')
+      return ok('unchanged', 200, row.reference);
+    await this.amend(job, row);
+    return ok('amended', 200, row.reference);
+  }
+
+  /** Price and write a new booking with its partner_jobs row in one statement; null when the jobRef was taken meanwhile. */
+  private async create(job: NormJob): Promise<string | null> {
+    this.checkFare(job);
+    await this.checkPassenger(job);
+    const priced = await this.price(job);
+    for (let attempt = 0; ; attempt++) {
+      const now = new Date();
+      const write = bookingWrite(
+        this.deps,
+        priced.row as unknown as Parameters<typeof bookingWrite>[1],
+        {
+          origin: 'partner',
+          quoteId: priced.quote.id,
+          // bookings.passenger_phone is nullable: a partner job may come without a phone.
+          passenger: { name: job.passengerName, phone: job.passengerPhone as string, email: job.passengerEmail },
+          paymentMethod: 'account',
+          flightNumber: job.flightNumber,
+          notes: job.notes,
+          farePenceOverride: job.farePence,
+        },
+        this.bookingCaller(),
+        this.baseUrl,
+        now,
+      );
+      const guard = {
+        sql: PARTNER_JOB_GUARD,
+        bindings: [uuidv7(), this.partnerId, job.jobRef, write.row.id, job.hash, JSON.stringify(job.payload), now, now],
+      };
+      try {
+        const { passed } = await insertAllIf(this.deps.db, guard, [
+          { table: 'quotes', row: { ...priced.row, redeemed_at: now } },
+          ...write.inserts,
+        ]);
+        return passed ? write.row.reference : null;
+      } catch (err) {
+        // A booking reference collision is retried with a new reference.
+        if ((err as { constraint?: string }).constraint === 'bookings_reference_unique' && attempt < 5) continue;
+        throw err;
+      }
+    }
+  }
+
+  /** Re-price and update the booking and the job's content hash in one transaction. */
+  private async amend(job: NormJob, row: PartnerJobRow): Promise<void> {
+    const notAmendable = (status: string) =>
+      new AppError('conflict', `A booking that is ${status.replace(/_/g, ' ')} can no longer be amended.`, [
+        { field: '/action', problem: `not allowed when ${status}` },
+      ]);
+    if (!AMENDABLE.has(row.status)) throw notAmendable(row.status);
+    this.checkFare(job);
+    await this.checkPassenger(job);
+    const priced = await this.price(job);
+    const q = priced.row;
+    const fare = job.farePence ?? priced.quote.farePence;
+    const lead = this.deps.config.bookings.dispatchLeadMinutes * 60_000;
+    await this.deps.db.transaction(async (trx) => {
+      const booking = await trx<BookingRow>('bookings').where({ id: row.booking_id }).forUpdate().first();
+      if (!booking) throw new Error(`partner job ${row.id} has no booking`);
+      if (!AMENDABLE.has(booking.status)) throw notAmendable(booking.status);
+      const now = new Date();
+      await insertAllIf(trx, null, [{ table: 'quotes', row: { ...q, redeemed_at: now } }]);
+      await trx('bookings')
+        .where({ id: booking.id })
+        .update({
+          quote_id: q.id,
+          pickup: JSON.stringify(q.pickup),
+          dropoff: JSON.stringify(q.dropoff),
+          pickup_time: priced.quote.departAt,
+          passengers: job.passengers,
+          vehicle_type: priced.quote.vehicleType,
+          fare_pence: fare,
+          applied_rules: JSON.stringify(
+            job.farePence !== null
+              ? [{ code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: fare }]
+              : q.applied_rules,
+          ),
+          tariff_source: JSON.stringify(q.tariff_source),
+          passenger_name: job.passengerName,
+          passenger_phone: job.passengerPhone,
+          passenger_email: job.passengerEmail,
+          flight_number: job.flightNumber,
+          notes: job.notes,
+          updated_at: now,
+        });
+      await trx('partner_jobs')
+        .where({ id: row.id })
+        .update({
+          content_hash: job.hash,
+          last_action: 'amend',
+          payload: JSON.stringify(job.payload),
+          updated_at: now,
+        });
+      // Moved earlier while not yet dispatched: dispatch at the new time (a repeated dispatch
+      // job changes nothing, so the original delayed job is harmless).
+      const newDispatchAt = priced.quote.departAt.getTime() - lead;
+      if (booking.status === 'pending' && newDispatchAt < booking.pickup_time.getTime() - lead) {
+        await enqueueJob(
+          trx,
+          'dispatch-booking',
+          { bookingId: booking.id },
+          {
+            jobId: `dispatch-${booking.id}-amended-${now.getTime()}`,
+            ...(newDispatchAt > now.getTime() ? { runAt: new Date(newDispatchAt) } : {}),
+          },
+        );
+      }
+    });
+  }
+
+  private async cancel(
+    job: NormJob,
+    row: PartnerJobRow,
+    ok: (o: PartnerJobResult['outcome'], s: number, r: string) => PartnerJobResult,
+  ): Promise<PartnerJobResult> {
+    const already = row.status === 'cancelled';
+    if (!already) await cancelBooking(this.deps.db, row.booking_id, job.notes, `partner:${this.partnerId}`);
+    if (row.last_action !== 'cancel') {
+      await this.deps
+        .db('partner_jobs')
+        .where({ id: row.id })
+        .update({ last_action: 'cancel', updated_at: new Date() });
+    }
+    return ok(already ? 'unchanged' : 'cancelled', 200, row.reference);
+  }
+}
+
+/** Run `fn` over items with at most `limit` at a time. */
+async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      await fn(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+/**
+ * Carry out a batch of jobs for a partner, one outcome per job in the order received.
+ * Jobs with the same jobRef run one after another in order; others run concurrently.
+ *
+ * Daily limit: only `new` jobs with an unseen jobRef count (one partner_jobs row each, counted
+ * per Europe/London day). When none is left and the batch holds such a job, the whole request
+ * is refused 429 `daily_limit_reached` before anything is written; when some are left, the
+ * new jobs beyond them (in order) are rejected 429 one by one and the rest proceed.
+ */
+export async function processJobs(
+  deps: IntakeDeps,
+  caller: IntakeCaller,
+  jobs: readonly unknown[],
+  baseUrl: string,
+): Promise<PartnerJobResult[]> {
+  const partnerId = caller.partner.id;
+  const results: PartnerJobResult[] = new Array(jobs.length);
+  const valid: { index: number; job: NormJob }[] = [];
+  await Promise.all(
+    jobs.map(async (raw, index) => {
+      try {
+        valid.push({ index, job: await normaliseJob(deps, partnerId, raw) });
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err;
+        const r = raw as { jobRef?: unknown; action?: unknown } | null;
+        const jobRef = typeof r?.jobRef === 'string' ? r.jobRef : null;
+        const action =
+          typeof r?.action === 'string' && ['new', 'amend', 'cancel'].includes(r.action)
+            ? (r.action as Action)
+            : r && typeof r === 'object' && r.action === undefined
+              ? 'new'
+              : null;
+        results[index] = rejected(index, jobRef, action, err);
+      }
+    }),
+  );
+  valid.sort((a, b) => a.index - b.index);
+
+  // Daily allowance for new jobs with jobRefs not seen before.
+  const refs = [...new Set(valid.map((v) => v.job.jobRef))];
+  const seen = new Set<string>(
+    refs.length > 0
+      ? await deps.db('partner_jobs').where({ partner_id: partnerId }).whereIn('job_ref', refs).pluck('job_ref')
+      : [],
+  );
+  const fresh: string[] = [];
+  for (const { job } of valid) {
+    if (job.action === 'new' && !seen.has(job.jobRef) && !fresh.includes(job.jobRef)) fresh.push(job.jobRef);
+  }
+  const overLimit = new Map<string, AppError>();
+  if (fresh.length > 0) {
+    const allowance = await dailyAllowance(deps, caller.partner);
+    if (allowance.remaining <= 0) throw dailyLimitError(allowance.limit, allowance.retryAfterSeconds);
+    for (const ref of fresh.slice(allowance.remaining)) {
+      overLimit.set(ref, dailyLimitError(allowance.limit, allowance.retryAfterSeconds, '/jobRef'));
+    }
+  }
+
+  const groups = new Map<string, { index: number; job: NormJob }[]>();
+  for (const v of valid) groups.set(v.job.jobRef, [...(groups.get(v.job.jobRef) ?? []), v]);
+  const intake = new Intake(deps, caller, baseUrl);
+  await pool([...groups.values()], CONCURRENCY, async (group) => {
+    for (const { index, job } of group) {
+      try {
+        results[index] = await intake.run(index, job, overLimit.get(job.jobRef) ?? null);
+      } catch (err) {
+        if (err instanceof AppError) {
+          results[index] = rejected(index, job.jobRef, job.action, err);
+        } else {
+          // Other jobs of the batch may already be written: report this one as failed, not the batch.
+          deps.logger?.error({ err, jobRef: job.jobRef }, 'partner job failed');
+          results[index] = rejected(
+            index,
+            job.jobRef,
+            job.action,
+            new AppError('internal_error', 'This job could not be processed; retry it.'),
+          );
+        }
+      }
+    }
+  });
+  return results;
+}
+
+export function summarise(results: readonly PartnerJobResult[]) {
+  const failed = results.filter((r) => r.outcome === 'rejected').length;
+  return { received: results.length, succeeded: results.length - failed, failed };
+}
