@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendStatus } from '../shared/db/bookings.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
-import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
+import { appFor, createTestEnv, eventually, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 
 /**
@@ -156,6 +156,26 @@ describe('booking status fanout', () => {
       [2, 'delivered', 1],
       [3, 'delivered', 1],
     ]);
+  });
+
+  it('tells the partner platform when the passenger cancels through the API', async () => {
+    const { bookingId } = await partnerBooking('/cancelled');
+    await env.rt.db('bookings').where({ id: bookingId }).update({ passenger_email: 'ada@example.org' });
+    const ref = (await env.rt.db('bookings').where({ id: bookingId }).first()).reference as string;
+    const api = await serve(await appFor(env));
+    try {
+      const res = await fetch(`${api.url}/api/public/v1/booking/${ref}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ action: 'cancel', email: 'ADA@example.org', reason: 'plans changed' }),
+      });
+      expect(res.status).toBe(200);
+    } finally {
+      await api.close();
+    }
+    const got = await eventually(async () => (at('/cancelled').length > 0 ? at('/cancelled') : null));
+    expect(got[0]?.verified).toBe(true);
+    expect(JSON.parse(got[0]?.body ?? '{}').data).toMatchObject({ bookingReference: ref, status: 'cancelled' });
   });
 
   it('queues nothing for a booking with no partner, supplier or operator', async () => {
