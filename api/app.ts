@@ -10,6 +10,7 @@ import { createRateLimits } from './middleware/rate-limit.ts';
 import { mountRoutes } from './mount.ts';
 import type { RouteDef } from './route.ts';
 import { bookingEventRoutes } from './routes/booking-events.ts';
+import { bookingStatusHookRoutes } from './routes/booking-status-hook.ts';
 import { bookingRoutes } from './routes/bookings.ts';
 import { driverAppRoutes } from './routes/driver-app.ts';
 import { driverRoutes } from './routes/drivers.ts';
@@ -19,6 +20,7 @@ import { openApiRoutes } from './routes/openapi.ts';
 import { partnerJobRoutes } from './routes/partner-jobs.ts';
 import { passengerVerifyRoutes } from './routes/passenger-verify.ts';
 import { quoteRoutes } from './routes/quotes.ts';
+import { supplierHookRoutes } from './routes/supplier-hooks.ts';
 import { whoamiRoutes } from './routes/whoami.ts';
 
 /** Every route the service serves, in one list; later work adds its route files here. */
@@ -33,6 +35,8 @@ export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
     ...offerRoutes(),
     ...driverAppRoutes(),
     ...partnerJobRoutes(),
+    ...supplierHookRoutes(),
+    ...bookingStatusHookRoutes(),
   ];
 }
 

@@ -18,6 +18,7 @@ import {
   suspendDriver,
 } from '../shared/services/drivers.ts';
 import { createPartner } from '../shared/services/partners.ts';
+import { ADAPTER_NAMES, createSupplier, SupplierInputError } from '../shared/services/suppliers.ts';
 import { importTariffTables, parseTariffFile } from '../shared/services/tariff-store.ts';
 import {
   type EndpointOwner,
@@ -149,6 +150,36 @@ export const COMMANDS: Record<string, Command> = {
         operator: operatorFleet(v),
         actor: ctx.actor,
       }),
+  },
+  'supplier create': {
+    usage: `supplier create --slug S --adapter ${ADAPTER_NAMES.join('|')} [--external-platform] [--job-fee GBP] [--webhook-url U]`,
+    options: {
+      slug: { type: 'string' },
+      adapter: { type: 'string' },
+      'external-platform': { type: 'boolean' },
+      'job-fee': { type: 'string' },
+      'webhook-url': { type: 'string' },
+    },
+    run: async (v, _p, ctx) => {
+      const fee = v['job-fee'];
+      if (fee !== undefined && (typeof fee !== 'string' || !/^\d{1,4}(\.\d{1,2})?$/.test(fee.trim()))) {
+        throw new CliError('invalid_input', '--job-fee must be an amount in GBP, such as 1.50');
+      }
+      try {
+        const s = await createSupplier(ctx.db, ctx.config, {
+          slug: required(v, 'slug'),
+          adapter: required(v, 'adapter'),
+          externalPlatform: v['external-platform'] === true,
+          jobFeePence: fee === undefined ? 0 : Math.round(Number(String(fee).trim()) * 100),
+          webhookUrl: httpUrl(v['webhook-url'], 'webhook-url'),
+          actor: ctx.actor,
+        });
+        return { id: s.id, slug: s.slug, secret: s.secret, webhookSecret: s.webhookSecret };
+      } catch (err) {
+        if (err instanceof SupplierInputError) throw new CliError('invalid_input', err.message);
+        throw err;
+      }
+    },
   },
   'key create': {
     usage: 'key create --name N [--partner ID] [--test]',

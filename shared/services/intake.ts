@@ -31,8 +31,19 @@ export interface IntakePartner {
   status: string;
 }
 
+/** A supplier sending jobs through its hook (api/routes/supplier-hooks.ts, CONTRACT.md section 6). */
+export interface IntakeSupplier {
+  id: string;
+  slug: string;
+  /** The one named external job platform (SPEC.md 2.10): its jobs carry its job fee. */
+  externalPlatform: boolean;
+  jobFeePence: number;
+}
+
 export interface IntakeCaller {
-  partner: IntakePartner;
+  /** The job source: a partner, or (with `partner: null`) a supplier. */
+  partner: IntakePartner | null;
+  supplier?: IntakeSupplier | null;
   apiKeyId: string | null;
   testMode: boolean;
   /** Rate-limit and idempotency scope of the request. */
@@ -203,7 +214,7 @@ function vehicle(raw: string | undefined): VehicleType | undefined {
 const norm = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase().replace(/\s+/g, ' ') : (v ?? null));
 
 /** Validate, screen and normalise one job; throws the AppError that rejects it. */
-async function normaliseJob(deps: IntakeDeps, partnerId: string, raw: unknown): Promise<NormJob> {
+async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown): Promise<NormJob> {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new AppError('invalid_input', 'Each job must be a JSON object.', [{ field: '/', problem: 'must be object' }]);
   }
@@ -284,7 +295,7 @@ async function normaliseJob(deps: IntakeDeps, partnerId: string, raw: unknown): 
   const entries = Object.keys(content)
     .sort()
     .map((k) => [k, norm(content[k])]);
-  const hash = sha256(JSON.stringify([partnerId, out.jobRef, entries]));
+  const hash = sha256(JSON.stringify([sourceKey, out.jobRef, entries]));
   return { ...out, hash, payload: { action, ...content, jobRef: out.jobRef } };
 }
 
@@ -300,10 +311,36 @@ function rejected(index: number, jobRef: string | null, action: Action | null, e
   };
 }
 
-async function findJob(db: Db, partnerId: string, jobRef: string): Promise<PartnerJobRow | undefined> {
+/** Where a job comes from: the partner_jobs column that keys it and the owner's id. */
+interface Source {
+  column: 'partner_id' | 'supplier_id';
+  id: string;
+  /** Part of the content hash; a partner's is its bare id (hashes stored before suppliers). */
+  key: string;
+  actor: string;
+  supplier: IntakeSupplier | null;
+}
+
+function sourceOf(caller: IntakeCaller): Source {
+  if (caller.partner) {
+    const id = caller.partner.id;
+    return { column: 'partner_id', id, key: id, actor: `partner:${id}`, supplier: null };
+  }
+  const supplier = caller.supplier;
+  if (!supplier) throw new Error('intake caller has neither a partner nor a supplier');
+  return {
+    column: 'supplier_id',
+    id: supplier.id,
+    key: `supplier:${supplier.id}`,
+    actor: `supplier:${supplier.slug}`,
+    supplier,
+  };
+}
+
+async function findJob(db: Db, source: Source, jobRef: string): Promise<PartnerJobRow | undefined> {
   return db('partner_jobs as j')
     .join('bookings as b', 'b.id', 'j.booking_id')
-    .where({ 'j.partner_id': partnerId, 'j.job_ref': jobRef })
+    .where({ [`j.${source.column}`]: source.id, 'j.job_ref': jobRef })
     .first<PartnerJobRow | undefined>(
       'j.id',
       'j.job_ref',
@@ -319,15 +356,23 @@ const PARTNER_JOB_GUARD = `insert into partner_jobs (id, partner_id, job_ref, bo
   values (?, ?, ?, ?, 'new', ?, ?::jsonb, ?, ?)
   on conflict (partner_id, job_ref) where partner_id is not null do nothing returning id`;
 
+const SUPPLIER_JOB_GUARD = `insert into partner_jobs (id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, created_at, updated_at)
+  values (?, ?, ?, ?, 'new', ?, ?::jsonb, ?, ?, ?)
+  on conflict (supplier_id, job_ref) where supplier_id is not null do nothing returning id`;
+
 class Intake {
   constructor(
     private readonly deps: IntakeDeps,
     private readonly caller: IntakeCaller,
     private readonly baseUrl: string,
-  ) {}
+  ) {
+    this.source = sourceOf(caller);
+  }
 
-  private get partnerId(): string {
-    return this.caller.partner.id;
+  private readonly source: Source;
+
+  private get partnerId(): string | null {
+    return this.caller.partner?.id ?? null;
   }
 
   private bookingCaller(): BookingCaller {
@@ -340,7 +385,8 @@ class Intake {
   }
 
   private checkFare(job: NormJob): void {
-    if (job.farePence !== null && !this.caller.partner.canSetFares) {
+    // A supplier's price is the agreed fare; a partner needs permission to set one.
+    if (job.farePence !== null && this.caller.partner && !this.caller.partner.canSetFares) {
       throw new AppError(
         'forbidden',
         'This partner may not set fares: leave "fare" out to be priced on the published tariffs.',
@@ -386,23 +432,25 @@ class Intake {
       bookingReference: ref,
       error: null,
     });
-    const existing = await findJob(this.deps.db, this.partnerId, job.jobRef);
+    const existing = await findJob(this.deps.db, this.source, job.jobRef);
     if (job.action === 'new') {
       if (!existing) {
         if (overLimit) throw overLimit;
         const made = await this.create(job);
         if (made) return ok('created', 201, made);
         // A concurrent request made it first: treat as a repeat of that job.
-        const now = await findJob(this.deps.db, this.partnerId, job.jobRef);
+        const now = await findJob(this.deps.db, this.source, job.jobRef);
         if (!now) throw new Error('partner job guard refused but no job exists');
         return this.amendOrSame(job, now, ok);
       }
       return this.amendOrSame(job, existing, ok);
     }
     if (!existing) {
-      throw new AppError('job_not_found', `No job with jobRef "${job.jobRef}" was received from this partner.`, [
-        { field: '/jobRef', problem: 'unknown job reference' },
-      ]);
+      throw new AppError(
+        'job_not_found',
+        `No job with jobRef "${job.jobRef}" was received from this ${this.source.supplier ? 'supplier' : 'partner'}.`,
+        [{ field: '/jobRef', problem: 'unknown job reference' }],
+      );
     }
     if (job.action === 'amend') return this.amendOrSame(job, existing, ok);
     return this.cancel(job, existing, ok);
@@ -431,7 +479,7 @@ class Intake {
         this.deps,
         priced.row as unknown as Parameters<typeof bookingWrite>[1],
         {
-          origin: 'partner',
+          origin: this.source.supplier ? 'supplier' : 'partner',
           quoteId: priced.quote.id,
           // bookings.passenger_phone is nullable: a partner job may come without a phone.
           passenger: { name: job.passengerName, phone: job.passengerPhone as string, email: job.passengerEmail },
@@ -444,10 +492,21 @@ class Intake {
         this.baseUrl,
         now,
       );
-      const guard = {
-        sql: PARTNER_JOB_GUARD,
-        bindings: [uuidv7(), this.partnerId, job.jobRef, write.row.id, job.hash, JSON.stringify(job.payload), now, now],
-      };
+      const supplier = this.source.supplier;
+      const common = [uuidv7(), this.source.id, job.jobRef, write.row.id, job.hash, JSON.stringify(job.payload)];
+      const guard = supplier
+        ? {
+            sql: SUPPLIER_JOB_GUARD,
+            // SPEC.md 2.10: jobs from the named external platform carry its job fee (pass-through).
+            bindings: [...common, supplier.externalPlatform ? supplier.jobFeePence : 0, now, now],
+          }
+        : { sql: PARTNER_JOB_GUARD, bindings: [...common, now, now] };
+      if (supplier) {
+        // bookingWrite knows partners only: the booking row names its supplier.
+        for (const insert of write.inserts) {
+          if (insert.table === 'bookings') insert.row.supplier_id = supplier.id;
+        }
+      }
       try {
         const { passed } = await insertAllIf(this.deps.db, guard, [
           { table: 'quotes', row: { ...priced.row, redeemed_at: now } },
@@ -535,7 +594,7 @@ class Intake {
     ok: (o: PartnerJobResult['outcome'], s: number, r: string) => PartnerJobResult,
   ): Promise<PartnerJobResult> {
     const already = row.status === 'cancelled';
-    if (!already) await cancelBooking(this.deps.db, row.booking_id, job.notes, `partner:${this.partnerId}`);
+    if (!already) await cancelBooking(this.deps.db, row.booking_id, job.notes, this.source.actor);
     if (row.last_action !== 'cancel') {
       await this.deps
         .db('partner_jobs')
@@ -573,13 +632,13 @@ export async function processJobs(
   jobs: readonly unknown[],
   baseUrl: string,
 ): Promise<PartnerJobResult[]> {
-  const partnerId = caller.partner.id;
+  const source = sourceOf(caller);
   const results: PartnerJobResult[] = new Array(jobs.length);
   const valid: { index: number; job: NormJob }[] = [];
   await Promise.all(
     jobs.map(async (raw, index) => {
       try {
-        valid.push({ index, job: await normaliseJob(deps, partnerId, raw) });
+        valid.push({ index, job: await normaliseJob(deps, source.key, raw) });
       } catch (err) {
         if (!(err instanceof AppError)) throw err;
         const r = raw as { jobRef?: unknown; action?: unknown } | null;
@@ -600,7 +659,7 @@ export async function processJobs(
   const refs = [...new Set(valid.map((v) => v.job.jobRef))];
   const seen = new Set<string>(
     refs.length > 0
-      ? await deps.db('partner_jobs').where({ partner_id: partnerId }).whereIn('job_ref', refs).pluck('job_ref')
+      ? await deps.db('partner_jobs').where(source.column, source.id).whereIn('job_ref', refs).pluck('job_ref')
       : [],
   );
   const fresh: string[] = [];
@@ -608,7 +667,8 @@ export async function processJobs(
     if (job.action === 'new' && !seen.has(job.jobRef) && !fresh.includes(job.jobRef)) fresh.push(job.jobRef);
   }
   const overLimit = new Map<string, AppError>();
-  if (fresh.length > 0) {
+  // The daily limit is a partner's; suppliers are configured by us.
+  if (fresh.length > 0 && caller.partner) {
     const allowance = await dailyAllowance(deps, caller.partner);
     if (allowance.remaining <= 0) throw dailyLimitError(allowance.limit, allowance.retryAfterSeconds);
     for (const ref of fresh.slice(allowance.remaining)) {

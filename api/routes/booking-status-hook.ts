@@ -1,0 +1,130 @@
+import { Type } from '@sinclair/typebox';
+import { AppError, errorBody } from '../../shared/errors.ts';
+import { StringEnum } from '../../shared/schemas/common.ts';
+import { publishBookingEvent } from '../../shared/services/booking-events.ts';
+import { beginIdempotent } from '../../shared/services/idempotency.ts';
+import {
+  applyOperatorUpdate,
+  OPERATOR_STATUSES,
+  type OperatorUpdate,
+  partnerHookSecrets,
+} from '../../shared/services/operator-status.ts';
+import { verifyWebhook } from '../../shared/services/webhooks.ts';
+import { defineRoute, type RouteDef } from '../route.ts';
+
+/**
+ * Status updates from partner operators who fulfil a booking (CONTRACT.md section 6), signed
+ * with Standard Webhooks like our own status fanout.
+ */
+const Vehicle = Type.Object({
+  make: Type.String({ minLength: 1, maxLength: 60 }),
+  model: Type.String({ minLength: 1, maxLength: 60 }),
+  colour: Type.String({ minLength: 1, maxLength: 40 }),
+  registration: Type.String({ minLength: 1, maxLength: 16 }),
+});
+
+const StatusUpdate = Type.Object({
+  bookingReference: Type.String({ minLength: 1, maxLength: 20 }),
+  status: StringEnum([...OPERATOR_STATUSES]),
+  driver: Type.Optional(
+    Type.Object({
+      name: Type.String({ minLength: 1, maxLength: 120 }),
+      phone: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+      vehicle: Type.Optional(Vehicle),
+    }),
+  ),
+  payment: Type.Optional(
+    Type.Object({
+      method: StringEnum(['cash', 'card', 'pay_link']),
+      amountGBP: Type.Number({ minimum: 0, maximum: 10_000, multipleOf: 0.01 }),
+      processorFeeGBP: Type.Optional(Type.Number({ minimum: 0, maximum: 1_000, multipleOf: 0.01 })),
+    }),
+  ),
+  reason: Type.Optional(Type.String({ maxLength: 500 })),
+});
+
+const Answer = Type.Object({ bookingReference: Type.String(), status: Type.String() });
+
+const TOLERANCE_SECONDS = 300;
+
+function unauthorized(): AppError {
+  return new AppError(
+    'unauthorized',
+    'Sign the request with Standard Webhooks (webhook-id, webhook-timestamp within 5 minutes, webhook-signature) using your webhook secret, and name yourself in x-partner.',
+  );
+}
+
+export function bookingStatusHookRoutes(): RouteDef[] {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/api/public/hooks/booking-status',
+      operationId: 'bookingStatusHook',
+      summary: 'Status updates from a partner operator fulfilling a booking',
+      description: [
+        'Signed with Standard Webhooks, as our status fanout is: `webhook-id`, `webhook-timestamp` (Unix seconds, within 5 minutes of our clock), `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{raw body}">` with your `whsec_` webhook secret), plus `x-partner: <your partner id>` naming whose secrets to check.',
+        'While a secret rotation overlaps, the previous secret is accepted too. A missing, wrong or stale signature is 401 unauthorized.',
+        'The same `webhook-id` delivered again answers the first result without applying the update again (remembered 24 h; the same id with a different body is 422 idempotency_key_reused).',
+        '`driver_assigned` accepts our open offer to you (include `driver` {name, phone?, vehicle?}); `driver_en_route`, `driver_arrived`, `passenger_on_board` and `completed` (with `payment` {method: cash | card | pay_link, amountGBP, processorFeeGBP?}) report progress on a booking you hold; `handed_back` {reason?} gives the booking (or the open offer) back and we dispatch it elsewhere.',
+        'A booking you neither hold nor have an open offer for is 404 booking_not_found.',
+      ].join('\n\n'),
+      tags: ['partners'],
+      auth: 'public',
+      body: StatusUpdate,
+      errors: [
+        'unauthorized',
+        'booking_not_found',
+        'conflict',
+        'offer_unavailable',
+        'idempotency_in_progress',
+        'idempotency_key_reused',
+      ],
+      responses: { 200: { description: 'Applied (or already applied)', schema: Answer } },
+      handler: async ({ req, deps, body, requestId }) => {
+        const partnerId = req.get('x-partner')?.trim() ?? '';
+        const messageId = req.get('webhook-id') ?? '';
+        const rawBody = req.rawBody ?? Buffer.alloc(0);
+        if (!partnerId || !messageId) throw unauthorized();
+        const secrets = await partnerHookSecrets(deps.db, deps.config, partnerId);
+        if (secrets.length === 0 || !verifyWebhook(req.headers, rawBody, secrets, TOLERANCE_SECONDS)) {
+          throw unauthorized();
+        }
+
+        // A redelivered webhook-id replays the first answer (the idempotency_keys table, scope per partner).
+        const idem = await beginIdempotent(deps.db, `hook:${partnerId}`, messageId, req.method, req.path, rawBody);
+        if (idem.kind === 'replay') {
+          return {
+            status: idem.response.status,
+            body: JSON.parse(idem.response.body.toString('utf8')) as unknown,
+            headers: { ...idem.response.headers, 'Idempotency-Replayed': 'true' },
+          };
+        }
+        try {
+          const applied = await applyOperatorUpdate(
+            deps,
+            partnerId,
+            body as OperatorUpdate,
+            deps.config.bookings.referencePrefix,
+            messageId,
+          );
+          const answer = { bookingReference: applied.reference, status: applied.status };
+          await idem.complete({ status: 200, headers: {}, body: Buffer.from(JSON.stringify(answer)) });
+          if (applied.changed) await publishBookingEvent(deps.redis, deps.config.queuePrefix, applied.bookingId);
+          return { status: 200, body: answer };
+        } catch (err) {
+          // A refusal is this delivery's answer; a failure on our side lets the partner retry.
+          if (err instanceof AppError && err.status < 500) {
+            await idem.complete({
+              status: err.status,
+              headers: err.headers,
+              body: Buffer.from(JSON.stringify(errorBody(err.code, err.message, err.details, requestId))),
+            });
+          } else {
+            await idem.abandon();
+          }
+          throw err;
+        }
+      },
+    }),
+  ];
+}

@@ -1,0 +1,69 @@
+import { Type } from '@sinclair/typebox';
+import { unseal } from '../../shared/crypto.ts';
+import { AppError } from '../../shared/errors.ts';
+import { PartnerJobsResponse } from '../../shared/schemas/partner-jobs.ts';
+import { processJobs, summarise } from '../../shared/services/intake.ts';
+import { ADAPTERS, activeSupplierBySlug } from '../../shared/services/suppliers.ts';
+import { baseUrlFor } from '../base-url.ts';
+import { defineRoute, type RouteDef } from '../route.ts';
+
+const DESCRIPTION = [
+  'Booking hook for configured suppliers (CONTRACT.md section 6): each supplier posts to /api/public/hooks/{supplier}-booking in its own format; an unknown or inactive supplier is 404 not_found, missing or wrong credentials 401 unauthorized (compared in constant time).',
+  'Adapter secret-header: one job per request, the shared secret in header x-{supplier}-secret. Body: {"event": "booking.created" | "booking.updated" | "booking.cancelled", "booking": {"id": "<your reference>", "pickup_address", "dropoff_address", "pickup_at": "<ISO 8601>", "passenger": {"name", "phone", "email"}, "pax": 1-8, "vehicle": "<vehicle class>", "flight", "price"?: GBP, "notes"}} (created = new, updated = amend, cancelled = cancel; a cancel needs only booking.id).',
+  'Adapter hmac: one job or a batch, header x-{supplier}-signature: sha256=<hex HMAC-SHA256 of the raw body with the supplier secret>. Body: one job, or {"jobs": [job, ...]} (1 to 100), each {"reference": "<your reference>", "type": "new" | "amend" | "cancel" (default new), "from", "to", "when": "<ISO 8601>", "passengers": 1-8, "customer": {"name", "phone", "email"}, "vehicle_class", "flight_no", "fare"?: GBP, "comments"}.',
+  "Jobs are idempotent on the supplier reference: the same new job again is unchanged, with other content it amends; amend or cancel of an unknown reference is rejected 404 job_not_found. Accepted jobs are dispatched automatically. The answer is the partner jobs shape {results, summary}: 200 when every job succeeded, else 207 (a single-job body answers with its job's own status).",
+].join('\n\n');
+
+/** POST /api/public/hooks/{supplier}-booking: supplier job intake through the supplier's adapter. */
+export function supplierHookRoutes(): RouteDef[] {
+  return [
+    defineRoute({
+      method: 'post',
+      // Express 5 / path-to-regexp 8: `supplier` is the part before the literal `-booking`.
+      path: '/api/public/hooks/:supplier-booking',
+      operationId: 'supplierBookingHook',
+      summary: 'Supplier booking hook: new, amend and cancel jobs in the supplier format',
+      description: DESCRIPTION,
+      tags: ['suppliers'],
+      auth: 'public',
+      params: Type.Object({ supplier: Type.String({ description: 'The supplier slug' }) }),
+      errors: ['unauthorized', 'not_found', 'invalid_input'],
+      responses: {
+        200: { description: 'Every job succeeded', schema: PartnerJobsResponse },
+        201: { description: 'A single new job was created', schema: PartnerJobsResponse },
+        207: { description: 'Mixed result: see each job', schema: PartnerJobsResponse },
+      },
+      handler: async ({ req, deps, params, body }) => {
+        const slug = params.supplier;
+        const supplier = await activeSupplierBySlug(deps.db, slug);
+        const adapter = supplier ? ADAPTERS[supplier.adapter] : undefined;
+        if (!supplier || !adapter) {
+          throw new AppError('not_found', `No supplier hook "${slug}-booking" is configured.`);
+        }
+        const secret = unseal(supplier.secretSealed, deps.config.dataEncryptionKey);
+        const hookReq = { header: (name: string) => req.get(name), rawBody: req.rawBody };
+        if (!adapter.authenticate(hookReq, supplier, secret)) {
+          throw new AppError(
+            'unauthorized',
+            adapter.name === 'hmac'
+              ? `Sign the raw body with HMAC-SHA256 using your supplier secret and send "x-${slug}-signature: sha256=<hex>".`
+              : `Send your supplier secret in the "x-${slug}-secret" header.`,
+          );
+        }
+        const parsed = adapter.parse(body);
+        if (!parsed.ok) {
+          throw new AppError('invalid_input', parsed.message, [{ field: '/', problem: parsed.message }]);
+        }
+        const results = await processJobs(
+          { ...deps, logger: req.log ?? deps.logger },
+          { partner: null, supplier, apiKeyId: null, testMode: false, scope: `supplier:${supplier.slug}` },
+          parsed.jobs.map((j) => j.job),
+          baseUrlFor(req, deps.config),
+        );
+        const summary = summarise(results);
+        const status = parsed.single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
+        return { status, body: { results, summary } };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,287 @@
+import { createHmac } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
+import type { Config } from '../config.ts';
+import { randomBase62, safeEqual, seal } from '../crypto.ts';
+import type { Db } from '../db/knex.ts';
+import type { IntakeSupplier } from './intake.ts';
+import { newWebhookSecret } from './partners.ts';
+
+/**
+ * Suppliers (CONTRACT.md section 6): job platforms that post bookings to
+ * `/api/public/hooks/{slug}-booking` in their own format. Each supplier names an adapter that
+ * authenticates its requests and maps its payload to partner-intake jobs (PartnerJob fields),
+ * keyed on the supplier's own reference. Adding a supplier with a new format = one adapter in
+ * ADAPTERS + `supplier create --adapter <name>`.
+ */
+
+export type SupplierAction = 'new' | 'amend' | 'cancel';
+
+/** One job of a supplier request: the supplier's reference, the action and the intake job (PartnerJob fields). */
+export interface AdapterJob {
+  ref: string | null;
+  action: SupplierAction | null;
+  job: Record<string, unknown>;
+}
+
+/** `single`: the body was one job (answered with its own status), not a batch. */
+export type ParseResult = { ok: true; single: boolean; jobs: AdapterJob[] } | { ok: false; message: string };
+
+/** What an adapter sees of the request. */
+export interface HookRequest {
+  header(name: string): string | undefined;
+  rawBody: Buffer | undefined;
+}
+
+export interface SupplierAdapter {
+  name: string;
+  /** Whether the request carries the supplier's credentials; compared in constant time. */
+  authenticate(req: HookRequest, supplier: { slug: string }, secret: string): boolean;
+  parse(body: unknown): ParseResult;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const obj = (v: unknown): Record<string, unknown> => (isObject(v) ? v : {});
+
+/** Drop undefined and null so the intake's schema sees only what the supplier sent. */
+function defined(o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== null));
+}
+
+const refOf = (v: unknown): string | null =>
+  typeof v === 'string' ? v : typeof v === 'number' && Number.isFinite(v) ? String(v) : null;
+
+const SECRET_HEADER_EVENTS: Record<string, SupplierAction> = {
+  'booking.created': 'new',
+  'booking.updated': 'amend',
+  'booking.cancelled': 'cancel',
+};
+
+/**
+ * `secret-header`: one job per request, shared secret in `x-{slug}-secret`. Payload:
+ * `{event: "booking.created"|"booking.updated"|"booking.cancelled", booking: {id, pickup_address,
+ * dropoff_address, pickup_at, passenger: {name, phone, email}, pax, vehicle, flight, price?, notes}}`.
+ */
+export const secretHeaderAdapter: SupplierAdapter = {
+  name: 'secret-header',
+  authenticate(req, supplier, secret) {
+    const given = req.header(`x-${supplier.slug}-secret`)?.trim() ?? '';
+    // Compared in constant time even when missing, so a missing header costs as much as a wrong one.
+    return safeEqual(given, secret) && given !== '';
+  },
+  parse(body) {
+    if (!isObject(body) || !isObject(body.booking)) {
+      return {
+        ok: false,
+        message: 'Expected {"event": "booking.created|booking.updated|booking.cancelled", "booking": {...}}.',
+      };
+    }
+    const action = typeof body.event === 'string' ? SECRET_HEADER_EVENTS[body.event] : undefined;
+    if (!action) {
+      return { ok: false, message: 'event must be one of booking.created, booking.updated, booking.cancelled.' };
+    }
+    const b = body.booking;
+    const p = obj(b.passenger);
+    const ref = refOf(b.id);
+    return {
+      ok: true,
+      single: true,
+      jobs: [
+        {
+          ref,
+          action,
+          job: defined({
+            jobRef: ref ?? undefined,
+            action,
+            pickup: b.pickup_address,
+            dropoff: b.dropoff_address,
+            pickupTime: b.pickup_at,
+            passengerName: p.name,
+            passengerPhone: p.phone,
+            passengerEmail: p.email,
+            passengers: b.pax,
+            vehicleType: b.vehicle,
+            flightNumber: b.flight,
+            fare: b.price,
+            notes: b.notes,
+          }),
+        },
+      ],
+    };
+  },
+};
+
+const HMAC_TYPES = new Set<string>(['new', 'amend', 'cancel']);
+export const MAX_SUPPLIER_JOBS = 100;
+
+/**
+ * `hmac`: single or batch, `x-{slug}-signature: sha256=<hex HMAC-SHA256 of the raw body>` with
+ * the supplier secret. Payload: `{jobs: [job, ...]}` or one job, each `{reference, type:
+ * "new"|"amend"|"cancel", from, to, when, passengers, customer: {name, phone, email},
+ * vehicle_class, flight_no, fare, comments}`.
+ */
+export const hmacAdapter: SupplierAdapter = {
+  name: 'hmac',
+  authenticate(req, supplier, secret) {
+    const header = req.header(`x-${supplier.slug}-signature`)?.trim() ?? '';
+    const given = header.replace(/^sha256=/i, '').toLowerCase();
+    const expected = createHmac('sha256', secret)
+      .update(req.rawBody ?? Buffer.alloc(0))
+      .digest('hex');
+    return safeEqual(given, expected) && /^[0-9a-f]{64}$/.test(given);
+  },
+  parse(body) {
+    if (!isObject(body)) return { ok: false, message: 'Expected one job object or {"jobs": [...]}.' };
+    const list: unknown[] = Array.isArray(body.jobs) ? body.jobs : body.jobs === undefined ? [body] : [];
+    if (list.length === 0 || list.length > MAX_SUPPLIER_JOBS) {
+      return { ok: false, message: `"jobs" must be an array of 1 to ${MAX_SUPPLIER_JOBS} jobs.` };
+    }
+    return {
+      ok: true,
+      single: !Array.isArray(body.jobs),
+      jobs: list.map((raw) => {
+        const j = obj(raw);
+        const c = obj(j.customer);
+        const ref = refOf(j.reference);
+        const type = j.type === undefined ? 'new' : j.type;
+        const action = typeof type === 'string' && HMAC_TYPES.has(type) ? (type as SupplierAction) : null;
+        return {
+          ref,
+          action,
+          job: defined({
+            jobRef: ref ?? undefined,
+            // An unknown type is passed on so the intake rejects this job (and only this one).
+            action: type,
+            pickup: j.from,
+            dropoff: j.to,
+            pickupTime: j.when,
+            passengerName: c.name,
+            passengerPhone: c.phone,
+            passengerEmail: c.email,
+            passengers: j.passengers,
+            vehicleType: j.vehicle_class,
+            flightNumber: j.flight_no,
+            fare: j.fare,
+            notes: j.comments,
+          }),
+        };
+      }),
+    };
+  },
+};
+
+/** The adapter registry: `suppliers.adapter` names one of these. */
+export const ADAPTERS: Readonly<Record<string, SupplierAdapter>> = {
+  [secretHeaderAdapter.name]: secretHeaderAdapter,
+  [hmacAdapter.name]: hmacAdapter,
+};
+export const ADAPTER_NAMES = Object.keys(ADAPTERS);
+
+export interface SupplierRecord extends IntakeSupplier {
+  adapter: string;
+  secretSealed: string;
+}
+
+/** An active supplier by slug, or undefined. */
+export async function activeSupplierBySlug(db: Db, slug: string): Promise<SupplierRecord | undefined> {
+  if (!SLUG.test(slug)) return undefined;
+  const row = await db('suppliers').where({ slug, active: true }).first<
+    | {
+        id: string;
+        slug: string;
+        adapter: string;
+        secret_sealed: string;
+        external_platform: boolean;
+        job_fee_pence: number;
+      }
+    | undefined
+  >('id', 'slug', 'adapter', 'secret_sealed', 'external_platform', 'job_fee_pence');
+  return row
+    ? {
+        id: row.id,
+        slug: row.slug,
+        adapter: row.adapter,
+        secretSealed: row.secret_sealed,
+        externalPlatform: row.external_platform,
+        jobFeePence: row.job_fee_pence,
+      }
+    : undefined;
+}
+
+export const SLUG = /^[a-z0-9][a-z0-9-]{0,39}$/;
+
+export class SupplierInputError extends Error {}
+
+export interface CreatedSupplier {
+  id: string;
+  slug: string;
+  /** The shared secret (secret-header) or HMAC signing secret (hmac); shown once. */
+  secret: string;
+  /** Standard Webhooks secret for status fanout; null without a webhook URL. */
+  webhookSecret: string | null;
+}
+
+/**
+ * Create a supplier: its secret (`<serviceCode>_sup_<40 base62>`, stored sealed), and when a
+ * webhook URL is given its webhook endpoint. Secrets are returned once.
+ */
+export async function createSupplier(
+  db: Db,
+  config: Pick<Config, 'serviceCode' | 'dataEncryptionKey'>,
+  opts: {
+    slug: string;
+    adapter: string;
+    externalPlatform?: boolean;
+    jobFeePence?: number;
+    webhookUrl?: string | null;
+    actor: string;
+  },
+): Promise<CreatedSupplier> {
+  if (!SLUG.test(opts.slug)) {
+    throw new SupplierInputError(
+      'slug must be 1 to 40 lower-case letters, digits or hyphens, starting with a letter or digit',
+    );
+  }
+  if (!ADAPTERS[opts.adapter]) {
+    throw new SupplierInputError(`adapter must be one of: ${ADAPTER_NAMES.join(', ')}`);
+  }
+  const fee = opts.jobFeePence ?? 0;
+  if (!Number.isInteger(fee) || fee < 0) throw new SupplierInputError('job fee must be a non-negative amount');
+  return db.transaction(async (trx) => {
+    if (await trx('suppliers').where({ slug: opts.slug }).first('id')) {
+      throw new SupplierInputError(`a supplier with slug "${opts.slug}" exists`);
+    }
+    const id = uuidv7();
+    const secret = `${config.serviceCode}_sup_${randomBase62(40)}`;
+    await trx('suppliers').insert({
+      id,
+      slug: opts.slug,
+      adapter: opts.adapter,
+      secret_sealed: seal(secret, config.dataEncryptionKey),
+      external_platform: opts.externalPlatform ?? false,
+      job_fee_pence: fee,
+    });
+    let webhookSecret: string | null = null;
+    if (opts.webhookUrl) {
+      webhookSecret = newWebhookSecret();
+      await trx('webhook_endpoints').insert({
+        id: uuidv7(),
+        supplier_id: id,
+        url: opts.webhookUrl,
+        secret_sealed: seal(webhookSecret, config.dataEncryptionKey),
+      });
+    }
+    await trx('audit_log').insert({
+      actor: opts.actor,
+      action: 'supplier.create',
+      subject_type: 'supplier',
+      subject_id: id,
+      details: JSON.stringify({
+        slug: opts.slug,
+        adapter: opts.adapter,
+        externalPlatform: opts.externalPlatform ?? false,
+        jobFeePence: fee,
+      }),
+    });
+    return { id, slug: opts.slug, secret, webhookSecret };
+  });
+}

@@ -1,0 +1,231 @@
+import { randomBytes } from 'node:crypto';
+import { Webhook } from 'standardwebhooks';
+import { v7 as uuidv7 } from 'uuid';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPartner } from '../shared/services/partners.ts';
+import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+
+/**
+ * POST /api/public/hooks/booking-status end to end over HTTP: a tier-3 partner operator signs
+ * status updates with the reference `standardwebhooks` library.
+ */
+let env: TestEnv;
+let served: Served;
+let operator: { id: string; secret: string };
+let other: { id: string; secret: string };
+
+const HOOK = '/api/public/hooks/booking-status';
+let refSeq = 0;
+
+async function makeOperator(name: string) {
+  const p = await createPartner(env.rt.db, env.config, {
+    name,
+    webhookUrl: 'https://operator.example/hooks',
+    operator: { fleetClasses: ['saloon'], fleetCapacity: 5 },
+    actor: 'test',
+  });
+  return { id: p.id, secret: p.webhookSecret as string };
+}
+
+/** A dispatching booking with an open tier-3 offer to `partnerId`. */
+async function offeredBooking(partnerId: string): Promise<{ id: string; reference: string }> {
+  const id = uuidv7();
+  refSeq += 1;
+  const reference = `${env.config.bookings.referencePrefix}-HK${String(refSeq).padStart(4, '0')}`;
+  await env.rt.db('bookings').insert({
+    id,
+    reference,
+    origin: 'api',
+    status: 'dispatching',
+    passenger_name: 'Ada Lovelace',
+    passengers: 1,
+    vehicle_type: 'saloon',
+    pickup: JSON.stringify({ query: 'a', name: 'A', kind: 'poi', lat: 51.5, lng: -0.14 }),
+    dropoff: JSON.stringify({ query: 'b', name: 'B', kind: 'poi', lat: 51.47, lng: -0.45 }),
+    pickup_time: new Date(Date.now() + 3 * 3600_000),
+    fare_pence: 4200,
+    tracking_token_hash: randomBytes(32),
+  });
+  await env.rt.db('dispatch_offers').insert({
+    id: uuidv7(),
+    booking_id: id,
+    tier: 3,
+    attempt: 1,
+    partner_id: partnerId,
+    state: 'offered',
+    expires_at: new Date(Date.now() + 10 * 60_000),
+  });
+  return { id, reference };
+}
+
+interface SendOpts {
+  partnerId?: string;
+  secret?: string | null;
+  msgId?: string;
+  at?: Date;
+}
+
+async function send(who: { id: string; secret: string }, payload: unknown, opts: SendOpts = {}) {
+  const body = JSON.stringify(payload);
+  const msgId = opts.msgId ?? `msg_${uuidv7()}`;
+  const at = opts.at ?? new Date();
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'x-partner': opts.partnerId ?? who.id,
+  };
+  const secret = opts.secret === undefined ? who.secret : opts.secret;
+  if (secret !== null) {
+    headers['webhook-id'] = msgId;
+    headers['webhook-timestamp'] = String(Math.floor(at.getTime() / 1000));
+    headers['webhook-signature'] = new Webhook(secret).sign(msgId, at, body);
+  }
+  const res = await fetch(`${served.url}${HOOK}`, { method: 'POST', headers, body });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const booking = (id: string) => env.rt.db('bookings').where({ id }).first();
+const history = (id: string) => env.rt.db('booking_status_history').where({ booking_id: id }).orderBy('seq');
+
+beforeAll(async () => {
+  env = await createTestEnv();
+  served = await serve(await appFor(env));
+  operator = await makeOperator('Operator One');
+  other = await makeOperator('Operator Two');
+});
+afterAll(async () => {
+  await served?.close();
+  await env?.cleanup();
+});
+
+describe('booking-status hook', () => {
+  it('moves a tier-3 booking from offer to completed with settlement', async () => {
+    const b = await offeredBooking(operator.id);
+    const driver = {
+      name: 'Sam Driver',
+      phone: '+447700900123',
+      vehicle: { make: 'Toyota', model: 'Prius', colour: 'Silver', registration: 'AB12 CDE' },
+    };
+    const assigned = await send(operator, { bookingReference: b.reference, status: 'driver_assigned', driver });
+    expect(assigned).toEqual({ status: 200, body: { bookingReference: b.reference, status: 'driver_assigned' } });
+    const row = await booking(b.id);
+    expect(row.operator_partner_id).toBe(operator.id);
+    expect(row.status).toBe('driver_assigned');
+    const offer = await env.rt.db('dispatch_offers').where({ booking_id: b.id }).first();
+    expect(offer.state).toBe('accepted');
+    const h = await history(b.id);
+    const assignedEntry = h.find((e) => e.status === 'driver_assigned');
+    expect(assignedEntry.details.driver).toEqual(driver);
+
+    for (const status of ['driver_en_route', 'driver_arrived', 'passenger_on_board']) {
+      const r = await send(operator, { bookingReference: b.reference, status });
+      expect(r).toEqual({ status: 200, body: { bookingReference: b.reference, status } });
+      expect((await booking(b.id)).status).toBe(status);
+    }
+    const done = await send(operator, {
+      bookingReference: b.reference,
+      status: 'completed',
+      payment: { method: 'card', amountGBP: 42, processorFeeGBP: 0.8 },
+    });
+    expect(done.status).toBe(200);
+    expect((await booking(b.id)).status).toBe('completed');
+    const settlements = await env.rt.db('settlement_records').where({ booking_id: b.id });
+    expect(settlements).toHaveLength(1);
+    expect(settlements[0]).toMatchObject({
+      partner_id: operator.id,
+      driver_id: null,
+      method: 'card',
+      kind: 'card_paid',
+      amount_pence: 4200,
+      processor_fee_pence: 80,
+    });
+    expect((await history(b.id)).map((e) => e.status)).toEqual([
+      'driver_assigned',
+      'driver_en_route',
+      'driver_arrived',
+      'passenger_on_board',
+      'completed',
+    ]);
+  });
+
+  it('refuses unsigned, wrongly signed and stale updates with 401', async () => {
+    const b = await offeredBooking(operator.id);
+    const payload = { bookingReference: b.reference, status: 'driver_assigned' };
+    const unsigned = await send(operator, payload, { secret: null });
+    expect(unsigned.status).toBe(401);
+    expect((unsigned.body.error as { code: string }).code).toBe('unauthorized');
+    expect((await send(operator, payload, { secret: other.secret })).status).toBe(401);
+    expect((await send(operator, payload, { at: new Date(Date.now() - 6 * 60_000) })).status).toBe(401);
+    expect((await send(operator, payload, { at: new Date(Date.now() + 6 * 60_000) })).status).toBe(401);
+    // Another partner's id with the operator's signature: checked against the other's secret.
+    expect((await send(operator, payload, { partnerId: other.id })).status).toBe(401);
+    expect((await send(operator, payload, { partnerId: 'not-a-partner' })).status).toBe(401);
+    const row = await booking(b.id);
+    expect(row.status).toBe('dispatching');
+    expect(row.operator_partner_id).toBeNull();
+  });
+
+  it('answers 404 to a partner that neither holds the booking nor has an offer for it', async () => {
+    const b = await offeredBooking(operator.id);
+    const r = await send(other, { bookingReference: b.reference, status: 'driver_assigned' });
+    expect(r.status).toBe(404);
+    expect((r.body.error as { code: string }).code).toBe('booking_not_found');
+    const unknown = await send(other, { bookingReference: 'NOPE', status: 'driver_en_route' });
+    expect(unknown.status).toBe(404);
+    expect((await booking(b.id)).status).toBe('dispatching');
+  });
+
+  it('applies the same webhook-id once', async () => {
+    const b = await offeredBooking(operator.id);
+    await send(operator, { bookingReference: b.reference, status: 'driver_assigned', driver: { name: 'Kim' } });
+    const msgId = `msg_${uuidv7()}`;
+    const payload = { bookingReference: b.reference, status: 'driver_en_route' };
+    const first = await send(operator, payload, { msgId });
+    const again = await send(operator, payload, { msgId });
+    expect(first).toEqual({ status: 200, body: { bookingReference: b.reference, status: 'driver_en_route' } });
+    expect(again).toEqual(first);
+    // Completed twice with the same id: one settlement record.
+    const doneId = `msg_${uuidv7()}`;
+    const done = { bookingReference: b.reference, status: 'completed', payment: { method: 'cash', amountGBP: 30 } };
+    expect((await send(operator, done, { msgId: doneId })).status).toBe(200);
+    expect((await send(operator, done, { msgId: doneId })).status).toBe(200);
+    expect(await env.rt.db('settlement_records').where({ booking_id: b.id })).toHaveLength(1);
+    expect((await history(b.id)).map((e) => e.status)).toEqual(['driver_assigned', 'driver_en_route', 'completed']);
+  });
+
+  it('hands a held booking back: operator cleared, offer closed, dispatch queued', async () => {
+    const b = await offeredBooking(operator.id);
+    await send(operator, { bookingReference: b.reference, status: 'driver_assigned', driver: { name: 'Lee' } });
+    const msgId = `msg_${uuidv7()}`;
+    const r = await send(
+      operator,
+      { bookingReference: b.reference, status: 'handed_back', reason: 'car broke down' },
+      { msgId },
+    );
+    expect(r).toEqual({ status: 200, body: { bookingReference: b.reference, status: 'handed_back' } });
+    const row = await booking(b.id);
+    expect(row.operator_partner_id).toBeNull();
+    expect(row.status).toBe('dispatching');
+    const offer = await env.rt.db('dispatch_offers').where({ booking_id: b.id }).first();
+    expect(offer.state).toBe('declined');
+    const jobs = await env.rt
+      .db('outbox')
+      .where({ job_name: 'dispatch-booking' })
+      .whereLike('job_id', `dispatch-${b.id}-handback-%`);
+    expect(jobs).toHaveLength(1);
+    expect(jobs[0].payload).toEqual({ bookingId: b.id });
+    // No longer the operator's: further updates are 404.
+    const late = await send(operator, { bookingReference: b.reference, status: 'driver_en_route' });
+    expect(late.status).toBe(404);
+  });
+
+  it('hands back an offer not yet accepted: declined, dispatch queued', async () => {
+    const b = await offeredBooking(operator.id);
+    const r = await send(operator, { bookingReference: b.reference, status: 'handed_back' });
+    expect(r.status).toBe(200);
+    const offer = await env.rt.db('dispatch_offers').where({ booking_id: b.id }).first();
+    expect(offer.state).toBe('declined');
+    expect((await booking(b.id)).status).toBe('dispatching');
+    const jobs = await env.rt.db('outbox').whereLike('job_id', `dispatch-${b.id}-handback-%`);
+    expect(jobs).toHaveLength(1);
+  });
+});

@@ -1,0 +1,279 @@
+import { createHmac } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { unseal } from '../shared/crypto.ts';
+import { type CreatedSupplier, createSupplier } from '../shared/services/suppliers.ts';
+import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { runTs } from './helpers/process.ts';
+
+/**
+ * Supplier booking hooks through real HTTP (CONTRACT.md section 6): both adapters, new, replay,
+ * amend, cancel, credentials, unknown suppliers, the external platform's job fee, and the
+ * `supplier create` CLI.
+ */
+let env: TestEnv;
+let roles: RunningRoles;
+let api: Served;
+let cabco: CreatedSupplier; // secret-header
+let jetlink: CreatedSupplier; // hmac, the external job platform
+
+type Result = {
+  jobRef: string | null;
+  action: string | null;
+  outcome: string;
+  status: number;
+  bookingReference: string | null;
+  error: { code: string } | null;
+};
+type Json = {
+  results: Result[];
+  summary: { received: number; succeeded: number; failed: number };
+  error?: { code: string; message: string };
+};
+
+const inHours = (h: number) => new Date(Date.now() + h * 3600_000).toISOString();
+const WHEN = inHours(6);
+
+beforeAll(async () => {
+  env = await createTestEnv({
+    env: { RATE_LIMIT_PER_IP_PER_MINUTE: '100000', RATE_LIMIT_PER_KEY_PER_MINUTE: '100000' },
+  });
+  await syncBuiltInTariffs(env.rt.db);
+  roles = startRoles(['pricing'], env.rt);
+  api = await serve(await appFor(env));
+  cabco = await createSupplier(env.rt.db, env.config, { slug: 'cabco', adapter: 'secret-header', actor: 'test' });
+  jetlink = await createSupplier(env.rt.db, env.config, {
+    slug: 'jet-link',
+    adapter: 'hmac',
+    externalPlatform: true,
+    jobFeePence: 150,
+    actor: 'test',
+  });
+}, 60_000);
+afterAll(async () => {
+  await api?.close();
+  await roles?.close();
+  await env?.cleanup();
+});
+
+async function post(path: string, raw: string, headers: Record<string, string>) {
+  const res = await fetch(`${api.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: raw,
+  });
+  const text = await res.text();
+  return { status: res.status, json: JSON.parse(text) as Json, text };
+}
+const sign = (raw: string, secret: string) => `sha256=${createHmac('sha256', secret).update(raw).digest('hex')}`;
+
+const cabcoSend = (body: unknown, secret = cabco.secret) =>
+  post('/api/public/hooks/cabco-booking', JSON.stringify(body), { 'x-cabco-secret': secret });
+const jetSend = (body: unknown, secret = jetlink.secret) => {
+  const raw = JSON.stringify(body);
+  return post('/api/public/hooks/jet-link-booking', raw, { 'x-jet-link-signature': sign(raw, secret) });
+};
+
+function cabcoBooking(id: string, extra: Record<string, unknown> = {}) {
+  return {
+    id,
+    pickup_address: 'Manchester Piccadilly',
+    dropoff_address: 'Manchester Airport',
+    pickup_at: WHEN,
+    passenger: { name: 'Ada Lovelace', phone: '07700 900123', email: null },
+    pax: 2,
+    vehicle: 'saloon',
+    flight: null,
+    notes: 'Meet at the taxi rank',
+    ...extra,
+  };
+}
+function jetJob(reference: string, extra: Record<string, unknown> = {}) {
+  return {
+    reference,
+    type: 'new',
+    from: 'Manchester Piccadilly',
+    to: 'Manchester Airport',
+    when: WHEN,
+    passengers: 1,
+    customer: { name: 'Grace Hopper', phone: '07700 900456' },
+    ...extra,
+  };
+}
+const bookingByRef = (ref: string | null) =>
+  env.rt
+    .db('bookings')
+    .where({ reference: ref ?? '' })
+    .first();
+
+describe('secret-header adapter', () => {
+  it('creates, replays, amends and cancels a booking by the supplier reference', async () => {
+    const created = await cabcoSend({ event: 'booking.created', booking: cabcoBooking('CC-1') });
+    expect(created.status, created.text).toBe(201);
+    expect(created.json.results[0]).toMatchObject({ jobRef: 'CC-1', action: 'new', outcome: 'created' });
+    const ref = created.json.results[0]?.bookingReference ?? null;
+    const booking = await bookingByRef(ref);
+    expect(booking).toMatchObject({ origin: 'supplier', supplier_id: cabco.id, partner_id: null, status: 'pending' });
+    const pj = await env.rt.db('partner_jobs').where({ supplier_id: cabco.id, job_ref: 'CC-1' }).first();
+    expect(pj).toMatchObject({ booking_id: booking.id, partner_id: null, job_fee_pence: 0 });
+    expect(
+      await env.rt
+        .db('outbox')
+        .where({ job_name: 'dispatch-booking' })
+        .whereRaw("payload->>'bookingId' = ?", [booking.id]),
+    ).toHaveLength(1);
+
+    const again = await cabcoSend({ event: 'booking.created', booking: cabcoBooking('CC-1') });
+    expect(again.status, again.text).toBe(200);
+    expect(again.json.results[0]).toMatchObject({ outcome: 'unchanged', bookingReference: ref });
+    expect(await env.rt.db('bookings').where({ supplier_id: cabco.id })).toHaveLength(1);
+
+    const amended = await cabcoSend({ event: 'booking.updated', booking: cabcoBooking('CC-1', { pax: 3 }) });
+    expect(amended.status, amended.text).toBe(200);
+    expect(amended.json.results[0]).toMatchObject({ outcome: 'amended', bookingReference: ref });
+    expect((await bookingByRef(ref)).passengers).toBe(3);
+
+    const cancelled = await cabcoSend({ event: 'booking.cancelled', booking: { id: 'CC-1' } });
+    expect(cancelled.status, cancelled.text).toBe(200);
+    expect(cancelled.json.results[0]).toMatchObject({ outcome: 'cancelled', bookingReference: ref });
+    expect((await bookingByRef(ref)).status).toBe('cancelled');
+    expect(await env.rt.db('bookings').where({ supplier_id: cabco.id })).toHaveLength(1);
+  }, 60_000);
+
+  it('rejects an amend of an unknown reference and an unknown event', async () => {
+    const r = await cabcoSend({ event: 'booking.updated', booking: cabcoBooking('CC-none') });
+    expect(r.status, r.text).toBe(404);
+    expect(r.json.results[0]?.error?.code).toBe('job_not_found');
+    const bad = await cabcoSend({ event: 'booking.exploded', booking: cabcoBooking('CC-2') });
+    expect(bad.status, bad.text).toBe(400);
+    expect(bad.json.error?.code).toBe('invalid_input');
+  });
+
+  it('answers 401 for a wrong or missing secret, whatever the body', async () => {
+    const wrong = await cabcoSend({ event: 'booking.created', booking: cabcoBooking('CC-3') }, `${cabco.secret}x`);
+    expect(wrong.status).toBe(401);
+    expect(wrong.json.error?.code).toBe('unauthorized');
+    const missing = await post('/api/public/hooks/cabco-booking', '{}', {});
+    expect(missing.status).toBe(401);
+    // Another supplier's secret is not this supplier's.
+    const other = await cabcoSend({ event: 'booking.created', booking: cabcoBooking('CC-3') }, jetlink.secret);
+    expect(other.status).toBe(401);
+    expect(await env.rt.db('partner_jobs').where({ job_ref: 'CC-3' })).toHaveLength(0);
+  });
+});
+
+describe('hmac adapter', () => {
+  it('takes a batch and a single job, idempotent on reference, and carries the platform job fee', async () => {
+    const batch = await jetSend({ jobs: [jetJob('JL-1'), jetJob('JL-2'), jetJob('JL-bad', { passengers: 40 })] });
+    expect(batch.status, batch.text).toBe(207);
+    expect(batch.json.summary).toEqual({ received: 3, succeeded: 2, failed: 1 });
+    expect(batch.json.results.map((r) => r.outcome)).toEqual(['created', 'created', 'rejected']);
+    const rows = await env.rt.db('bookings').where({ supplier_id: jetlink.id });
+    expect(rows).toHaveLength(2);
+    expect(rows.every((b) => b.origin === 'supplier')).toBe(true);
+    const jobs = await env.rt.db('partner_jobs').where({ supplier_id: jetlink.id });
+    expect(jobs.map((j) => j.job_fee_pence)).toEqual([150, 150]);
+
+    const replay = await jetSend({ jobs: [jetJob('JL-1'), jetJob('JL-2')] });
+    expect(replay.status, replay.text).toBe(200);
+    expect(replay.json.results.map((r) => r.outcome)).toEqual(['unchanged', 'unchanged']);
+    expect(await env.rt.db('bookings').where({ supplier_id: jetlink.id })).toHaveLength(2);
+
+    const single = await jetSend(jetJob('JL-1', { type: 'amend', passengers: 4 }));
+    expect(single.status, single.text).toBe(200);
+    expect(single.json.results[0]).toMatchObject({ outcome: 'amended' });
+    expect((await bookingByRef(single.json.results[0]?.bookingReference ?? null)).passengers).toBe(4);
+
+    const cancel = await jetSend({ jobs: [{ reference: 'JL-2', type: 'cancel' }] });
+    expect(cancel.status, cancel.text).toBe(200);
+    expect(cancel.json.results[0]).toMatchObject({ outcome: 'cancelled' });
+    expect((await bookingByRef(cancel.json.results[0]?.bookingReference ?? null)).status).toBe('cancelled');
+
+    const created = await jetSend(jetJob('JL-3'));
+    expect(created.status, created.text).toBe(201);
+  }, 60_000);
+
+  it('keeps references per supplier: the same reference from two suppliers is two jobs', async () => {
+    const a = await cabcoSend({ event: 'booking.created', booking: cabcoBooking('SHARED-1') });
+    const b = await jetSend(jetJob('SHARED-1'));
+    expect(a.status, a.text).toBe(201);
+    expect(b.status, b.text).toBe(201);
+    expect(a.json.results[0]?.bookingReference).not.toBe(b.json.results[0]?.bookingReference);
+  }, 60_000);
+
+  it('answers 401 for a bad or missing signature', async () => {
+    const raw = JSON.stringify(jetJob('JL-9'));
+    const bad = await post('/api/public/hooks/jet-link-booking', raw, {
+      'x-jet-link-signature': sign(`${raw} `, jetlink.secret),
+    });
+    expect(bad.status).toBe(401);
+    expect(bad.json.error?.code).toBe('unauthorized');
+    const wrongKey = await jetSend(jetJob('JL-9'), cabco.secret);
+    expect(wrongKey.status).toBe(401);
+    const missing = await post('/api/public/hooks/jet-link-booking', raw, {});
+    expect(missing.status).toBe(401);
+    expect(await env.rt.db('partner_jobs').where({ job_ref: 'JL-9' })).toHaveLength(0);
+  });
+});
+
+describe('hook routing', () => {
+  it('answers 404 for an unknown or inactive supplier', async () => {
+    const r = await post('/api/public/hooks/nobody-booking', '{}', { 'x-nobody-secret': 'x' });
+    expect(r.status).toBe(404);
+    expect(r.json.error?.code).toBe('not_found');
+    const off = await createSupplier(env.rt.db, env.config, { slug: 'gone', adapter: 'secret-header', actor: 'test' });
+    await env.rt.db('suppliers').where({ id: off.id }).update({ active: false });
+    const gone = await post('/api/public/hooks/gone-booking', '{}', { 'x-gone-secret': off.secret });
+    expect(gone.status).toBe(404);
+  });
+
+  it('documents the hook in OpenAPI', async () => {
+    const res = await fetch(`${api.url}/api/public/openapi.json`);
+    const doc = (await res.json()) as { paths: Record<string, { post?: { description?: string } }> };
+    const op = doc.paths['/api/public/hooks/{supplier}-booking']?.post;
+    expect(op?.description).toContain('x-{supplier}-secret');
+    expect(op?.description).toContain('x-{supplier}-signature');
+  });
+});
+
+describe('supplier create CLI', () => {
+  it('prints the secret once and stores it sealed, with the job fee in pence', async () => {
+    const r = await runTs(
+      'bin/admin.ts',
+      [
+        'supplier',
+        'create',
+        '--slug',
+        'ride-hub',
+        '--adapter',
+        'hmac',
+        '--external-platform',
+        '--job-fee',
+        '1.25',
+        '--webhook-url',
+        'https://ride-hub.example/status',
+      ],
+      { ...env.childEnv, DTN_OPERATOR: 'ops-test' },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { id: string; slug: string; secret: string; webhookSecret: string };
+    expect(out).toMatchObject({
+      slug: 'ride-hub',
+      secret: expect.stringMatching(/^dtn_sup_[0-9A-Za-z]{40}$/),
+      webhookSecret: expect.stringMatching(/^whsec_/),
+    });
+    const row = await env.rt.db('suppliers').where({ slug: 'ride-hub' }).first();
+    expect(row).toMatchObject({ id: out.id, adapter: 'hmac', external_platform: true, job_fee_pence: 125 });
+    expect(row.secret_sealed).not.toContain(out.secret);
+    expect(unseal(row.secret_sealed, env.config.dataEncryptionKey)).toBe(out.secret);
+    expect(await env.rt.db('webhook_endpoints').where({ supplier_id: out.id })).toHaveLength(1);
+
+    const bad = await runTs('bin/admin.ts', ['supplier', 'create', '--slug', 'x', '--adapter', 'fax'], {
+      ...env.childEnv,
+      DTN_OPERATOR: 'ops-test',
+    });
+    expect(bad.code).toBe(1);
+    expect(JSON.parse(bad.stderr).error.code).toBe('invalid_input');
+  }, 60_000);
+});
