@@ -254,6 +254,36 @@ describe('POST /api/public/quotes/estimate', () => {
   });
 });
 
+describe('requests arriving together', () => {
+  it('share pricing jobs, and each caller gets its own answer', async () => {
+    const before = (await env.rt.queues.pricing.getJobs(['completed'])).length;
+    const towns = ['York', 'Leeds', 'Sheffield', 'Bradford', 'Hull', 'Harrogate', 'Wakefield', 'Doncaster'];
+    const bodies = Array.from({ length: 24 }, (_, i) => ({
+      pickup_address: i === 5 ? 'Qwxyzzy' : (towns[i % towns.length] as string),
+      dropoff_address: 'Manchester Airport',
+      passenger_count: 1 + (i % 4),
+    }));
+    const answers = await Promise.all(bodies.map((b) => post('/api/public/quotes/estimate', b)));
+    answers.forEach((a, i) => {
+      if (i === 5) {
+        expect(a.status).toBe(422);
+        expect(a.json.error?.details[0]?.field).toBe('/pickup');
+      } else {
+        expect(a.status, JSON.stringify(a.json)).toBe(200);
+        expect(a.json.passenger_count).toBe(bodies[i]?.passenger_count);
+      }
+    });
+    // The same journey and party always gets the same fare, wherever it sat in a batch.
+    const fareOf = (i: number) => answers[i]?.json.fare;
+    expect(fareOf(0)).toBe(fareOf(8));
+    expect(fareOf(0)).toBe(fareOf(16));
+    // Earlier tests sent one request at a time: only this burst can have made batches.
+    const jobs = await env.rt.queues.pricing.getJobs(['completed']);
+    expect(jobs.length - before).toBeLessThan(23);
+    expect(jobs.some((j) => j.name === 'price-quotes')).toBe(true);
+  });
+});
+
 describe('pricing worker away', () => {
   it('answers 503 with the envelope, not a hung request', async () => {
     const lonely = await createTestEnv({ env: { PRICING_TIMEOUT_MS: '300' } });

@@ -5,7 +5,7 @@ import { bookingCancelled } from './dispatch/booking-cancelled.ts';
 import { dispatchBooking, offerExpired } from './dispatch/dispatch-booking.ts';
 import { deliverWebhook } from './fanout/deliver-webhook.ts';
 import { sendMessage } from './notify/send-message.ts';
-import { priceQuote } from './pricing/price-quote.ts';
+import { priceQuote, priceQuotes } from './pricing/price-quote.ts';
 
 export type Handlers<Q extends QueueName> = {
   [N in JobsOf<Q>]: (payload: JobPayload<N>, ctx: WorkerContext, job: Job) => Promise<unknown>;
@@ -18,7 +18,7 @@ export type Handlers<Q extends QueueName> = {
  * worker on their queue already, so a deploy can scale them before their jobs exist.
  */
 export const ROLE_HANDLERS: { [Q in QueueName]: Handlers<Q> } = {
-  pricing: { 'price-quote': priceQuote },
+  pricing: { 'price-quote': priceQuote, 'price-quotes': priceQuotes },
   dispatch: {
     'dispatch-booking': dispatchBooking,
     'offer-expired': offerExpired,

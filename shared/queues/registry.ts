@@ -46,6 +46,14 @@ export type PriceQuoteRequest = Static<typeof PriceQuoteRequest>;
 export const JOBS = {
   /** Price a journey (geocode, route, tariff) and return the result to the waiting caller. */
   'price-quote': { queue: 'pricing', payload: PriceQuoteRequest },
+  /** Several journeys priced in one request and reply: requests that arrive together share a job. */
+  'price-quotes': {
+    queue: 'pricing',
+    payload: Type.Object(
+      { requests: Type.Array(PriceQuoteRequest, { minItems: 1, maxItems: 200 }) },
+      { additionalProperties: false },
+    ),
+  },
   /** Start dispatching a booking (at pickup minus the dispatch lead time). */
   'dispatch-booking': { queue: 'dispatch', payload: Type.Object({ bookingId: Uuid }, { additionalProperties: false }) },
   /** An offer's time is up: expire it if still open and offer the booking to the next candidate. */

@@ -10,10 +10,21 @@ export interface PricingClient {
   close(): Promise<void>;
 }
 
+/** Most requests one pricing job carries. */
+export const MAX_BATCH = 100;
+
+interface Waiting {
+  req: PriceQuoteRequest;
+  resolve(r: PriceQuoteResult): void;
+  reject(err: unknown): void;
+}
+
 /**
- * Request and reply over the `pricing` queue: add a `price-quote` job, wait for it to finish
- * through QueueEvents. One attempt (the caller retries), kept a minute. When no worker answers
- * in time the caller gets 503, never a hung request.
+ * Request and reply over the `pricing` queue. Requests that arrive in the same turn of the
+ * event loop share one job (`price-quotes`, up to MAX_BATCH), so under load many callers pay
+ * for one BullMQ round trip; a lone request is a `price-quote` job and waits for nothing
+ * extra. The answer comes through QueueEvents. One attempt (the caller retries), kept a
+ * minute. When no worker answers in time the callers get 503, never a hung request.
  */
 export function createPricingClient(
   queue: Queue,
@@ -35,34 +46,61 @@ export function createPricingClient(
     await ready;
     return queueEvents;
   };
-  return {
-    async price(req) {
+  const unavailable = (message: string) => new AppError('service_unavailable', message, [], { 'Retry-After': '5' });
+
+  async function send(batch: Waiting[]): Promise<void> {
+    try {
       const qe = await eventsReady();
+      const opts = { attempts: 1, removeOnComplete: { age: 60 }, removeOnFail: { age: 600 } };
       let job: Job;
       try {
-        job = await queue.add('price-quote', req, {
-          attempts: 1,
-          removeOnComplete: { age: 60 },
-          removeOnFail: { age: 600 },
-        });
+        job =
+          batch.length === 1
+            ? await queue.add('price-quote', (batch[0] as Waiting).req, opts)
+            : await queue.add('price-quotes', { requests: batch.map((w) => w.req) }, opts);
       } catch {
-        throw new AppError('service_unavailable', 'Pricing is briefly unavailable; retry in a few seconds.', [], {
-          'Retry-After': '5',
-        });
+        throw unavailable('Pricing is briefly unavailable; retry in a few seconds.');
       }
+      let result: unknown;
       try {
-        return (await job.waitUntilFinished(qe, timeoutMs)) as PriceQuoteResult;
+        result = await job.waitUntilFinished(qe, timeoutMs);
       } catch (err) {
         const timedOut = /timed out|TTL/i.test((err as Error).message);
-        throw new AppError(
-          'service_unavailable',
+        throw unavailable(
           timedOut
             ? 'Pricing did not answer in time; retry in a few seconds.'
             : 'Pricing failed; retry in a few seconds.',
-          [],
-          { 'Retry-After': '5' },
         );
       }
+      const results = batch.length === 1 ? [result as PriceQuoteResult] : (result as PriceQuoteResult[]);
+      batch.forEach((w, i) => {
+        const r = results[i];
+        if (r) w.resolve(r);
+        else w.reject(unavailable('Pricing answered incompletely; retry in a few seconds.'));
+      });
+    } catch (err) {
+      for (const w of batch) w.reject(err);
+    }
+  }
+
+  let pending: Waiting[] = [];
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    const all = pending;
+    pending = [];
+    for (let i = 0; i < all.length; i += MAX_BATCH) void send(all.slice(i, i + MAX_BATCH));
+  };
+
+  return {
+    price(req) {
+      return new Promise<PriceQuoteResult>((resolve, reject) => {
+        pending.push({ req, resolve, reject });
+        if (!scheduled) {
+          scheduled = true;
+          setImmediate(flush);
+        }
+      });
     },
     async close() {
       await queueEvents?.close();

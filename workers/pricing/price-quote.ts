@@ -10,3 +10,12 @@ import type { WorkerContext } from '../context.ts';
 export async function priceQuote(payload: JobPayload<'price-quote'>, ctx: WorkerContext): Promise<PriceQuoteResult> {
   return ctx.pricer().price(payload);
 }
+
+/** Price a batch of journeys (requests that reached the API together); answers in the same order. */
+export async function priceQuotes(
+  payload: JobPayload<'price-quotes'>,
+  ctx: WorkerContext,
+): Promise<PriceQuoteResult[]> {
+  const pricer = ctx.pricer();
+  return Promise.all(payload.requests.map((r) => pricer.price(r)));
+}
