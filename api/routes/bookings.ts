@@ -3,7 +3,7 @@ import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { sha256 } from '../../shared/crypto.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
 import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
-import { VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
+import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
 import { AppError, type ErrorDetail } from '../../shared/errors.ts';
 import {
   AliasBookingResponse,
@@ -169,15 +169,6 @@ function requireFields(fields: Record<string, unknown>): void {
   }
 }
 
-function vehicle(raw: string | undefined): VehicleType | undefined {
-  if (raw === undefined) return undefined;
-  const v = raw.trim().toLowerCase().replace(/[\s-]/g, '');
-  if ((VEHICLE_TYPES as readonly string[]).includes(v)) return v as VehicleType;
-  throw new AppError('invalid_input', `Unknown vehicle type "${raw}".`, [
-    { field: '/vehicleType', problem: `must be one of: ${VEHICLE_TYPES.join(', ')}` },
-  ]);
-}
-
 /** Normalised content of a booking request, for the 15-minute repeat rule. */
 function contentHash(scope: string, parts: Record<string, unknown>): Buffer {
   const norm = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase().replace(/\s+/g, ' ') : v);
@@ -306,7 +297,7 @@ export function bookingRoutes(): RouteDef[] {
           passengerPhone: phone,
         });
         const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer);
-        const vehicleType = vehicle(body.vehicleType);
+        const vehicleType = parseVehicleType(body.vehicleType);
         const fare = await partnerFare(deps, caller, body.fareGBP);
         const hash = contentHash(bc.scope, {
           pickup: body.pickup,

@@ -36,6 +36,16 @@ async function lockBooking(trx: Tx, rawRef: string, prefix: string): Promise<Dis
   return booking;
 }
 
+/** The holder's latest offer for the booking; 404 job_not_found when it was never offered to them. */
+async function latestOffer(trx: Tx, bookingId: string, holder: JobHolder, rawRef: string): Promise<OfferRow> {
+  const offer = await trx<OfferRow>('dispatch_offers')
+    .where({ booking_id: bookingId, [holderColumn(holder)]: holder.id })
+    .orderBy('attempt', 'desc')
+    .first();
+  if (!offer) throw jobNotFound(rawRef);
+  return offer;
+}
+
 export interface Accepted {
   bookingId: string;
   reference: string;
@@ -57,11 +67,7 @@ export async function acceptOffer(
 ): Promise<Accepted> {
   const accepted = await deps.db.transaction(async (trx) => {
     const booking = await lockBooking(trx, rawRef, prefix);
-    const offer = await trx<OfferRow>('dispatch_offers')
-      .where({ booking_id: booking.id, [holderColumn(holder)]: holder.id })
-      .orderBy('attempt', 'desc')
-      .first();
-    if (!offer) throw jobNotFound(rawRef);
+    const offer = await latestOffer(trx, booking.id, holder, rawRef);
     if (offer.state === 'accepted') {
       return {
         bookingId: booking.id,
@@ -134,11 +140,7 @@ export async function declineOffer(
 ): Promise<{ bookingId: string; reference: string }> {
   return deps.db.transaction(async (trx) => {
     const booking = await lockBooking(trx, rawRef, prefix);
-    const offer = await trx<OfferRow>('dispatch_offers')
-      .where({ booking_id: booking.id, [holderColumn(holder)]: holder.id })
-      .orderBy('attempt', 'desc')
-      .first();
-    if (!offer) throw jobNotFound(rawRef);
+    const offer = await latestOffer(trx, booking.id, holder, rawRef);
     if (offer.state === 'declined') return { bookingId: booking.id, reference: booking.reference };
     if (offer.state !== 'offered' || offer.expires_at.getTime() <= now.getTime()) {
       throw new AppError(

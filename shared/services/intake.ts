@@ -8,7 +8,8 @@ import type { Db } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { screenFields } from '../domain/content-screen.ts';
 import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../domain/email-acceptance.ts';
-import { VEHICLE_TYPES, type VehicleType } from '../domain/tariffs/types.ts';
+import type { VehicleType } from '../domain/tariffs/types.ts';
+import { parseVehicleType } from '../domain/tariffs/vehicle.ts';
 import { AppError, type ErrorDetail } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
@@ -202,15 +203,6 @@ function dailyLimitError(limit: number, retryAfter: number, field = '/'): AppErr
   );
 }
 
-function vehicle(raw: string | undefined): VehicleType | undefined {
-  if (raw === undefined) return undefined;
-  const v = raw.trim().toLowerCase().replace(/[\s-]/g, '');
-  if ((VEHICLE_TYPES as readonly string[]).includes(v)) return v as VehicleType;
-  throw new AppError('invalid_input', `Unknown vehicle type "${raw}".`, [
-    { field: '/vehicleType', problem: `must be one of: ${VEHICLE_TYPES.join(', ')}` },
-  ]);
-}
-
 const norm = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase().replace(/\s+/g, ' ') : (v ?? null));
 
 /** Validate, screen and normalise one job; throws the AppError that rejects it. */
@@ -273,7 +265,7 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown): 
     passengerPhone,
     passengerEmail,
     passengers: job.passengers ?? 1,
-    vehicleType: vehicle(job.vehicleType),
+    vehicleType: parseVehicleType(job.vehicleType),
     flightNumber: job.flightNumber?.trim() || null,
     farePence: job.fare === undefined ? null : Math.round(job.fare * 100),
     notes: job.notes?.trim() || null,
