@@ -55,7 +55,14 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
       const caller = res.locals.caller as Caller;
       const idem =
         idemKey !== undefined
-          ? await beginIdempotent(deps.db, callerScope(caller), idemKey, req.method, req.path, req.rawBody)
+          ? await beginIdempotent(
+              deps.db,
+              route.idempotencyScope ? route.idempotencyScope(req, caller) : callerScope(caller),
+              idemKey,
+              req.method,
+              req.path,
+              req.rawBody,
+            )
           : null;
       if (idem?.kind === 'replay') {
         for (const [k, v] of Object.entries(idem.response.headers)) res.setHeader(k, v);
@@ -88,8 +95,9 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
       } catch (err) {
         if (idem?.kind === 'new') {
           // A refusal (4xx) is the answer to this request and is replayed too; a failure on our
-          // side (5xx) is not remembered, so the caller can retry with the same key.
-          if (err instanceof AppError && err.status < 500) {
+          // side (5xx), bad credentials (401) and a limit (429) are not remembered, so the
+          // caller can retry with the same key once fixed or after waiting.
+          if (err instanceof AppError && err.status < 500 && err.status !== 401 && err.status !== 429) {
             await idem.complete({
               status: err.status,
               headers: err.headers,

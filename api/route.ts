@@ -69,6 +69,11 @@ export interface RouteDef<
   rateLimit?: false | RoutePolicy[];
   /** A creating POST: honours the Idempotency-Key header (CONTRACT.md section 2). */
   idempotent?: boolean;
+  /**
+   * Whose Idempotency-Keys these are, when the route authenticates callers itself (e.g. HMAC
+   * headers naming a partner); default the API key, else the IP.
+   */
+  idempotencyScope?: (req: Request, caller: Caller) => string;
   /** Appears in the OpenAPI document (public surface). Default true. */
   documented?: boolean;
   body?: B;

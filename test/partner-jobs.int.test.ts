@@ -227,6 +227,22 @@ describe('partner authentication', () => {
     expect(row.partner_id).toBe(partner.id);
   });
 
+  it('honours Idempotency-Key: a replay byte for byte, 422 for another body, and a 401 is not remembered', async () => {
+    const raw = JSON.stringify(job('IK-1'));
+    const key = { 'idempotency-key': 'ik-partner-jobs-1', 'x-partner': partner.id };
+    const refused = await send(raw, { ...key, 'x-signature': sign(raw, 'wrong-secret') });
+    expect(refused.status).toBe(401);
+    const first = await send(raw, { ...key, 'x-signature': sign(raw, partner.signingSecret) });
+    expect(first.status, first.text).toBe(201);
+    const again = await send(raw, { ...key, 'x-signature': sign(raw, partner.signingSecret) });
+    expect(again.headers.get('idempotency-replayed')).toBe('true');
+    expect(again.text).toBe(first.text);
+    const raw2 = JSON.stringify(job('IK-2'));
+    const reused = await send(raw2, { ...key, 'x-signature': sign(raw2, partner.signingSecret) });
+    expect(reused.status).toBe(422);
+    expect(reused.json.error?.code).toBe('idempotency_key_reused');
+  });
+
   it('answers 401 for a wrong signature, a signature of another body, and missing credentials', async () => {
     const raw = JSON.stringify(job('H-3'));
     const wrong = await send(raw, { 'x-partner': partner.id, 'x-signature': sign(raw, 'not-the-secret') });

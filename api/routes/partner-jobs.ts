@@ -19,7 +19,8 @@ import { defineRoute, type RouteDef } from '../route.ts';
  * Auth: a partner's API key (validated by the mount: `auth: 'public'`), else the HMAC headers
  * `x-partner` and `x-signature` checked here against the raw body. No credentials, a bad key
  * or a bad signature is 401; a key that belongs to no partner, or a suspended partner, is 403.
- * Jobs are idempotent by (partner, jobRef), so the route does not use Idempotency-Key.
+ * Jobs are idempotent by (partner, jobRef); the Idempotency-Key header is honoured too
+ * (CONTRACT.md section 2), scoped by the partner the request names.
  */
 export function partnerJobRoutes(): RouteDef[] {
   return [
@@ -32,8 +33,13 @@ export function partnerJobRoutes(): RouteDef[] {
         'Partners only: send your partner API key (Authorization: Bearer, or x-api-key), or sign the raw body with HMAC-SHA256 using your signing secret and send x-partner: <partner id> and x-signature: <hex> (sha256= prefix accepted). Each job has jobRef (your unique reference), action (new, amend, cancel; default new), pickup, dropoff, pickupTime (required for new and amend), passengerName, passengerPhone, passengerEmail, passengers (1 to 8), vehicleType, flightNumber, fare (GBP, only for partners allowed to set fares) and notes. Every job gets its own outcome (created 201, amended, cancelled, unchanged 200, rejected 4xx with an error); an array answers 200 when all succeeded, else 207; a single object answers with its own status. A repeated new job with the same content is unchanged; with other content it amends. New jobs count against a daily limit per partner (Europe/London day): 429 daily_limit_reached with Retry-After.',
       tags: ['partners'],
       auth: 'public',
+      idempotent: true,
+      // HMAC callers have no key: their keys are scoped by the partner they name (a request
+      // whose signature fails is 401, which is never remembered).
+      idempotencyScope: (req, caller) =>
+        caller.kind === 'api_key' ? `key:${caller.key.id}` : `hmac:${req.get('x-partner') ?? ''}:${caller.ip}`,
       body: PartnerJobsRequest,
-      errors: ['forbidden', 'daily_limit_reached'],
+      errors: ['forbidden', 'daily_limit_reached', 'idempotency_in_progress', 'idempotency_key_reused'],
       responses: {
         200: { description: 'Every job succeeded', schema: PartnerJobsResponse },
         201: { description: 'A single new job was created', schema: PartnerJobsResponse },
