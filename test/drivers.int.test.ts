@@ -297,6 +297,23 @@ describe('operator CLI: drivers and trials', () => {
       token: expect.stringMatching(/^dtn_drv_[0-9A-Za-z]{40}$/),
       trialEndsAt: expect.any(String),
     });
+    // The token is sent to the driver by SMS and e-mail, each with its send job in the outbox
+    // (the notify worker delivers them and then removes the token from our record).
+    const sent = await env.rt
+      .db('outbound_messages')
+      .where({ driver_id: id, purpose: 'driver_token' })
+      .orderBy('channel')
+      .select('id', 'channel', 'recipient', 'body', 'state');
+    expect(sent.map((m) => [m.channel, m.recipient, m.state])).toEqual([
+      ['email', 'amina.khan@example.com', 'queued'],
+      ['sms', expect.stringMatching(/^\+44/), 'queued'],
+    ]);
+    for (const m of sent) expect(m.body).toContain(approved.token);
+    const jobs = await env.rt.db('outbox').whereIn(
+      'job_id',
+      sent.map((m) => `message-${m.id}`),
+    );
+    expect(jobs).toHaveLength(2);
     const row = await env.rt.db('drivers').where({ id }).first();
     expect(row.status).toBe('approved');
     expect(Buffer.compare(row.token_hash, sha256(approved.token))).toBe(0);

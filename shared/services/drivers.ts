@@ -13,6 +13,7 @@ import { AppError, type ErrorDetail } from '../errors.ts';
 import { defaultGazetteer } from '../geo/gazetteer.ts';
 import type { Geocoder, Place } from '../geo/types.ts';
 import { normalisePhone } from './bookings.ts';
+import { queueMessage } from './messages.ts';
 
 /**
  * Drivers (CONTRACT.md section 6, SPEC.md 2.10): a driver applies, an operator approves them,
@@ -438,10 +439,39 @@ export async function approveDriver(db: Db, id: string, actor: string): Promise<
         ),
         updated_at: trx.fn.now(),
       })
-      .returning<Array<{ status: DriverStatus; trial_ends_at: Date }>>(['status', 'trial_ends_at']);
+      .returning<
+        Array<{ status: DriverStatus; trial_ends_at: Date; name: string; phone: string; email: string; test_mode: boolean }>
+      >(['status', 'trial_ends_at', 'name', 'phone', 'email', 'test_mode']);
     if (!row) return null;
     const trialEndsAt = row.trial_ends_at.toISOString();
     await audit(trx, actor, 'driver.approve', id, { tokenPrefix: prefix, trialEndsAt });
+    // The token goes to the driver by SMS and e-mail, with the approval; the notify worker
+    // removes it from our record of the messages once they are delivered.
+    const trialDay = trialEndsAt.slice(0, 10);
+    const common = { purpose: 'driver_token', driverId: id, testMode: row.test_mode } as const;
+    await queueMessage(trx, {
+      ...common,
+      channel: 'sms',
+      recipient: row.phone,
+      body: `Direct Taxi Network: you are approved to drive. Your driver app token: ${token} (keep it private). Free trial until ${trialDay}.`,
+    });
+    await queueMessage(trx, {
+      ...common,
+      channel: 'email',
+      recipient: row.email,
+      subject: 'You are approved to drive with Direct Taxi Network',
+      body: [
+        `Hello ${row.name},`,
+        '',
+        'You are approved to drive with Direct Taxi Network. Fares are paid to you, never to us.',
+        `Your free trial runs until ${trialDay}; after it, the software fee is £20 in a week when your earnings pass £500, and nothing otherwise.`,
+        '',
+        `Your driver app token (keep it private; it is not stored anywhere you can read it again):`,
+        token,
+        '',
+        'If you lose it, ask an operator to approve you again: a new token replaces it.',
+      ].join('\n'),
+    });
     return { id, status: 'approved' as const, token, trialEndsAt };
   });
 }

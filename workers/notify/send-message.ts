@@ -16,11 +16,11 @@ interface MessageRow {
 }
 
 /**
- * Messages that carry a secret (a one-time code, a verification or tracking link): once delivered, their text is
+ * Messages that carry a secret (a one-time code, a verification or tracking link, a driver's token): once delivered, their text is
  * removed from our record, so the secret lives only in the recipient's inbox. Test-mode
  * messages keep their text: showing it is how sandbox integrators read them.
  */
-export const SECRET_PURPOSES = new Set(['verification', 'confirmation']);
+export const SECRET_PURPOSES = new Set(['verification', 'confirmation', 'driver_token']);
 export const REDACTED_BODY = '[removed after delivery: it contained a one-time code or link]';
 
 /**
