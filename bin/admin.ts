@@ -3,9 +3,11 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Config } from '../shared/config.ts';
 import { createDb, type Db } from '../shared/db/knex.ts';
+import { type BillingWeek, parseWeek } from '../shared/domain/billing/week.ts';
 import { VEHICLE_TYPES, type VehicleType } from '../shared/domain/tariffs/types.ts';
 import { configOrExit } from '../shared/lifecycle.ts';
 import { createApiKey, listApiKeys, revokeApiKey } from '../shared/services/api-keys.ts';
+import { invoicesCsv, listInvoices, previewInvoices, runBilling } from '../shared/services/billing.ts';
 import { normalisePhone } from '../shared/services/bookings.ts';
 import {
   approveDriver,
@@ -55,6 +57,17 @@ interface Command {
   options: Options;
   positionals?: number;
   run(values: Record<string, string | boolean | undefined>, positionals: string[], ctx: Ctx): Promise<unknown>;
+}
+
+/** Output that is not JSON (a CSV export): printed as it is. */
+class RawOutput {
+  constructor(readonly text: string) {}
+}
+
+function weekArg(values: Record<string, unknown>): BillingWeek {
+  const week = parseWeek(required(values, 'week'));
+  if (!week) throw new CliError('invalid_input', '--week must be an ISO week such as 2026-W47');
+  return week;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -367,6 +380,24 @@ export const COMMANDS: Record<string, Command> = {
       return { blocked: { kind, value } };
     },
   },
+  'billing run': {
+    usage: 'billing run --week YYYY-Www [--dry-run]',
+    options: { week: { type: 'string' }, 'dry-run': { type: 'boolean' } },
+    run: async (v, _p, ctx) => {
+      const week = weekArg(v);
+      if (v['dry-run'] === true) {
+        return { week: week.week, dryRun: true, invoices: await previewInvoices(ctx.db, week) };
+      }
+      const { issued } = await runBilling(ctx.db, week, ctx.actor);
+      const invoices = await listInvoices(ctx.db, week.week);
+      return { week: week.week, issued, alreadyIssued: invoices.length - issued, invoices };
+    },
+  },
+  'billing export': {
+    usage: 'billing export --week YYYY-Www',
+    options: { week: { type: 'string' } },
+    run: async (v, _p, ctx) => new RawOutput(invoicesCsv(await listInvoices(ctx.db, weekArg(v).week))),
+  },
   'webhooks dead': {
     usage: 'webhooks dead',
     options: {},
@@ -514,7 +545,7 @@ async function main(argv: string[]): Promise<number> {
         actor,
       },
     );
-    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    process.stdout.write(result instanceof RawOutput ? result.text : `${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } catch (err) {
     const code = err instanceof CliError ? err.code : 'internal_error';

@@ -3,6 +3,7 @@ import type { Config } from './config.ts';
 import { createDb, type Db } from './db/knex.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { createMailer, type Mailer } from './providers/mailer.ts';
+import { builtinPaymentProvider, type PaymentProvider } from './providers/payments.ts';
 import { createTwilioSender, type SmsSender } from './providers/sms.ts';
 import { closeQueues, createQueues, createRedis, type Queues } from './queues/connection.ts';
 import { defaultGazetteer } from './geo/gazetteer.ts';
@@ -24,6 +25,8 @@ export interface Runtime {
   workerRedis(): Redis;
   mailer: Mailer;
   sms: SmsSender;
+  /** Charges weekly invoices (the built-in provider records them as due for finance). */
+  payments: PaymentProvider;
   /** Request and reply to the pricing worker (API side). */
   pricing: PricingClient;
   /** The pricing engine with its data loaded (pricing worker side); built on first use. */
@@ -58,6 +61,7 @@ export function createRuntime(config: Config, name: string, opts: { logger?: Log
     queues,
     mailer,
     sms,
+    payments: builtinPaymentProvider(),
     pricing,
     pricer() {
       pricer ??= createPricer({

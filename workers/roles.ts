@@ -1,6 +1,7 @@
 import type { Job } from 'bullmq';
 import type { JobPayload, JobsOf, QueueName } from '../shared/queues/registry.ts';
 import type { WorkerContext } from './context.ts';
+import { chargeInvoicesJob, runWeeklyBilling } from './billing/billing-jobs.ts';
 import { bookingCancelled } from './dispatch/booking-cancelled.ts';
 import { dispatchBooking, offerExpired } from './dispatch/dispatch-booking.ts';
 import { deliverWebhook } from './fanout/deliver-webhook.ts';
@@ -26,7 +27,7 @@ export const ROLE_HANDLERS: { [Q in QueueName]: Handlers<Q> } = {
   },
   notify: { 'send-message': sendMessage },
   fanout: { 'deliver-webhook': deliverWebhook },
-  billing: {},
+  billing: { 'run-weekly-billing': runWeeklyBilling, 'charge-invoices': chargeInvoicesJob },
 };
 
 /** Concurrency per role, per process. I/O-bound roles run more jobs at once. */

@@ -12,6 +12,7 @@ import {
 } from '../shared/queues/registry.ts';
 import type { Runtime } from '../shared/runtime.ts';
 import { presenceIndex } from '../shared/services/dispatch.ts';
+import { registerWeeklyBilling } from './billing/billing-jobs.ts';
 import type { WorkerContext } from './context.ts';
 import { startOutboxRelay } from './outbox-relay/relay.ts';
 import { ROLE_CONCURRENCY, ROLE_HANDLERS } from './roles.ts';
@@ -34,6 +35,7 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
     queues: rt.queues,
     mailer: rt.mailer,
     sms: rt.sms,
+    payments: rt.payments,
     pricer: () => rt.pricer(),
   };
   for (const role of roles) {
@@ -64,6 +66,12 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
       }, rt.config.dispatch.presenceTtlSeconds * 1000);
       timer.unref();
       closers.push(async () => clearInterval(timer));
+    }
+    // Billing registers its weekly job scheduler (an idempotent upsert).
+    if (role === 'billing') {
+      registerWeeklyBilling(rt.queues.billing)
+        .then(() => log.info('weekly billing scheduled'))
+        .catch((err: unknown) => log.error({ err }, 'could not register the weekly billing scheduler'));
     }
     const handlers = ROLE_HANDLERS[role] as Record<string, AnyHandler>;
     const worker = new Worker(

@@ -18,6 +18,7 @@ export const WORKER_ROLES = [...QUEUE_NAMES, 'outbox-relay'] as const;
 export type WorkerRole = (typeof WORKER_ROLES)[number];
 
 const Uuid = Type.String({ format: 'uuid' });
+const IsoWeek = Type.String({ pattern: '^[0-9]{4}-W[0-9]{2}$' });
 
 /**
  * A synchronous price request (request and reply: the API waits for the result). The one job
@@ -71,6 +72,20 @@ export const JOBS = {
    * they run out (shared/services/webhooks.ts).
    */
   'deliver-webhook': { queue: 'fanout', payload: Type.Object({ deliveryId: Uuid }, { additionalProperties: false }) },
+  /**
+   * The weekly invoice run (a job scheduler fires it every Monday 02:00 Europe/London): issue
+   * the invoices of `week`, by default the week that ended before the run was due, then charge
+   * every invoice still to be charged.
+   */
+  'run-weekly-billing': {
+    queue: 'billing',
+    payload: Type.Object({ week: Type.Optional(IsoWeek) }, { additionalProperties: false }),
+  },
+  /** Charge the invoices of a week (or of every week) that are issued or whose charge failed. */
+  'charge-invoices': {
+    queue: 'billing',
+    payload: Type.Object({ week: Type.Optional(IsoWeek) }, { additionalProperties: false }),
+  },
 } as const satisfies Record<string, { queue: QueueName; payload: TSchema }>;
 
 export type JobName = keyof typeof JOBS;

@@ -1,0 +1,441 @@
+import type { Knex } from 'knex';
+import { enqueueJob } from '../db/outbox.ts';
+import type { Db, Queryable } from '../db/knex.ts';
+import type { BillingWeek } from '../domain/billing/week.ts';
+import type { Logger } from '../logger.ts';
+import type { ChargeOutcome, PaymentProvider } from '../providers/payments.ts';
+
+/**
+ * Weekly billing (SPEC.md 2.10, CONTRACT.md section 8). Per driver, and per partner operator
+ * that fulfils rides itself, for one billing week:
+ * - earnings: the fares of their rides completed in the week (by the time the ride was
+ *   completed), never collected by us;
+ * - the flat £20 fee when earnings are strictly above £500 and the week starts after the trial
+ *   has ended (drivers: 90 days from approval; partners: 30 days from creation; both as
+ *   extended by an administrator);
+ * - pass-through costs, always: SMS sent for them at £0.02 each, card processors' fees from
+ *   their settlement records, and the external job platform's fee for each of their completed
+ *   rides that came from it.
+ * Whoever had any of these in the week gets exactly one invoice for it, whatever the number of
+ * runs: the run is one set-based statement whose invoice insert skips owners already invoiced
+ * for the week (a unique index decides), and writes lines only for invoices it created. An
+ * invoice with nothing to pay is issued as `paid`; the others are `issued`, then charged
+ * through the payment provider (`due` or `paid`, or `charge_failed` and retried).
+ * Test-mode rides, messages and drivers never appear in billing.
+ */
+export const WEEKLY_FEE_PENCE = 2000;
+export const FEE_THRESHOLD_PENCE = 50_000;
+export const SMS_UNIT_PENCE = 2;
+
+/**
+ * Everything a week's invoices are made of, as CTEs over one `period` row. Each source is a
+ * range scan on its time index (migrations/20261123001100_billing-run.ts); owners are keyed
+ * by `owner_id` (a driver's or a partner's id: UUIDs do not collide).
+ */
+const COMPUTE = `
+period as (select ?::timestamptz as s, ?::timestamptz as e, ?::text as week),
+activity as (
+  select b.driver_id, case when b.driver_id is null then b.operator_partner_id end as partner_id,
+         coalesce(b.fare_pence, 0)::bigint as earnings, 1 as rides, 0 as sms,
+         0::bigint as card_fees, 0 as card_payments,
+         coalesce(pj.job_fee_pence, 0)::bigint as ext_fees, (coalesce(pj.job_fee_pence, 0) > 0)::int as ext_jobs
+    from period
+    join booking_status_history h on h.status = 'completed' and h.at >= period.s and h.at < period.e
+    join bookings b on b.id = h.booking_id
+    left join partner_jobs pj on pj.booking_id = b.id and pj.job_fee_pence > 0
+   where not b.test_mode and (b.driver_id is not null or b.operator_partner_id is not null)
+  union all
+  select m.driver_id, case when m.driver_id is null then m.partner_id end, 0, 0, 1, 0, 0, 0, 0
+    from period
+    join outbound_messages m on m.channel = 'sms' and m.state = 'sent' and m.sent_at >= period.s and m.sent_at < period.e
+   where not m.test_mode and (m.driver_id is not null or m.partner_id is not null)
+  union all
+  select r.driver_id, case when r.driver_id is null then r.partner_id end, 0, 0, 0, r.processor_fee_pence, 1, 0, 0
+    from period
+    join settlement_records r on r.processor_fee_pence > 0 and r.created_at >= period.s and r.created_at < period.e
+   where (r.driver_id is not null or r.partner_id is not null)
+     and not exists (select 1 from bookings tb where tb.id = r.booking_id and tb.test_mode)
+),
+totals as (
+  select driver_id, partner_id, coalesce(driver_id, partner_id) as owner_id,
+         sum(earnings)::bigint as earnings, sum(rides)::int as rides, sum(sms)::int as sms,
+         sum(card_fees)::bigint as card_fees, sum(card_payments)::int as card_payments,
+         sum(ext_fees)::bigint as ext_fees, sum(ext_jobs)::int as ext_jobs
+    from activity
+   group by driver_id, partner_id
+),
+priced as (
+  select t.*, coalesce(d.name, p.name) as owner_name,
+         (t.earnings > ${FEE_THRESHOLD_PENCE}
+           and period.s >= coalesce(d.trial_ends_at, p.trial_ends_at, p.created_at + interval '30 days', '-infinity'::timestamptz)
+         ) as fee_due
+    from period, totals t
+    left join drivers d on d.id = t.driver_id
+    left join partners p on p.id = t.partner_id
+   where not coalesce(d.test_mode, false)
+),
+charged as (
+  select pr.*, (case when pr.fee_due then ${WEEKLY_FEE_PENCE} else 0 end
+                + pr.sms * ${SMS_UNIT_PENCE} + pr.card_fees + pr.ext_fees)::bigint as total_pence
+    from priced pr
+),
+lines_of as (
+  select c.owner_id, l.*
+    from charged c
+   cross join lateral (values
+     (1, 'subscription_fee', 'Weekly software fee (earnings above £500)', 1,
+         ${WEEKLY_FEE_PENCE}::bigint, case when c.fee_due then ${WEEKLY_FEE_PENCE} else 0 end::bigint),
+     (2, 'sms', 'SMS messages at £0.02 each', c.sms, ${SMS_UNIT_PENCE}::bigint, (c.sms * ${SMS_UNIT_PENCE})::bigint),
+     (3, 'card_processing', format('Card processing fees on %s card payments (pass-through)', c.card_payments), 1,
+         c.card_fees, c.card_fees),
+     (4, 'external_job_fee', format('External job platform fees on %s jobs', c.ext_jobs), 1, c.ext_fees, c.ext_fees)
+   ) as l(pos, kind, description, quantity, unit_pence, amount_pence)
+   where l.amount_pence > 0
+)`;
+
+const periodBindings = (w: BillingWeek): Knex.RawBinding[] => [w.start, w.end, w.week];
+
+export interface InvoiceLine {
+  kind: 'subscription_fee' | 'sms' | 'card_processing' | 'external_job_fee';
+  description: string;
+  quantity: number;
+  unitGBP: number;
+  amountGBP: number;
+}
+
+export interface Invoice {
+  /** null in a dry run (nothing written). */
+  id: string | null;
+  week: string;
+  owner: { kind: 'driver' | 'partner'; id: string; name: string | null };
+  periodStart: string;
+  periodEnd: string;
+  earningsGBP: number;
+  completedRides: number;
+  totalGBP: number;
+  /** `would_issue` or `already_issued` in a dry run. */
+  state: string;
+  chargeAttempts: number;
+  lastChargeError: string | null;
+  issuedAt: string | null;
+  lines: InvoiceLine[];
+}
+
+const gbp = (pence: number | string) => Number(pence) / 100;
+
+interface LineRow {
+  kind: InvoiceLine['kind'];
+  description: string;
+  quantity: number;
+  unit_pence: number | string;
+  amount_pence: number | string;
+}
+
+const toLines = (rows: LineRow[] | null): InvoiceLine[] =>
+  (rows ?? []).map((l) => ({
+    kind: l.kind,
+    description: l.description,
+    quantity: Number(l.quantity),
+    unitGBP: gbp(l.unit_pence),
+    amountGBP: gbp(l.amount_pence),
+  }));
+
+interface OwnerRow {
+  driver_id: string | null;
+  partner_id: string | null;
+  owner_name: string | null;
+}
+
+interface PreviewRow extends OwnerRow {
+  earnings: string;
+  rides: number;
+  total_pence: string;
+  already_issued: boolean;
+  lines: LineRow[] | null;
+}
+
+interface InvoiceRow extends OwnerRow {
+  id: string;
+  week: string;
+  period_start: Date;
+  period_end: Date;
+  earnings_pence: number;
+  completed_rides: number;
+  total_pence: number;
+  state: string;
+  charge_attempts: number;
+  last_charge_error: string | null;
+  issued_at: Date;
+  lines: LineRow[] | null;
+}
+
+function owner(row: OwnerRow) {
+  return row.driver_id
+    ? { kind: 'driver' as const, id: row.driver_id, name: row.owner_name }
+    : { kind: 'partner' as const, id: row.partner_id as string, name: row.owner_name };
+}
+
+/** What a run of the week would issue, without writing anything (`billing run --dry-run`). */
+export async function previewInvoices(db: Queryable, w: BillingWeek): Promise<Invoice[]> {
+  const { rows } = await db.raw(
+    `with ${COMPUTE}
+     select c.driver_id, c.partner_id, c.owner_name, c.earnings, c.rides, c.total_pence,
+            exists (select 1 from invoices i, period
+                     where i.week = period.week and coalesce(i.driver_id, i.partner_id) = c.owner_id) as already_issued,
+            (select json_agg(json_build_object('kind', l.kind, 'description', l.description, 'quantity', l.quantity,
+                                               'unit_pence', l.unit_pence, 'amount_pence', l.amount_pence) order by l.pos)
+               from lines_of l where l.owner_id = c.owner_id) as lines
+       from charged c
+      order by c.owner_name, c.owner_id`,
+    periodBindings(w),
+  );
+  return (rows as PreviewRow[]).map((r) => ({
+    id: null,
+    week: w.week,
+    owner: owner(r),
+    periodStart: w.start.toISOString(),
+    periodEnd: w.end.toISOString(),
+    earningsGBP: gbp(r.earnings),
+    completedRides: Number(r.rides),
+    totalGBP: gbp(r.total_pence),
+    state: r.already_issued ? 'already_issued' : 'would_issue',
+    chargeAttempts: 0,
+    lastChargeError: null,
+    issuedAt: null,
+    lines: toLines(r.lines),
+  }));
+}
+
+/**
+ * Issue the week's invoices in one statement: owners already invoiced for the week are left
+ * exactly as they are; lines are written only for the invoices this run created.
+ */
+export async function issueInvoices(db: Queryable, w: BillingWeek): Promise<{ issued: number; lines: number }> {
+  const { rows } = await db.raw(
+    `with ${COMPUTE},
+     ins as (
+       insert into invoices (id, driver_id, partner_id, week, period_start, period_end,
+                             earnings_pence, completed_rides, total_pence, state, charged_at)
+       select gen_random_uuid(), c.driver_id, c.partner_id, period.week, period.s, period.e,
+              c.earnings, c.rides, c.total_pence,
+              case when c.total_pence = 0 then 'paid' else 'issued' end,
+              case when c.total_pence = 0 then now() end
+         from period, charged c
+       on conflict do nothing
+       returning id, coalesce(driver_id, partner_id) as owner_id
+     ),
+     ins_lines as (
+       insert into invoice_lines (invoice_id, kind, description, quantity, unit_pence, amount_pence)
+       select i.id, l.kind, l.description, l.quantity, l.unit_pence, l.amount_pence
+         from ins i join lines_of l on l.owner_id = i.owner_id
+       returning 1
+     )
+     select (select count(*) from ins)::int as issued, (select count(*) from ins_lines)::int as lines`,
+    periodBindings(w),
+  );
+  const row = rows[0] as { issued: number; lines: number };
+  return { issued: row.issued, lines: row.lines };
+}
+
+/**
+ * A billing run for a week (the weekly scheduler and `billing run`): issue the invoices and, in
+ * the same transaction, queue their charging in the billing worker.
+ */
+export async function runBilling(db: Db, w: BillingWeek, actor: string): Promise<{ issued: number; lines: number }> {
+  return db.transaction(async (trx) => {
+    const result = await issueInvoices(trx, w);
+    await enqueueJob(trx, 'charge-invoices', { week: w.week });
+    await trx('audit_log').insert({
+      actor,
+      action: 'billing.run',
+      subject_type: 'billing_week',
+      subject_id: w.week,
+      details: JSON.stringify(result),
+    });
+    return result;
+  });
+}
+
+/** The invoices issued for a week, with their lines, ordered by owner name. */
+export async function listInvoices(db: Queryable, week: string): Promise<Invoice[]> {
+  const { rows } = await db.raw(
+    `select i.*, coalesce(d.name, p.name) as owner_name,
+            (select json_agg(json_build_object('kind', l.kind, 'description', l.description, 'quantity', l.quantity,
+                                               'unit_pence', l.unit_pence, 'amount_pence', l.amount_pence) order by l.id)
+               from invoice_lines l where l.invoice_id = i.id) as lines
+       from invoices i
+       left join drivers d on d.id = i.driver_id
+       left join partners p on p.id = i.partner_id
+      where i.week = ?
+      order by owner_name, i.id`,
+    [week],
+  );
+  return (rows as InvoiceRow[]).map(invoiceFromRow);
+}
+
+function invoiceFromRow(r: InvoiceRow): Invoice {
+  return {
+    id: r.id,
+    week: r.week,
+    owner: owner(r),
+    periodStart: r.period_start.toISOString(),
+    periodEnd: r.period_end.toISOString(),
+    earningsGBP: gbp(r.earnings_pence),
+    completedRides: Number(r.completed_rides),
+    totalGBP: gbp(r.total_pence),
+    state: r.state,
+    chargeAttempts: Number(r.charge_attempts),
+    lastChargeError: r.last_charge_error,
+    issuedAt: r.issued_at.toISOString(),
+    lines: toLines(r.lines),
+  };
+}
+
+const CSV_COLUMNS = [
+  'invoice_id',
+  'week',
+  'owner_kind',
+  'owner_id',
+  'owner_name',
+  'period_start',
+  'period_end',
+  'completed_rides',
+  'earnings_gbp',
+  'subscription_fee_gbp',
+  'sms_count',
+  'sms_gbp',
+  'card_processing_gbp',
+  'external_job_fee_gbp',
+  'total_gbp',
+  'state',
+  'charge_attempts',
+  'last_charge_error',
+  'issued_at',
+] as const;
+
+/** One CSV field (RFC 4180), with spreadsheet formula injection defused. */
+function csvField(value: string | number | null): string {
+  if (value === null) return '';
+  let s = String(value);
+  if (typeof value === 'string' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
+  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+/** A week's invoices as CSV for finance: one row per invoice, a column per kind of line. */
+export function invoicesCsv(invoices: readonly Invoice[]): string {
+  const money = (n: number) => n.toFixed(2);
+  const out = [CSV_COLUMNS.join(',')];
+  for (const inv of invoices) {
+    const line = (kind: InvoiceLine['kind']) => inv.lines.find((l) => l.kind === kind);
+    const row: Record<(typeof CSV_COLUMNS)[number], string | number | null> = {
+      invoice_id: inv.id,
+      week: inv.week,
+      owner_kind: inv.owner.kind,
+      owner_id: inv.owner.id,
+      owner_name: inv.owner.name,
+      period_start: inv.periodStart,
+      period_end: inv.periodEnd,
+      completed_rides: inv.completedRides,
+      earnings_gbp: money(inv.earningsGBP),
+      subscription_fee_gbp: money(line('subscription_fee')?.amountGBP ?? 0),
+      sms_count: line('sms')?.quantity ?? 0,
+      sms_gbp: money(line('sms')?.amountGBP ?? 0),
+      card_processing_gbp: money(line('card_processing')?.amountGBP ?? 0),
+      external_job_fee_gbp: money(line('external_job_fee')?.amountGBP ?? 0),
+      total_gbp: money(inv.totalGBP),
+      state: inv.state,
+      charge_attempts: inv.chargeAttempts,
+      last_charge_error: inv.lastChargeError,
+      issued_at: inv.issuedAt,
+    };
+    out.push(CSV_COLUMNS.map((c) => csvField(row[c])).join(','));
+  }
+  return `${out.join('\r\n')}\r\n`;
+}
+
+export interface ChargeSummary {
+  charged: number;
+  failed: number;
+}
+
+/**
+ * Charge every invoice that is `issued` or `charge_failed` (of one week, or of all weeks),
+ * in batches through the payment provider. Each batch is locked (`skip locked`, so two workers
+ * share the work), charged, and its outcomes recorded with the attempt count and the last
+ * error. Providers are called with the invoice id as their idempotency key: a worker killed
+ * between the charge and the commit charges the same invoice again, which the provider must
+ * recognise. Invoices that fail stay `charge_failed` for the next attempt; the caller (the
+ * billing worker) retries with backoff while any remain.
+ */
+export async function chargeInvoices(
+  db: Db,
+  provider: PaymentProvider,
+  opts: { week?: string; batchSize?: number; logger?: Logger } = {},
+): Promise<ChargeSummary> {
+  const batchSize = opts.batchSize ?? 500;
+  const summary: ChargeSummary = { charged: 0, failed: 0 };
+  let after = '00000000-0000-0000-0000-000000000000';
+  for (;;) {
+    const done = await db.transaction(async (trx) => {
+      const q = trx('invoices')
+        .whereIn('state', ['issued', 'charge_failed'])
+        .andWhere('total_pence', '>', 0)
+        .andWhere('id', '>', after)
+        .orderBy('id')
+        .limit(batchSize)
+        .forUpdate()
+        .skipLocked();
+      if (opts.week) q.andWhere('week', opts.week);
+      const rows = await q.select<
+        Array<{ id: string; driver_id: string | null; partner_id: string | null; week: string; total_pence: number }>
+      >('id', 'driver_id', 'partner_id', 'week', 'total_pence');
+      const last = rows.at(-1);
+      if (!last) return true;
+      after = last.id;
+      let outcomes: ChargeOutcome[];
+      try {
+        outcomes = await provider.charge(
+          rows.map((r) => ({
+            invoiceId: r.id,
+            owner: r.driver_id ? { kind: 'driver', id: r.driver_id } : { kind: 'partner', id: r.partner_id as string },
+            week: r.week,
+            totalPence: r.total_pence,
+          })),
+        );
+      } catch (err) {
+        outcomes = rows.map((r) => ({ invoiceId: r.id, error: `provider ${provider.name}: ${(err as Error).message}` }));
+      }
+      const byId = new Map(outcomes.map((o) => [o.invoiceId, o]));
+      const ids: string[] = [];
+      const states: string[] = [];
+      const errors: Array<string | null> = [];
+      for (const r of rows) {
+        const o = byId.get(r.id) ?? { invoiceId: r.id, error: `provider ${provider.name} gave no outcome` };
+        ids.push(r.id);
+        if ('error' in o) {
+          states.push('charge_failed');
+          errors.push(o.error.slice(0, 500));
+          summary.failed += 1;
+        } else {
+          states.push(o.state);
+          errors.push(null);
+          summary.charged += 1;
+        }
+      }
+      await trx.raw(
+        `update invoices i
+            set state = v.state,
+                charge_attempts = i.charge_attempts + 1,
+                last_charge_error = v.error,
+                charged_at = case when v.state = 'charge_failed' then i.charged_at else now() end
+           from unnest(?::uuid[], ?::text[], ?::text[]) as v(id, state, error)
+          where i.id = v.id`,
+        [ids, states, errors as string[]],
+      );
+      return rows.length < batchSize;
+    });
+    if (done) break;
+  }
+  if (summary.charged + summary.failed > 0) opts.logger?.info({ ...summary, week: opts.week }, 'invoices charged');
+  return summary;
+}

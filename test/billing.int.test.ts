@@ -1,0 +1,441 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Job } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type BillingWeek, parseWeek, weekBefore } from '../shared/domain/billing/week.ts';
+import { londonTime } from '../shared/domain/tariffs/london-time.ts';
+import type { PaymentProvider } from '../shared/providers/payments.ts';
+import { chargeInvoices, type Invoice, issueInvoices, listInvoices } from '../shared/services/billing.ts';
+import {
+  registerWeeklyBilling,
+  runWeeklyBilling,
+  WEEKLY_BILLING_SCHEDULER,
+} from '../workers/billing/billing-jobs.ts';
+import type { WorkerContext } from '../workers/context.ts';
+import { startRoles } from '../workers/runner.ts';
+import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
+import { runTs } from './helpers/process.ts';
+
+/**
+ * Weekly billing (SPEC.md 2.10, CONTRACT.md section 8) against real Postgres and Redis: the
+ * rides, messages and settlement records are written as the services write them, then billed
+ * through the real CLI process, the billing worker and its job scheduler.
+ */
+let env: TestEnv;
+let week: BillingWeek;
+const DAY = 86_400_000;
+
+beforeAll(async () => {
+  env = await createTestEnv();
+  // The week that ended most recently: trials and extensions are relative to now.
+  week = parseWeek(weekBefore(Date.now())) as BillingWeek;
+});
+afterAll(async () => {
+  await env?.cleanup();
+});
+
+const db = () => env.rt.db;
+const admin = (...args: string[]) => runTs('bin/admin.ts', args, { ...env.childEnv, DTN_OPERATOR: 'finance-test' });
+const inWeek = (hours: number) => new Date(week.start.getTime() + hours * 3_600_000);
+
+let seq = 0;
+async function driver(name: string, trialEndsAt: Date | null, testMode = false): Promise<string> {
+  seq += 1;
+  const id = randomUUID();
+  await db()('drivers').insert({
+    id,
+    name,
+    phone: `+4477009${String(seq).padStart(5, '0')}`,
+    email: `driver${seq}@example.com`,
+    status: 'approved',
+    licensing_authority: 'Leeds',
+    licence_number: `BILL-${seq}-${randomBytes(3).toString('hex')}`,
+    licence_expiry: '2030-01-01',
+    home_city: 'Leeds',
+    home_lat: 53.8,
+    home_lng: -1.55,
+    operating_radius_miles: 20,
+    approved_at: trialEndsAt ? new Date(trialEndsAt.getTime() - 90 * DAY) : new Date(),
+    trial_ends_at: trialEndsAt,
+    test_mode: testMode,
+  });
+  return id;
+}
+
+async function partner(name: string, createdAt: Date): Promise<string> {
+  const id = randomUUID();
+  await db()('partners').insert({
+    id,
+    name,
+    signing_secret_sealed: 'x',
+    is_operator: true,
+    fleet_classes: ['saloon'],
+    fleet_capacity: 5,
+    created_at: createdAt,
+    updated_at: createdAt,
+  });
+  return id;
+}
+
+/** A ride completed at `completedAt` by a driver (or a partner operator's fleet). */
+async function ride(
+  holder: { driverId?: string; partnerId?: string },
+  farePence: number,
+  completedAt: Date,
+  opts: { testMode?: boolean; status?: string } = {},
+): Promise<string> {
+  const id = randomUUID();
+  const status = opts.status ?? 'completed';
+  await db()('bookings').insert({
+    id,
+    reference: `DTN-${randomBytes(4).toString('hex').toUpperCase()}`,
+    origin: 'api',
+    status,
+    passenger_name: 'Pat Passenger',
+    pickup: JSON.stringify({ name: 'Leeds', lat: 53.79, lng: -1.54 }),
+    dropoff: JSON.stringify({ name: 'Bradford', lat: 53.79, lng: -1.75 }),
+    pickup_time: new Date(completedAt.getTime() - 3_600_000),
+    fare_pence: farePence,
+    tracking_token_hash: randomBytes(32),
+    driver_id: holder.driverId ?? null,
+    operator_partner_id: holder.partnerId ?? null,
+    status_seq: 2,
+    test_mode: opts.testMode ?? false,
+  });
+  await db()('booking_status_history').insert([
+    { booking_id: id, seq: 1, status: 'pending', at: new Date(completedAt.getTime() - 7_200_000) },
+    { booking_id: id, seq: 2, status, at: completedAt },
+  ]);
+  return id;
+}
+
+async function sms(driverId: string, sentAt: Date, opts: { channel?: string; state?: string; testMode?: boolean } = {}) {
+  await db()('outbound_messages').insert({
+    id: randomUUID(),
+    channel: opts.channel ?? 'sms',
+    recipient: '+447700900001',
+    body: 'Job card',
+    purpose: 'job_card',
+    driver_id: driverId,
+    state: opts.state ?? 'sent',
+    sent_at: sentAt,
+    created_at: sentAt,
+    test_mode: opts.testMode ?? false,
+  });
+}
+
+async function cardPayment(bookingId: string, driverId: string, feePence: number, at: Date) {
+  await db()('settlement_records').insert({
+    booking_id: bookingId,
+    driver_id: driverId,
+    kind: 'card_paid',
+    method: 'card',
+    amount_pence: 3000,
+    processor_fee_pence: feePence,
+    recorded_by: `driver:${driverId}`,
+    created_at: at,
+  });
+}
+
+const byOwner = (list: Invoice[], id: string): Invoice => {
+  const found = list.find((i) => i.owner.id === id);
+  if (!found) throw new Error(`no invoice for ${id}`);
+  return found;
+};
+
+const ids: Record<string, string> = {};
+
+describe('weekly billing', () => {
+  beforeAll(async () => {
+    const longAgo = new Date(week.start.getTime() - 200 * DAY);
+    // The £500 threshold, outside the trial: the fee only strictly above £500.
+    ids.over = await driver('Olu Over', longAgo);
+    await ride({ driverId: ids.over }, 30_000, inWeek(10));
+    const card = await ride({ driverId: ids.over }, 20_001, inWeek(50));
+    ids.at = await driver('Ada At', longAgo);
+    await ride({ driverId: ids.at }, 50_000, inWeek(20));
+    ids.under = await driver('Uma Under', longAgo);
+    await ride({ driverId: ids.under }, 49_999, inWeek(30));
+
+    // Pass-through lines for Olu: 3 SMS in the week (WhatsApp, failed, test-mode and other
+    // weeks' SMS are not billed), two card fees, one external-platform job fee.
+    await sms(ids.over, inWeek(1));
+    await sms(ids.over, inWeek(2));
+    await sms(ids.over, inWeek(167));
+    await sms(ids.over, new Date(week.start.getTime() - 1000));
+    await sms(ids.over, week.end);
+    await sms(ids.over, inWeek(3), { channel: 'whatsapp' });
+    await sms(ids.over, inWeek(4), { state: 'failed' });
+    await sms(ids.over, inWeek(5), { testMode: true });
+    await cardPayment(card, ids.over, 45, inWeek(50));
+    await cardPayment(card, ids.over, 30, inWeek(51));
+    const supplierId = randomUUID();
+    await db()('suppliers').insert({
+      id: supplierId,
+      slug: `ext-${randomBytes(3).toString('hex')}`,
+      adapter: 'hmac',
+      secret_sealed: 'x',
+      external_platform: true,
+      job_fee_pence: 150,
+    });
+    await db()('partner_jobs').insert({
+      id: randomUUID(),
+      supplier_id: supplierId,
+      job_ref: 'EXT-1',
+      booking_id: card,
+      last_action: 'new',
+      content_hash: randomBytes(32),
+      payload: JSON.stringify({}),
+      job_fee_pence: 150,
+    });
+    // Not Olu's earnings: a test-mode ride, a ride of the week before, one completed exactly
+    // at the week's end, and one still on board.
+    await ride({ driverId: ids.over }, 100_000, inWeek(60), { testMode: true });
+    await ride({ driverId: ids.over }, 100_000, new Date(week.start.getTime() - 1000));
+    await ride({ driverId: ids.over }, 100_000, week.end);
+    await ride({ driverId: ids.over }, 100_000, inWeek(70), { status: 'passenger_on_board' });
+
+    // Trials (90 days for drivers): inside, straddling (ends during the week), and ended
+    // exactly when the week starts.
+    ids.inside = await driver('Ines Inside', new Date(week.end.getTime() + 30 * DAY));
+    await ride({ driverId: ids.inside }, 60_000, inWeek(12));
+    ids.straddle = await driver('Sam Straddle', inWeek(24));
+    await ride({ driverId: ids.straddle }, 60_000, inWeek(100));
+    ids.ended = await driver('Eve Ended', week.start);
+    await ride({ driverId: ids.ended }, 60_000, inWeek(12));
+    // Extended later in this test from the CLI.
+    ids.extended = await driver('Xavi Extended', new Date(week.start.getTime() - 10 * DAY));
+    await ride({ driverId: ids.extended }, 60_000, inWeek(12));
+
+    // Partner operators (30-day trial from creation, unless set): inside and after.
+    ids.newPartner = await partner('New Fleet', new Date(week.start.getTime() - 29 * DAY));
+    await ride({ partnerId: ids.newPartner }, 70_000, inWeek(40));
+    ids.oldPartner = await partner('Old Fleet', new Date(week.start.getTime() - 31 * DAY));
+    await ride({ partnerId: ids.oldPartner }, 70_000, inWeek(40));
+
+    // A test-mode driver is never billed; a driver with only SMS gets an invoice for them.
+    ids.sandbox = await driver('Tess Sandbox', longAgo, true);
+    await ride({ driverId: ids.sandbox }, 90_000, inWeek(12));
+    ids.smsOnly = await driver('Simi SmsOnly', longAgo);
+    await sms(ids.smsOnly, inWeek(6));
+    await sms(ids.smsOnly, inWeek(7));
+  });
+
+  it('dry-run prints the invoices with exact lines and writes nothing', async () => {
+    const r = await admin('billing', 'run', '--week', week.week, '--dry-run');
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.week).toBe(week.week);
+    expect(out.dryRun).toBe(true);
+    const over = byOwner(out.invoices, ids.over as string);
+    expect(over).toMatchObject({
+      id: null,
+      state: 'would_issue',
+      owner: { kind: 'driver', id: ids.over, name: 'Olu Over' },
+      earningsGBP: 500.01,
+      completedRides: 2,
+      totalGBP: 22.31,
+      periodStart: week.start.toISOString(),
+      periodEnd: week.end.toISOString(),
+    });
+    expect(over.lines).toEqual([
+      {
+        kind: 'subscription_fee',
+        description: 'Weekly software fee (earnings above £500)',
+        quantity: 1,
+        unitGBP: 20,
+        amountGBP: 20,
+      },
+      { kind: 'sms', description: 'SMS messages at £0.02 each', quantity: 3, unitGBP: 0.02, amountGBP: 0.06 },
+      {
+        kind: 'card_processing',
+        description: 'Card processing fees on 2 card payments (pass-through)',
+        quantity: 1,
+        unitGBP: 0.75,
+        amountGBP: 0.75,
+      },
+      {
+        kind: 'external_job_fee',
+        description: 'External job platform fees on 1 jobs',
+        quantity: 1,
+        unitGBP: 1.5,
+        amountGBP: 1.5,
+      },
+    ]);
+    expect(Number((await db()('invoices').count({ n: '*' }).first())?.n)).toBe(0);
+  });
+
+  it('charges the fee only above £500 and only for weeks that start after the trial', async () => {
+    const r = await admin('billing', 'run', '--week', week.week, '--dry-run');
+    const invoices = JSON.parse(r.stdout).invoices as Invoice[];
+    const total = (key: string) => byOwner(invoices, ids[key] as string).totalGBP;
+    expect(byOwner(invoices, ids.at as string).earningsGBP).toBe(500);
+    expect(total('at')).toBe(0);
+    expect(byOwner(invoices, ids.under as string).earningsGBP).toBe(499.99);
+    expect(total('under')).toBe(0);
+    expect(total('inside')).toBe(0);
+    expect(total('straddle')).toBe(0);
+    expect(total('ended')).toBe(20);
+    expect(total('extended')).toBe(20);
+    expect(total('newPartner')).toBe(0);
+    expect(total('oldPartner')).toBe(20);
+    expect(byOwner(invoices, ids.oldPartner as string)).toMatchObject({ owner: { kind: 'partner', name: 'Old Fleet' } });
+    expect(total('smsOnly')).toBe(0.04);
+    expect(invoices.find((i) => i.owner.id === ids.sandbox)).toBeUndefined();
+  });
+
+  it('an administrator extension moves the fee out of the week, for a driver and for a partner', async () => {
+    for (const [flag, id] of [
+      ['--driver', ids.extended],
+      ['--partner', ids.oldPartner],
+    ] as const) {
+      const r = await admin('trial', 'extend', flag, id as string, '--days', '30');
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const r = await admin('billing', 'run', '--week', week.week, '--dry-run');
+    const invoices = JSON.parse(r.stdout).invoices;
+    expect(byOwner(invoices, ids.extended as string).totalGBP).toBe(0);
+    expect(byOwner(invoices, ids.oldPartner as string).totalGBP).toBe(0);
+  });
+
+  it('two runs of the same week make one invoice each; a rerun changes nothing already issued', async () => {
+    const first = await admin('billing', 'run', '--week', week.week);
+    expect(first.code, first.stderr).toBe(0);
+    const one = JSON.parse(first.stdout);
+    expect(one.issued).toBe(10);
+    expect(one.alreadyIssued).toBe(0);
+    const over = byOwner(one.invoices, ids.over as string);
+    expect(over).toMatchObject({ id: expect.any(String), state: 'issued', totalGBP: 22.31 });
+    expect(byOwner(one.invoices, ids.at as string)).toMatchObject({ state: 'paid', totalGBP: 0, lines: [] });
+    const linesBefore = await db()('invoice_lines').count({ n: '*' }).first();
+
+    // A ride reported late for an invoiced driver, and a newly active driver, before the rerun.
+    await ride({ driverId: ids.at }, 10_000, inWeek(90));
+    ids.late = await driver('Lee Late', new Date(week.start.getTime() - 200 * DAY));
+    await ride({ driverId: ids.late }, 80_000, inWeek(90));
+
+    const second = JSON.parse((await admin('billing', 'run', '--week', week.week)).stdout);
+    expect(second.issued).toBe(1);
+    expect(second.alreadyIssued).toBe(10);
+    expect(byOwner(second.invoices, ids.at as string)).toMatchObject({ totalGBP: 0, earningsGBP: 500 });
+    expect(byOwner(second.invoices, ids.late as string)).toMatchObject({ totalGBP: 20, earningsGBP: 800 });
+    expect(byOwner(second.invoices, ids.over as string)).toEqual(over);
+    // Two runs at the same moment still make one invoice per driver.
+    const racing = await Promise.all([issueInvoices(db(), week), issueInvoices(db(), week)]);
+    expect(racing.map((x) => x.issued)).toEqual([0, 0]);
+    const perOwner = await db()('invoices')
+      .where({ week: week.week })
+      .groupByRaw('coalesce(driver_id, partner_id)')
+      .select(db().raw('count(*)::int as n'));
+    expect(perOwner).toHaveLength(11);
+    expect(perOwner.every((p) => p.n === 1)).toBe(true);
+    const linesAfter = await db()('invoice_lines').count({ n: '*' }).first();
+    expect(Number(linesAfter?.n)).toBe(Number(linesBefore?.n) + 1);
+  });
+
+  it('the billing worker charges issued invoices through the provider (built in: due)', async () => {
+    // The CLI runs queued charge-invoices jobs in the outbox; the relay and the billing role run them.
+    const running = startRoles(['billing', 'outbox-relay'], env.rt);
+    try {
+      await eventually(async () => {
+        const open = await db()('invoices').where({ week: week.week, state: 'issued' }).count({ n: '*' }).first();
+        return Number(open?.n) === 0;
+      });
+      const invoices = await listInvoices(db(), week.week);
+      expect(byOwner(invoices, ids.over as string)).toMatchObject({ state: 'due', chargeAttempts: 1 });
+      expect(byOwner(invoices, ids.late as string)).toMatchObject({ state: 'due', chargeAttempts: 1 });
+      expect(byOwner(invoices, ids.at as string)).toMatchObject({ state: 'paid', chargeAttempts: 0 });
+
+      // The weekly scheduler is registered with its pattern and time zone, and its next run
+      // is due at a Monday 02:00 in London.
+      const scheduler = await eventually(() => env.rt.queues.billing.getJobScheduler(WEEKLY_BILLING_SCHEDULER));
+      expect(scheduler).toMatchObject({ pattern: '0 2 * * 1', tz: 'Europe/London', name: 'run-weekly-billing' });
+      const next = londonTime(scheduler.next as number);
+      expect([next.weekday, next.minutes]).toEqual([0, 120]);
+      // Registering again (every billing worker does at start) keeps one scheduler.
+      await registerWeeklyBilling(env.rt.queues.billing);
+      expect(await env.rt.queues.billing.getJobSchedulersCount()).toBe(1);
+    } finally {
+      await running.close();
+    }
+  });
+
+  it('a failed charge is recorded, visible and retried until it succeeds', async () => {
+    const failing = await driver('Fay Failing', new Date(week.start.getTime() - 200 * DAY));
+    const next = parseWeek(weekBefore(week.end.getTime() + 7 * DAY)) as BillingWeek;
+    await ride({ driverId: failing }, 60_000, new Date(next.start.getTime() + 3_600_000));
+    let calls = 0;
+    const flaky: PaymentProvider = {
+      name: 'flaky',
+      async charge(charges) {
+        calls += 1;
+        return charges.map((c) =>
+          calls === 1 ? { invoiceId: c.invoiceId, error: 'card declined' } : { invoiceId: c.invoiceId, state: 'paid' },
+        );
+      },
+    };
+    // The scheduled job, as BullMQ hands it over: due at Monday 02:00 after `next` ended.
+    const job = { opts: { prevMillis: next.end.getTime() + 2 * 3_600_000 }, timestamp: Date.now() } as unknown as Job;
+    const ctx: WorkerContext = { ...env.rt, payments: flaky };
+    // Olu's SMS and ride at the very end of the last week belong to this one: two invoices.
+    await expect(runWeeklyBilling({}, ctx, job)).rejects.toThrow(/2 invoice charge\(s\) failed/);
+    expect(byOwner(await listInvoices(db(), next.week), failing)).toMatchObject({
+      owner: { id: failing },
+      state: 'charge_failed',
+      chargeAttempts: 1,
+      lastChargeError: 'card declined',
+      totalGBP: 20,
+    });
+    const csv = await admin('billing', 'export', '--week', next.week);
+    expect(csv.stdout).toContain(',charge_failed,1,card declined,');
+
+    // BullMQ's retry runs the job again: nothing is issued twice, the charge goes through.
+    const retried = (await runWeeklyBilling({}, ctx, job)) as { issued: number; charged: number };
+    expect(retried).toMatchObject({ week: next.week, issued: 0, charged: 2 });
+    expect(byOwner(await listInvoices(db(), next.week), failing)).toMatchObject({
+      state: 'paid',
+      chargeAttempts: 2,
+      lastChargeError: null,
+    });
+    // Nothing left to charge.
+    expect(await chargeInvoices(db(), flaky)).toEqual({ charged: 0, failed: 0 });
+  });
+
+  it('exports a week as CSV for finance', async () => {
+    const r = await admin('billing', 'export', '--week', week.week);
+    expect(r.code, r.stderr).toBe(0);
+    const rows = r.stdout.trimEnd().split('\r\n');
+    expect(rows[0]).toBe(
+      'invoice_id,week,owner_kind,owner_id,owner_name,period_start,period_end,completed_rides,earnings_gbp,' +
+        'subscription_fee_gbp,sms_count,sms_gbp,card_processing_gbp,external_job_fee_gbp,total_gbp,state,' +
+        'charge_attempts,last_charge_error,issued_at',
+    );
+    expect(rows).toHaveLength(12);
+    const over = rows.find((row) => row.includes(ids.over as string))?.split(',');
+    expect(over?.slice(1, 17)).toEqual([
+      week.week,
+      'driver',
+      ids.over,
+      'Olu Over',
+      week.start.toISOString(),
+      week.end.toISOString(),
+      '2',
+      '500.01',
+      '20.00',
+      '3',
+      '0.06',
+      '0.75',
+      '1.50',
+      '22.31',
+      'due',
+      '1',
+    ]);
+  });
+
+  it('refuses a malformed week', async () => {
+    for (const bad of ['2026-47', '2027-W53']) {
+      const r = await admin('billing', 'run', '--week', bad);
+      expect(r.code).toBe(1);
+      expect(JSON.parse(r.stderr).error).toMatchObject({ code: 'invalid_input' });
+    }
+  });
+});

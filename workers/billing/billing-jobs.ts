@@ -1,0 +1,72 @@
+import type { Job, Queue } from 'bullmq';
+import { parseWeek, weekBefore } from '../../shared/domain/billing/week.ts';
+import type { JobPayload } from '../../shared/queues/registry.ts';
+import { chargeInvoices, issueInvoices } from '../../shared/services/billing.ts';
+import type { WorkerContext } from '../context.ts';
+
+/** The weekly run: Monday 02:00 Europe/London, for the week that ended two hours before. */
+export const WEEKLY_BILLING_SCHEDULER = 'weekly-invoice-run';
+export const WEEKLY_BILLING_PATTERN = '0 2 * * 1';
+export const WEEKLY_BILLING_TZ = 'Europe/London';
+
+/**
+ * Register (or update) the weekly run's job scheduler. Upserting is idempotent, so every
+ * billing worker does it at start. A failed run is retried with backoff over about a day
+ * (issuing again is a no-op; charging picks up what failed).
+ */
+export async function registerWeeklyBilling(queue: Queue): Promise<void> {
+  await queue.upsertJobScheduler(
+    WEEKLY_BILLING_SCHEDULER,
+    { pattern: WEEKLY_BILLING_PATTERN, tz: WEEKLY_BILLING_TZ },
+    {
+      name: 'run-weekly-billing',
+      data: {},
+      opts: { attempts: 10, backoff: { type: 'exponential', delay: 60_000 }, removeOnComplete: { count: 60 } },
+    },
+  );
+}
+
+class ChargesFailedError extends Error {
+  constructor(failed: number) {
+    super(`${failed} invoice charge(s) failed; they are charge_failed and will be tried again`);
+    this.name = 'ChargesFailedError';
+  }
+}
+
+/** Charge what is outstanding; throw while charges fail so that BullMQ retries with backoff. */
+async function chargeOutstanding(ctx: WorkerContext, week: string | undefined): Promise<{ charged: number }> {
+  const summary = await chargeInvoices(ctx.db, ctx.payments, { ...(week ? { week } : {}), logger: ctx.logger });
+  if (summary.failed > 0) throw new ChargesFailedError(summary.failed);
+  return { charged: summary.charged };
+}
+
+export async function runWeeklyBilling(
+  payload: JobPayload<'run-weekly-billing'>,
+  ctx: WorkerContext,
+  job: Job,
+): Promise<unknown> {
+  // The instant the scheduler meant this run for (a late run still bills the same week).
+  const dueAt = (job.opts as { prevMillis?: number }).prevMillis ?? job.timestamp;
+  const week = parseWeek(payload.week ?? weekBefore(dueAt));
+  if (!week) throw new Error(`not a billing week: ${payload.week}`);
+  const issued = await ctx.db.transaction(async (trx) => {
+    const result = await issueInvoices(trx, week);
+    await trx('audit_log').insert({
+      actor: 'system:billing',
+      action: 'billing.run',
+      subject_type: 'billing_week',
+      subject_id: week.week,
+      details: JSON.stringify(result),
+    });
+    return result;
+  });
+  ctx.logger.info({ week: week.week, ...issued }, 'weekly invoices issued');
+  // Every outstanding invoice, not only this week's: a charge that kept failing last week is
+  // tried again with this one.
+  const charged = await chargeOutstanding(ctx, undefined);
+  return { week: week.week, ...issued, ...charged };
+}
+
+export async function chargeInvoicesJob(payload: JobPayload<'charge-invoices'>, ctx: WorkerContext): Promise<unknown> {
+  return chargeOutstanding(ctx, payload.week);
+}
