@@ -15,9 +15,7 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw(
     'create index settlement_records_fee_created_at on settlement_records (created_at) where processor_fee_pence > 0',
   );
-  await knex.raw(
-    "create index invoices_to_charge on invoices (week, id) where state in ('issued', 'charge_failed')",
-  );
+  await knex.raw("create index invoices_to_charge on invoices (week, id) where state in ('issued', 'charge_failed')");
 }
 
 export async function down(knex: Knex): Promise<void> {

@@ -5,11 +5,7 @@ import { type BillingWeek, parseWeek, weekBefore } from '../shared/domain/billin
 import { londonTime } from '../shared/domain/tariffs/london-time.ts';
 import type { PaymentProvider } from '../shared/providers/payments.ts';
 import { chargeInvoices, type Invoice, issueInvoices, listInvoices } from '../shared/services/billing.ts';
-import {
-  registerWeeklyBilling,
-  runWeeklyBilling,
-  WEEKLY_BILLING_SCHEDULER,
-} from '../workers/billing/billing-jobs.ts';
+import { registerWeeklyBilling, runWeeklyBilling, WEEKLY_BILLING_SCHEDULER } from '../workers/billing/billing-jobs.ts';
 import type { WorkerContext } from '../workers/context.ts';
 import { startRoles } from '../workers/runner.ts';
 import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
@@ -108,7 +104,11 @@ async function ride(
   return id;
 }
 
-async function sms(driverId: string, sentAt: Date, opts: { channel?: string; state?: string; testMode?: boolean } = {}) {
+async function sms(
+  driverId: string,
+  sentAt: Date,
+  opts: { channel?: string; state?: string; testMode?: boolean } = {},
+) {
   await db()('outbound_messages').insert({
     id: randomUUID(),
     channel: opts.channel ?? 'sms',
@@ -278,7 +278,9 @@ describe('weekly billing', () => {
     expect(total('extended')).toBe(20);
     expect(total('newPartner')).toBe(0);
     expect(total('oldPartner')).toBe(20);
-    expect(byOwner(invoices, ids.oldPartner as string)).toMatchObject({ owner: { kind: 'partner', name: 'Old Fleet' } });
+    expect(byOwner(invoices, ids.oldPartner as string)).toMatchObject({
+      owner: { kind: 'partner', name: 'Old Fleet' },
+    });
     expect(total('smsOnly')).toBe(0.04);
     expect(invoices.find((i) => i.owner.id === ids.sandbox)).toBeUndefined();
   });

@@ -403,7 +403,10 @@ export async function chargeInvoices(
           })),
         );
       } catch (err) {
-        outcomes = rows.map((r) => ({ invoiceId: r.id, error: `provider ${provider.name}: ${(err as Error).message}` }));
+        outcomes = rows.map((r) => ({
+          invoiceId: r.id,
+          error: `provider ${provider.name}: ${(err as Error).message}`,
+        }));
       }
       const byId = new Map(outcomes.map((o) => [o.invoiceId, o]));
       const ids: string[] = [];
