@@ -19,6 +19,7 @@ import { offerRoutes } from './routes/offers.ts';
 import { openApiRoutes } from './routes/openapi.ts';
 import { partnerJobRoutes } from './routes/partner-jobs.ts';
 import { passengerVerifyRoutes } from './routes/passenger-verify.ts';
+import { payPageRoutes } from './routes/pay-page.ts';
 import { quoteRoutes } from './routes/quotes.ts';
 import { supplierHookRoutes } from './routes/supplier-hooks.ts';
 import { whoamiRoutes } from './routes/whoami.ts';
@@ -37,6 +38,7 @@ export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
     ...partnerJobRoutes(),
     ...supplierHookRoutes(),
     ...bookingStatusHookRoutes(),
+    ...payPageRoutes(),
   ];
 }
 
@@ -81,7 +83,7 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
     '/api/public',
     cors({
       origin: true,
-      methods: ['GET', 'POST', 'OPTIONS'],
+      methods: ['GET', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
       allowedHeaders: [
         'Content-Type',
         'Authorization',

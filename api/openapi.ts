@@ -104,7 +104,9 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
               ? [{ DriverToken: [] }]
               : route.auth === 'driver_or_key'
                 ? [{ DriverToken: [] }, ...keySchemes]
-                : [],
+                : route.auth === 'public_or_driver'
+                  ? [{}, ...keySchemes, { DriverToken: [] }]
+                  : [],
     };
     const path = openApiPath(route.path);
     paths[path] = { ...(paths[path] ?? {}), [route.method]: operation };

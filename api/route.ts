@@ -63,8 +63,9 @@ export interface RouteDef<
    * `public`: no key needed, but a key that is present must be valid (else 401).
    * `key`: an API key is required. `none`: not looked at (health checks).
    * `driver`: a driver's bearer token is required. `driver_or_key`: a driver token or an API key.
+   * `public_or_driver`: as `public`, and a driver's token is accepted too (quotes made through a driver).
    */
-  auth: 'none' | 'public' | 'key' | 'driver' | 'driver_or_key';
+  auth: 'none' | 'public' | 'key' | 'driver' | 'driver_or_key' | 'public_or_driver';
   /** false: no rate limit (health checks). Else the general limit plus these policies. */
   rateLimit?: false | RoutePolicy[];
   /** A creating POST: honours the Idempotency-Key header (CONTRACT.md section 2). */

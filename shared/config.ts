@@ -71,6 +71,8 @@ export interface Config {
     readonly quoteLimitPerHour: number;
     /** How long the API waits for the pricing worker before answering 503. */
     readonly timeoutMs: number;
+    /** Where the external map adapter sends drivers' own-key requests (Google Maps Platform, or a stand-in). */
+    readonly mapProviderBaseUrl: string;
   };
   readonly dispatch: {
     /** How long a driver has to accept an offer before it goes to the next (default 45 s). */
@@ -276,6 +278,10 @@ export function loadConfig(env: Env = process.env): Config {
       classMultipliers: Object.freeze(multipliers(env, 'CLASS_MULTIPLIERS', 'executive=1.4,luxury=1.8')),
       quoteLimitPerHour: int(env, 'QUOTE_LIMIT_PER_HOUR', 30, 1, 10_000_000),
       timeoutMs: int(env, 'PRICING_TIMEOUT_MS', 5_000, 100, 120_000),
+      mapProviderBaseUrl: url(env, 'MAP_PROVIDER_BASE_URL', 'https://maps.googleapis.com', ['http:', 'https:']).replace(
+        /\/+$/,
+        '',
+      ),
     }),
     dispatch: Object.freeze({
       offerTimeoutSeconds: int(env, 'OFFER_TIMEOUT_SECONDS', 45, 1, 3600),

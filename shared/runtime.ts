@@ -3,6 +3,7 @@ import type { Config } from './config.ts';
 import { createDb, type Db } from './db/knex.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { createMailer, type Mailer } from './providers/mailer.ts';
+import { createGoogleMapProvider } from './providers/map-provider.ts';
 import { builtinPaymentProvider, type PaymentProvider } from './providers/payments.ts';
 import { createTwilioSender, type SmsSender } from './providers/sms.ts';
 import { closeQueues, createQueues, createRedis, type Queues } from './queues/connection.ts';
@@ -70,6 +71,8 @@ export function createRuntime(config: Config, name: string, opts: { logger?: Log
         geocoder: defaultGazetteer(),
         router: createRouteEstimator(),
         tariffs: createTariffStore(db),
+        // Used only for quotes made through a driver who stored their own map-provider key.
+        mapProvider: createGoogleMapProvider({ baseUrl: config.pricing.mapProviderBaseUrl }),
       });
       return pricer;
     },

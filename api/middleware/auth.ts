@@ -54,6 +54,7 @@ export function authenticate(route: RouteDef, deps: ApiDeps, limits: RateLimits)
     if (route.auth === 'none') return next();
     const raw = presentedKey(req, deps.config);
     const wantsDriver = route.auth === 'driver' || route.auth === 'driver_or_key';
+    const takesDriver = wantsDriver || route.auth === 'public_or_driver';
     if (raw === null) {
       if (route.auth === 'key' || wantsDriver) {
         throw new AppError(
@@ -71,7 +72,7 @@ export function authenticate(route: RouteDef, deps: ApiDeps, limits: RateLimits)
         await limits.countAuthFailure(ip);
         throw new AppError('unauthorized', 'The driver token is not valid, or the driver is not approved.');
       }
-      if (!wantsDriver) throw new AppError('forbidden', 'A driver token opens the driver app endpoints only.');
+      if (!takesDriver) throw new AppError('forbidden', 'A driver token opens the driver app endpoints only.');
       res.locals.caller = { kind: 'driver', ip, driver } satisfies Caller;
       return next();
     }

@@ -3,6 +3,7 @@ import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { sha256 } from '../../shared/crypto.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
 import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
+import { paymentState } from '../../shared/domain/payment-state.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
 import { AppError, type ErrorDetail } from '../../shared/errors.ts';
 import {
@@ -522,13 +523,7 @@ export function bookingRoutes(): RouteDef[] {
                 >('d.name', 'd.licensing_authority', 'v.make', 'v.model', 'v.colour', 'v.registration')
             : Promise.resolve(undefined),
         ]);
-        const paid = records.reduce((s, r) => s + r.amount_pence, 0);
-        const state =
-          records.some((r) => r.kind === 'void') || (row.status === 'cancelled' && paid <= 0)
-            ? 'void'
-            : paid >= (row.fare_pence ?? 0) && paid > 0
-              ? 'paid'
-              : 'due';
+        const state = paymentState(row, records);
         return {
           status: 200,
           body: {

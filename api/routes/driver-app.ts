@@ -1,7 +1,8 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
-import { StringEnum } from '../../shared/schemas/common.ts';
+import { DateTime, StringEnum } from '../../shared/schemas/common.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
+import { DASHBOARD_WEEKS, type DriverDashboard, driverDashboard } from '../../shared/services/driver-dashboard.ts';
 import {
   acceptOffer,
   declineOffer,
@@ -10,6 +11,7 @@ import {
   reportPresence,
   reportProgress,
 } from '../../shared/services/driver-jobs.ts';
+import { removeMapKey, storeMapKey } from '../../shared/services/driver-map-key.ts';
 import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
@@ -57,6 +59,65 @@ const FeedJob = Type.Object({
 });
 const Feed = Type.Object({ jobs: Type.Array(FeedJob) });
 type Feed = Static<typeof Feed>;
+
+const Gbp = Type.Number({ description: 'Pounds, two decimals' });
+const DashboardInvoice = Type.Object({
+  id: Type.String(),
+  state: StringEnum(['issued', 'due', 'paid', 'charge_failed', 'void']),
+  totalGBP: Gbp,
+  lines: Type.Array(
+    Type.Object({
+      kind: StringEnum(['subscription_fee', 'sms', 'card_processing', 'external_job_fee']),
+      description: Type.String(),
+      quantity: Type.Integer(),
+      unitGBP: Gbp,
+      amountGBP: Gbp,
+    }),
+  ),
+});
+const Dashboard = Type.Object({
+  weeks: Type.Array(
+    Type.Object({
+      week: Type.String({ pattern: '^[0-9]{4}-W[0-9]{2}$', description: 'ISO week, Monday to Sunday Europe/London' }),
+      earningsGBP: Type.Number({ description: 'Fares of the rides completed in the week' }),
+      completedRides: Type.Integer({ minimum: 0 }),
+      deadMiles: Type.Number({
+        description: 'Miles driven empty to pickups: position at acceptance to pickup, straight line × 1.3',
+      }),
+      invoice: Type.Union([DashboardInvoice, Type.Null()]),
+      paid: Type.Boolean({
+        description: 'The invoice is paid, or there is nothing to pay: it totals £0, is void, or none was issued',
+      }),
+    }),
+    {
+      maxItems: DASHBOARD_WEEKS,
+      description: `The latest ${DASHBOARD_WEEKS} weeks with rides or an invoice, newest first`,
+    },
+  ),
+  totals: Type.Object(
+    {
+      paidWeeks: Type.Integer({ minimum: 0 }),
+      earningsGBP: Gbp,
+      completedRides: Type.Integer({ minimum: 0 }),
+      deadMiles: Type.Number(),
+    },
+    { description: 'Over every week, not only those listed' },
+  ),
+  trialEndsAt: Type.Union([DateTime, Type.Null()]),
+});
+
+const MapKey = Type.Object({
+  apiKey: Type.String({
+    minLength: 10,
+    maxLength: 200,
+    pattern: '^[\\x21-\\x7E]+$',
+    description: 'Your own Google Maps Platform API key (Geocoding and Distance Matrix enabled)',
+  }),
+});
+const MapKeyStored = Type.Object({
+  stored: Type.Literal(true),
+  last4: Type.String({ description: 'The last 4 characters of the key: the key itself is never shown again' }),
+});
 
 function holderOf(caller: Caller): JobHolder {
   if (caller.kind === 'driver') return { kind: 'driver', id: caller.driver.id };
@@ -173,6 +234,66 @@ export function driverAppRoutes(): RouteDef[] {
         );
         if (done.changed) await announce(deps, done.bookingId);
         return { status: 200, body: { bookingReference: done.reference, status: done.status } };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/api/public/v1/driver/dashboard',
+      operationId: 'driverDashboard',
+      summary: 'Earnings, completed rides, dead mileage and invoices per billing week',
+      description:
+        `The latest ${DASHBOARD_WEEKS} billing weeks (Monday 00:00 to Sunday 24:00 Europe/London, ISO week keys) with rides or an invoice, newest first: ` +
+        'earnings (fares of the rides completed in the week), completed rides, dead miles, the weekly invoice with its lines and whether the week is paid; totals over every week; the end of the free trial.',
+      tags: ['drivers'],
+      auth: 'driver',
+      errors: ['forbidden'],
+      responses: { 200: { description: 'The dashboard', schema: Dashboard } },
+      handler: async ({ deps, caller }) => {
+        if (caller.kind !== 'driver') throw new AppError('forbidden', 'Drivers only.');
+        return {
+          status: 200,
+          body: (await driverDashboard(deps.db, caller.driver.id)) satisfies DriverDashboard,
+          headers: { 'Cache-Control': 'no-store' },
+        };
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: '/api/public/v1/driver/map-key',
+      operationId: 'setDriverMapKey',
+      summary: 'Store your own map-provider API key (quotes made through you use it)',
+      description:
+        'High-volume drivers may bring their own Google Maps Platform key, billed to them by Google. It is stored encrypted and never shown again: the answer carries its last 4 characters. ' +
+        'Quotes you request with your driver token (POST /api/public/v1/quote) are then geocoded and routed with it. Sending a key again replaces it.',
+      tags: ['drivers'],
+      auth: 'driver',
+      body: MapKey,
+      errors: ['forbidden'],
+      responses: { 200: { description: 'Stored', schema: MapKeyStored } },
+      handler: async ({ deps, caller, body }) => {
+        if (caller.kind !== 'driver') throw new AppError('forbidden', 'Drivers only.');
+        const stored = await storeMapKey(deps.db, deps.config.dataEncryptionKey, caller.driver.id, body.apiKey);
+        return { status: 200, body: stored satisfies Static<typeof MapKeyStored> };
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/api/public/v1/driver/map-key',
+      operationId: 'removeDriverMapKey',
+      summary: 'Remove your map-provider API key (quotes go back to the built-in estimate)',
+      tags: ['drivers'],
+      auth: 'driver',
+      errors: ['forbidden'],
+      responses: {
+        200: {
+          description: 'Removed (also when there was none)',
+          schema: Type.Object({ stored: Type.Literal(false), removed: Type.Boolean() }),
+        },
+      },
+      handler: async ({ deps, caller }) => {
+        if (caller.kind !== 'driver') throw new AppError('forbidden', 'Drivers only.');
+        const removed = await removeMapKey(deps.db, caller.driver.id);
+        return { status: 200, body: { stored: false, removed } };
       },
     }),
   ];

@@ -13,11 +13,16 @@ import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 
-/** Who a quote is made for: the key, its partner and its mode (anonymous callers are live, no partner). */
+/**
+ * Who a quote is made for: the key, its partner and its mode (anonymous callers are live, no
+ * partner); a driver (driver token) for quotes made through them, priced with their own map key.
+ */
 export function quoteCaller(caller: Caller): QuoteCaller {
   return caller.kind === 'api_key'
     ? { apiKeyId: caller.key.id, partnerId: caller.key.partnerId, testMode: caller.key.mode === 'test' }
-    : { apiKeyId: null, partnerId: null, testMode: false };
+    : caller.kind === 'driver'
+      ? { apiKeyId: null, partnerId: null, testMode: false, driverId: caller.driver.id }
+      : { apiKeyId: null, partnerId: null, testMode: false };
 }
 
 function v1Body(q: Quote) {
@@ -83,9 +88,10 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
       summary: 'Price a journey: a fixed fare on the regulated tariff, valid 24 hours',
       description:
         'Prices pickup to dropoff on the council tariff of the pickup (or an approved driver or partner rate), with night and holiday rates from departAt. The quote is stored: redeem quoteId once within 24 hours, or send the passenger to bookingUrl. Limited to ' +
-        `${config.pricing.quoteLimitPerHour} requests per hour per caller (API key, else IP).`,
+        `${config.pricing.quoteLimitPerHour} requests per hour per caller (API key, else IP).` +
+        " A driver's token is accepted too: a driver who stored their own map-provider key (PUT /api/public/v1/driver/map-key) gets quotes geocoded and routed with it.",
       tags: ['quotes'],
-      auth: 'public',
+      auth: 'public_or_driver',
       rateLimit: [{ name: 'quotes', points: config.pricing.quoteLimitPerHour, durationSeconds: 3600 }],
       body: V1QuoteRequest,
       errors: [...QUOTE_ERRORS],

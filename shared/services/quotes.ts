@@ -26,6 +26,8 @@ export interface QuoteCaller {
   apiKeyId: string | null;
   partnerId: string | null;
   testMode: boolean;
+  /** A quote made through a driver (driver token): priced with their own map-provider key when they stored one. */
+  driverId?: string | null;
 }
 
 export interface Quote {
@@ -111,6 +113,7 @@ export async function priceQuote(
     meetAndGreet: input.meetAndGreet,
     worldwide: input.worldwide,
     ...(rateCard ? { rateCardId: rateCard.id } : {}),
+    ...(caller.driverId ? { driverId: caller.driverId } : {}),
   });
   if (!result.ok) throw new AppError(result.error.code, result.error.message, result.error.details);
   const j = result.journey;
@@ -124,6 +127,7 @@ export async function priceQuote(
     expires_at: expiresAt,
     api_key_id: caller.apiKeyId,
     partner_id: caller.partnerId,
+    driver_id: caller.driverId ?? null,
     pickup: j.pickup,
     dropoff: j.dropoff,
     depart_at: departAt,

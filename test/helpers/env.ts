@@ -35,10 +35,11 @@ export async function createTestEnv(opts: { env?: Record<string, string>; migrat
     OUTBOX_POLL_MS: '200',
     // No DNS from tests: the mail-server check has its own unit tests with an injected resolver.
     EMAIL_MX_CHECK: 'off',
-    // Tests talk only to 127.0.0.1: SMS and e-mail go to local stand-ins, or to closed local
+    // Tests talk only to 127.0.0.1: SMS, e-mail and drivers' map keys go to local stand-ins, or to closed local
     // ports (a refused connection) when a test does not start one.
     TWILIO_API_BASE_URL: 'http://127.0.0.1:9',
     SMTP_URL: 'smtp://127.0.0.1:9',
+    MAP_PROVIDER_BASE_URL: 'http://127.0.0.1:9',
     ...opts.env,
   };
   const config = loadConfig(vars);

@@ -1,0 +1,19 @@
+/**
+ * A booking's payment state, derived from its settlement records (append-only, never
+ * changed): `void` when a record voids it, or when it was cancelled with nothing kept; `paid`
+ * once the records add up to the fare (and something was paid); `due` otherwise. The booking
+ * lookup and the pay-the-driver page both answer with it.
+ */
+export type PaymentState = 'due' | 'paid' | 'void';
+
+export function paymentState(
+  booking: { status: string; fare_pence: number | null },
+  records: ReadonlyArray<{ kind: string; amount_pence: number }>,
+): PaymentState {
+  const paid = records.reduce((s, r) => s + r.amount_pence, 0);
+  return records.some((r) => r.kind === 'void') || (booking.status === 'cancelled' && paid <= 0)
+    ? 'void'
+    : paid >= (booking.fare_pence ?? 0) && paid > 0
+      ? 'paid'
+      : 'due';
+}

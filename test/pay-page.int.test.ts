@@ -1,0 +1,207 @@
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyDriver, approveDriver } from '../shared/services/drivers.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+
+/**
+ * GET /pay/{token}: the pay-the-driver page a booking's payDriverUrl opens. Bookings are made
+ * through the real v1 booking API (priced by the pricing worker); the driver assignment and
+ * settlement records are written as dispatch and the driver app would write them.
+ */
+let env: TestEnv;
+let srv: Served;
+let roles: RunningRoles;
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON read back in assertions
+type Json = Record<string, any>;
+
+let seq = 0;
+async function book(): Promise<{ reference: string; id: string; farePence: number; payPath: string; email: string }> {
+  seq += 1;
+  const email = `payer${seq}@example.org`;
+  const res = await fetch(`${srv.url}/api/public/v1/booking`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      departAt: new Date(Date.now() + 3 * 3600_000).toISOString(),
+      passengerName: 'Pay Page Passenger',
+      passengerEmail: email,
+      passengerPhone: '+447700900555',
+    }),
+  });
+  const json = (await res.json()) as Json;
+  expect(res.status, JSON.stringify(json)).toBe(201);
+  const row = await env.rt.db('bookings').where({ reference: json.bookingReference }).first('id', 'fare_pence');
+  return {
+    reference: json.bookingReference,
+    id: row.id,
+    farePence: row.fare_pence,
+    payPath: new URL(json.payDriverUrl as string).pathname,
+    email,
+  };
+}
+
+async function driver(name: string, paymentLink?: string): Promise<string> {
+  seq += 1;
+  const { driverId } = await applyDriver(
+    env.rt.db,
+    {
+      name: 'Placeholder Name',
+      phone: `+4477009${String(40000 + seq).slice(-5)}`,
+      email: `paydriver${seq}@example.org`,
+      licensingAuthority: 'Manchester City Council',
+      licenceNumber: `PAY-${seq}-${Date.now()}`,
+      licenceExpiry: '2030-01-01',
+      vehicle: {
+        make: 'Toyota',
+        model: 'Corolla',
+        colour: 'White',
+        registration: `PY${seq} AGE`,
+        class: 'saloon',
+        seats: 4,
+        wheelchairAccessible: false,
+      },
+      homeCity: 'Manchester',
+      operatingRadiusMiles: 20,
+      ...(paymentLink ? { paymentLink } : {}),
+    },
+    { actor: 'test' },
+  );
+  await approveDriver(env.rt.db, driverId, 'test');
+  // The name as stored, markup included, to check that the page escapes it.
+  await env.rt.db('drivers').where({ id: driverId }).update({ name });
+  return driverId;
+}
+
+const assign = (bookingId: string, driverId: string) =>
+  env.rt.db('bookings').where({ id: bookingId }).update({ driver_id: driverId, status: 'driver_assigned' });
+
+async function page(path: string) {
+  const res = await fetch(`${srv.url}${path}`, { headers: { accept: 'text/html' } });
+  return { status: res.status, headers: res.headers, html: await res.text() };
+}
+
+/** What every pay page must be: HTML, no forms or card fields, no script, a strict CSP that allows its one style. */
+function expectSafePage(p: Awaited<ReturnType<typeof page>>) {
+  expect(p.headers.get('content-type')).toMatch(/^text\/html; charset=utf-8/);
+  expect(p.headers.get('cache-control')).toBe('no-store');
+  expect(p.html).toMatch(/^<!doctype html>/);
+  expect(p.html).toContain('<html lang="en">');
+  expect(p.html).toContain('name="viewport"');
+  expect(p.html).not.toContain('<input');
+  expect(p.html).not.toContain('<form');
+  expect(p.html).not.toContain('<script');
+  expect(p.html).not.toContain('<iframe');
+  expect(p.html.toLowerCase()).not.toContain('card number');
+  expect(p.html.toLowerCase()).not.toContain('cvv');
+  expect(p.html).not.toMatch(/(src|href)="(https?:)?\/\/(?!pay\.example)/);
+  const csp = p.headers.get('content-security-policy') ?? '';
+  expect(csp).toContain("default-src 'none'");
+  expect(csp).toContain("form-action 'none'");
+  expect(csp).not.toContain('unsafe-inline');
+  const style = /<style>([\s\S]*?)<\/style>/.exec(p.html)?.[1] ?? '';
+  expect(csp).toContain(`'sha256-${createHash('sha256').update(style).digest('base64')}'`);
+}
+
+beforeAll(async () => {
+  env = await createTestEnv({ env: { RATE_LIMIT_PER_IP_PER_MINUTE: '100000', QUOTE_LIMIT_PER_HOUR: '100000' } });
+  srv = await serve(await appFor(env));
+  roles = startRoles(['pricing'], env.rt);
+}, 60_000);
+
+afterAll(async () => {
+  await roles?.close();
+  await srv?.close();
+  await env?.cleanup();
+});
+
+describe('pay-the-driver page', () => {
+  it('before a driver is assigned: reference, fare in £, due, the cash option and no payment link', async () => {
+    const b = await book();
+    const p = await page(b.payPath);
+    expect(p.status).toBe(200);
+    expectSafePage(p);
+    expect(p.html).toContain(b.reference);
+    const fare = `£${(b.farePence / 100).toFixed(2)}`;
+    expect(p.html).toContain(fare);
+    expect(p.html).toContain('<dt>Payment</dt><dd>Due</dd>');
+    expect(p.html).toContain('<h3>Cash</h3>');
+    expect(p.html).toContain(`Pay ${fare} in cash to your driver`);
+    expect(p.html).not.toContain('<a ');
+    expect(p.html).toContain('appears here once a driver is assigned');
+  });
+
+  it("with an assigned driver: the driver's name (escaped) and their own payment link, and the cash option", async () => {
+    const b = await book();
+    const driverId = await driver(`Zoë "Zed" <b>O'Brien</b> & Co`, 'https://pay.example/zoe?ref=1&amount=2');
+    await assign(b.id, driverId);
+    const p = await page(b.payPath);
+    expect(p.status).toBe(200);
+    expectSafePage(p);
+    const escaped = 'Zoë &quot;Zed&quot; &lt;b&gt;O&#39;Brien&lt;/b&gt; &amp; Co';
+    expect(p.html).toContain(`<dt>Driver</dt><dd>${escaped}</dd>`);
+    expect(p.html).not.toContain('<b>');
+    expect(p.html).toContain(
+      `<a class="button" href="https://pay.example/zoe?ref=1&amp;amount=2" rel="noopener noreferrer">`,
+    );
+    expect(p.html).toContain(`Pay ${escaped} by payment link</a>`);
+    expect(p.html).toContain('<h3>Cash</h3>');
+    expect(p.html).not.toContain('appears here once a driver is assigned');
+  });
+
+  it('a driver without a payment link: the cash option only', async () => {
+    const b = await book();
+    await assign(b.id, await driver('Cash Only Cal'));
+    const p = await page(b.payPath);
+    expect(p.status).toBe(200);
+    expectSafePage(p);
+    expect(p.html).toContain('<dt>Driver</dt><dd>Cash Only Cal</dd>');
+    expect(p.html).not.toContain('<a ');
+    expect(p.html).toContain('<h3>Cash</h3>');
+  });
+
+  it('derives the payment state from settlement records, as the booking lookup does', async () => {
+    const b = await book();
+    const driverId = await driver('Paid Pat', 'https://pay.example/pat');
+    await assign(b.id, driverId);
+    await env.rt.db('settlement_records').insert({
+      booking_id: b.id,
+      driver_id: driverId,
+      kind: 'pay_link_paid',
+      method: 'pay_link',
+      amount_pence: b.farePence,
+      recorded_by: `driver:${driverId}`,
+    });
+    const p = await page(b.payPath);
+    expect(p.status).toBe(200);
+    expectSafePage(p);
+    expect(p.html).toContain('<dd class="paid">Paid</dd>');
+    expect(p.html).not.toContain('<h3>Cash</h3>');
+    expect(p.html).not.toContain('<a ');
+    const lookup = await fetch(`${srv.url}/api/public/v1/booking/${b.reference}?email=${encodeURIComponent(b.email)}`);
+    expect(((await lookup.json()) as Json).payment.state).toBe('paid');
+
+    const cancelled = await book();
+    await env.rt.db('bookings').where({ id: cancelled.id }).update({ status: 'cancelled' });
+    const v = await page(cancelled.payPath);
+    expect(v.html).toContain('<dd>Nothing to pay</dd>');
+    expect(v.html).toContain('was cancelled');
+    expect(v.html).not.toContain('<h3>Cash</h3>');
+  });
+
+  it('an unknown, altered or malformed token is a 404 page', async () => {
+    const b = await book();
+    const token = b.payPath.split('/').pop() as string;
+    const altered = `${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`;
+    for (const path of [`/pay/${altered}`, '/pay/not-a-token', `/pay/${'x'.repeat(200)}`, `/pay/${token}%3Cb%3E`]) {
+      const p = await page(path);
+      expect(p.status, path).toBe(404);
+      expectSafePage(p);
+      expect(p.html).toContain('This payment link is not valid');
+      expect(p.html).not.toContain(b.reference);
+    }
+  });
+});
