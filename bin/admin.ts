@@ -10,6 +10,12 @@ import { createApiKey, listApiKeys, revokeApiKey } from '../shared/services/api-
 import { invoicesCsv, listInvoices, previewInvoices, runBilling } from '../shared/services/billing.ts';
 import { normalisePhone } from '../shared/services/bookings.ts';
 import {
+  OPERATOR_SETTLEMENT_KINDS,
+  type OperatorSettlementKind,
+  recordSettlement,
+  SettlementError,
+} from '../shared/services/settlement.ts';
+import {
   approveDriver,
   DRIVER_STATUSES,
   type DriverStatus,
@@ -68,6 +74,16 @@ function weekArg(values: Record<string, unknown>): BillingWeek {
   const week = parseWeek(required(values, 'week'));
   if (!week) throw new CliError('invalid_input', '--week must be an ISO week such as 2026-W47');
   return week;
+}
+
+/** `--amount 12.50` (or `-3.00` where a negative is allowed) as pence. */
+function penceArg(value: unknown, name: string, allowNegative = false): number | undefined {
+  if (value === undefined) return undefined;
+  const text = String(value).trim();
+  if (!(allowNegative ? /^-?\d{1,6}(\.\d{1,2})?$/ : /^\d{1,6}(\.\d{1,2})?$/).test(text)) {
+    throw new CliError('invalid_input', `--${name} must be an amount in GBP, such as 12.50`);
+  }
+  return Math.round(Number(text) * 100);
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -378,6 +394,41 @@ export const COMMANDS: Record<string, Command> = {
         subject_id: `${kind}:${value}`,
       });
       return { blocked: { kind, value } };
+    },
+  },
+  'settlement record': {
+    usage: `settlement record --booking REF --kind ${OPERATOR_SETTLEMENT_KINDS.join('|')} [--amount GBP] [--fee GBP] [--corrects ID] [--note TEXT]`,
+    options: {
+      booking: { type: 'string' },
+      kind: { type: 'string' },
+      amount: { type: 'string' },
+      fee: { type: 'string' },
+      corrects: { type: 'string' },
+      note: { type: 'string' },
+    },
+    run: async (v, _p, ctx) => {
+      const kind = required(v, 'kind');
+      if (!(OPERATOR_SETTLEMENT_KINDS as readonly string[]).includes(kind)) {
+        throw new CliError('invalid_input', `--kind must be one of ${OPERATOR_SETTLEMENT_KINDS.join(', ')}`);
+      }
+      const corrects = v.corrects === undefined ? undefined : positiveInt(v.corrects, 'corrects');
+      try {
+        return await recordSettlement(
+          ctx.db,
+          {
+            reference: required(v, 'booking'),
+            kind: kind as OperatorSettlementKind,
+            amountPence: penceArg(v.amount, 'amount', kind === 'correction') ?? 0,
+            ...(v.fee !== undefined ? { processorFeePence: penceArg(v.fee, 'fee') as number } : {}),
+            ...(corrects != null ? { correctsId: corrects } : {}),
+            ...(typeof v.note === 'string' ? { note: v.note.slice(0, 500) } : {}),
+          },
+          ctx.actor,
+        );
+      } catch (err) {
+        if (err instanceof SettlementError) throw new CliError(err.code, err.message);
+        throw err;
+      }
     },
   },
   'billing run': {

@@ -1,0 +1,131 @@
+import type { Db } from '../db/knex.ts';
+import { type PaymentState, paymentState } from '../domain/payment-state.ts';
+
+/**
+ * Settlement records written by operators and finance (the driver app writes the payment that
+ * completes a ride). Records are append-only (the database refuses UPDATE, DELETE and TRUNCATE):
+ * a mistake is answered by a new record, a `correction` pointing at the one it corrects, or a
+ * `refund`, or a `void` when the fare is not owed at all. The booking's payment state is derived
+ * from all its records.
+ */
+export const OPERATOR_SETTLEMENT_KINDS = [
+  'cash_received',
+  'card_paid',
+  'pay_link_paid',
+  'bank_transfer_received',
+  'refund',
+  'correction',
+  'void',
+] as const;
+export type OperatorSettlementKind = (typeof OPERATOR_SETTLEMENT_KINDS)[number];
+
+const METHOD: Partial<Record<OperatorSettlementKind, string>> = {
+  cash_received: 'cash',
+  card_paid: 'card',
+  pay_link_paid: 'pay_link',
+  bank_transfer_received: 'bank_transfer',
+};
+
+export class SettlementError extends Error {
+  constructor(
+    readonly code: 'invalid_input' | 'not_found',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface NewSettlement {
+  reference: string;
+  kind: OperatorSettlementKind;
+  /** Pence received (payments), refunded (refund: a positive figure, stored negative), or the signed change (correction). */
+  amountPence: number;
+  processorFeePence?: number;
+  correctsId?: number;
+  note?: string;
+}
+
+export interface RecordedSettlement {
+  id: number;
+  bookingReference: string;
+  kind: OperatorSettlementKind;
+  amountGBP: number;
+  processorFeeGBP: number;
+  correctsId: number | null;
+  paymentState: PaymentState;
+}
+
+/** Append a settlement record to a booking (held by its driver or operator) and answer its new payment state. */
+export async function recordSettlement(db: Db, input: NewSettlement, actor: string): Promise<RecordedSettlement> {
+  const fee = input.processorFeePence ?? 0;
+  if (!Number.isInteger(input.amountPence) || !Number.isInteger(fee) || fee < 0) {
+    throw new SettlementError('invalid_input', 'amounts must be whole pence and the fee not negative');
+  }
+  if (input.kind === 'void' ? input.amountPence !== 0 : input.kind !== 'correction' && input.amountPence <= 0) {
+    throw new SettlementError(
+      'invalid_input',
+      input.kind === 'void' ? 'a void carries no amount' : `a ${input.kind} needs an amount above zero`,
+    );
+  }
+  if (input.kind === 'correction' && (input.correctsId === undefined || input.amountPence === 0)) {
+    throw new SettlementError('invalid_input', 'a correction names the record it corrects and a non-zero change');
+  }
+  if (fee > 0 && input.kind !== 'card_paid' && input.kind !== 'correction') {
+    throw new SettlementError('invalid_input', 'only card payments (or their corrections) carry a processor fee');
+  }
+  return db.transaction(async (trx) => {
+    // Lock the booking so concurrent records see each other when the state is derived.
+    const booking = await trx('bookings').whereRaw('reference = upper(?)', [input.reference.trim()]).forUpdate().first<
+      | {
+          id: string;
+          reference: string;
+          status: string;
+          fare_pence: number | null;
+          driver_id: string | null;
+          operator_partner_id: string | null;
+        }
+      | undefined
+    >('id', 'reference', 'status', 'fare_pence', 'driver_id', 'operator_partner_id');
+    if (!booking) throw new SettlementError('not_found', `no booking ${input.reference}`);
+    if (input.correctsId !== undefined) {
+      const target = await trx('settlement_records').where({ id: input.correctsId }).first('booking_id');
+      if (!target || target.booking_id !== booking.id) {
+        throw new SettlementError('not_found', `no settlement record ${input.correctsId} on ${booking.reference}`);
+      }
+    }
+    const [row] = await trx('settlement_records')
+      .insert({
+        booking_id: booking.id,
+        driver_id: booking.driver_id,
+        partner_id: booking.driver_id ? null : booking.operator_partner_id,
+        kind: input.kind,
+        method: METHOD[input.kind] ?? null,
+        amount_pence: input.kind === 'refund' ? -input.amountPence : input.amountPence,
+        processor_fee_pence: fee,
+        corrects_id: input.correctsId ?? null,
+        recorded_by: actor,
+        note: input.note ?? null,
+      })
+      .returning<Array<{ id: string | number; amount_pence: number }>>(['id', 'amount_pence']);
+    if (!row) throw new Error('settlement insert returned no row');
+    await trx('audit_log').insert({
+      actor,
+      action: 'settlement.record',
+      subject_type: 'booking',
+      subject_id: booking.id,
+      details: JSON.stringify({ recordId: Number(row.id), kind: input.kind, amountPence: row.amount_pence }),
+    });
+    const records = await trx('settlement_records')
+      .where({ booking_id: booking.id })
+      .select<Array<{ kind: string; amount_pence: number }>>('kind', 'amount_pence');
+    return {
+      id: Number(row.id),
+      bookingReference: booking.reference,
+      kind: input.kind,
+      amountGBP: row.amount_pence / 100,
+      processorFeeGBP: fee / 100,
+      correctsId: input.correctsId ?? null,
+      paymentState: paymentState(booking, records),
+    };
+  });
+}
