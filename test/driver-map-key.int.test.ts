@@ -157,6 +157,22 @@ describe('driver map-provider key', () => {
     expect(logLines.join('')).not.toContain(DRIVER_KEY);
   });
 
+  it('still quotes, on the built-in data, when the provider refuses the driver’s key, and says so', async () => {
+    const d = await driver();
+    const refused = 'AIzaRefusedKey0000000000000000000000ABCD';
+    const put = await call('PUT', '/api/public/v1/driver/map-key', bearer(d.token), { apiKey: refused });
+    expect(put.status, put.text).toBe(200);
+    const before = stub.requests.length;
+    const q = await call('POST', '/api/public/v1/quote', bearer(d.token), QUOTE);
+    expect(q.status, q.text).toBe(200);
+    // The provider was asked with the driver's key, refused it, and the offline gazetteer priced it.
+    expect(stub.requests.slice(before).some((r) => r.params.key === refused)).toBe(true);
+    expect(q.json.pickup.name).not.toContain('M60 7RA');
+    expect(q.json.fareGBP).toBeGreaterThan(0);
+    expect(JSON.stringify(q.json.warnings)).toContain('map provider could not be used (key rejected)');
+    expect(q.text).not.toContain(refused);
+  });
+
   it('prices offline for anonymous callers, drivers without a key, and after the key is removed', async () => {
     const d = await driver();
     const keyless = await driver();

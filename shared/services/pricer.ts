@@ -4,7 +4,8 @@ import type { Db } from '../db/knex.ts';
 import { priceJourney, SeatingError } from '../domain/tariffs/engine.ts';
 import type { AppliedRule, RateCard, TariffSource } from '../domain/tariffs/types.ts';
 import type { ErrorDetail } from '../errors.ts';
-import type { Geocoder, Place, RouteProvider } from '../geo/types.ts';
+import type { Geocoder, Place, RouteEstimate, RouteProvider } from '../geo/types.ts';
+import { MapProviderError } from '../providers/map-provider.ts';
 import type { PriceQuoteRequest } from '../queues/registry.ts';
 import type { TariffStore } from './tariff-store.ts';
 
@@ -36,6 +37,36 @@ export interface PricerDeps {
   mapProvider?: (Geocoder & RouteProvider) | null;
 }
 
+type Located =
+  | { ok: true; from: Place; to: Place; route: RouteEstimate }
+  | { ok: false; result: PriceQuoteResult };
+
+/** Geocode both ends and estimate the route with one provider (the offline pair or a map API with a key). */
+async function locate(
+  req: PriceQuoteRequest,
+  geocoder: Geocoder,
+  router: RouteProvider,
+  apiKey: string | null,
+): Promise<Located> {
+  const opts = { worldwide: req.worldwide, ...(apiKey ? { apiKey } : {}) };
+  const [from, to] = await Promise.all([geocoder.geocode(req.pickup, opts), geocoder.geocode(req.dropoff, opts)]);
+  if (!from.ok || !to.ok) {
+    const missing: ErrorDetail[] = [];
+    if (!from.ok) missing.push({ field: '/pickup', problem: from.message });
+    if (!to.ok) missing.push({ field: '/dropoff', problem: to.message });
+    const which = missing.map((m) => (m.field === '/pickup' ? 'pickup' : 'dropoff')).join(' and ');
+    return {
+      ok: false,
+      result: {
+        ok: false,
+        error: { code: 'address_not_found', message: `Could not locate the ${which} address.`, details: missing },
+      },
+    };
+  }
+  const route = await router.route(from.place, to.place, apiKey ? { apiKey } : {});
+  return { ok: true, from: from.place, to: to.place, route };
+}
+
 /**
  * Price one journey: geocode both ends, estimate the route, pick the tariff in force and run
  * the pure engine. Used by the pricing worker for quotes and for jobs that arrive without a fare.
@@ -63,31 +94,29 @@ export function createPricer(deps: PricerDeps) {
   return {
     async price(req: PriceQuoteRequest): Promise<PriceQuoteResult> {
       const apiKey = await driverMapKey(req.driverId);
-      const geocoder = apiKey && deps.mapProvider ? deps.mapProvider : deps.geocoder;
-      const router = apiKey && deps.mapProvider ? deps.mapProvider : deps.router;
-      const opts = { worldwide: req.worldwide, ...(apiKey ? { apiKey } : {}) };
-      const [from, to] = await Promise.all([geocoder.geocode(req.pickup, opts), geocoder.geocode(req.dropoff, opts)]);
-      const missing: ErrorDetail[] = [];
-      if (!from.ok) missing.push({ field: '/pickup', problem: from.message });
-      if (!to.ok) missing.push({ field: '/dropoff', problem: to.message });
-      if (!from.ok || !to.ok) {
-        const which = missing.map((m) => (m.field === '/pickup' ? 'pickup' : 'dropoff')).join(' and ');
-        return {
-          ok: false,
-          error: { code: 'address_not_found', message: `Could not locate the ${which} address.`, details: missing },
-        };
+      const provider = apiKey && deps.mapProvider ? deps.mapProvider : null;
+      const notes: string[] = [];
+      let located: Located;
+      try {
+        located = await locate(req, provider ?? deps.geocoder, provider ?? deps.router, apiKey);
+      } catch (err) {
+        // The driver's own key was refused, or their provider failed: the quote is still made,
+        // on the built-in gazetteer and estimate, and says so (never the key itself).
+        if (!provider || !(err instanceof MapProviderError)) throw err;
+        notes.push(
+          `Your map provider could not be used (${err.code.replace(/_/g, ' ')}); this fare uses the built-in place data and route estimate.`,
+        );
+        located = await locate(req, deps.geocoder, deps.router, null);
       }
+      if (!located.ok) return located.result;
+      const { from, to, route } = located;
       const departAt = new Date(req.departAt);
-      const [route, stored, card] = await Promise.all([
-        router.route(from.place, to.place, apiKey ? { apiKey } : {}),
-        deps.tariffs.tablesAt(departAt),
-        rateCard(req.rateCardId),
-      ]);
+      const [stored, card] = await Promise.all([deps.tariffs.tablesAt(departAt), rateCard(req.rateCardId)]);
       try {
         const fare = priceJourney({
           tables: stored.map((s) => s.table),
-          pickup: from.place,
-          dropoff: to.place,
+          pickup: from,
+          dropoff: to,
           departAt,
           distanceMeters: route.distanceMeters,
           durationSeconds: route.durationSeconds,
@@ -100,13 +129,13 @@ export function createPricer(deps: PricerDeps) {
         });
         const usedTable =
           fare.tariffSource.kind === 'council'
-            ? stored.find((s) => s.table.localAuthorityCodes.includes(from.place.localAuthorityCode ?? ''))
+            ? stored.find((s) => s.table.localAuthorityCodes.includes(from.localAuthorityCode ?? ''))
             : undefined;
         return {
           ok: true,
           journey: {
-            pickup: from.place,
-            dropoff: to.place,
+            pickup: from,
+            dropoff: to,
             distanceMeters: route.distanceMeters,
             durationSeconds: route.durationSeconds,
             routeSource: route.source,
@@ -114,7 +143,7 @@ export function createPricer(deps: PricerDeps) {
             appliedRules: fare.appliedRules,
             tariffSource: fare.tariffSource,
             tariffTableId: usedTable?.id ?? null,
-            warnings: fare.warnings,
+            warnings: [...notes, ...fare.warnings],
           },
         };
       } catch (err) {
