@@ -26,6 +26,13 @@ import {
   suspendDriver,
 } from '../shared/services/drivers.ts';
 import { createPartner } from '../shared/services/partners.ts';
+import {
+  type RateCardInput,
+  RateCardOwnerNotFound,
+  type RateCardOwner,
+  removeRateCard,
+  setRateCard,
+} from '../shared/services/rate-cards.ts';
 import { ADAPTER_NAMES, createSupplier, SupplierInputError } from '../shared/services/suppliers.ts';
 import { importTariffTables, parseTariffFile } from '../shared/services/tariff-store.ts';
 import {
@@ -84,6 +91,37 @@ function penceArg(value: unknown, name: string, allowNegative = false): number |
     throw new CliError('invalid_input', `--${name} must be an amount in GBP, such as 12.50`);
   }
   return Math.round(Number(text) * 100);
+}
+
+/** `--driver ID | --partner ID`: whose rate card. */
+function rateCardOwner(v: Record<string, unknown>): RateCardOwner {
+  if ((v.driver === undefined) === (v.partner === undefined)) {
+    throw new CliError('invalid_input', 'give exactly one of --driver or --partner');
+  }
+  return v.driver !== undefined
+    ? { driverId: uuidArg(String(v.driver), '--driver') }
+    : { partnerId: uuidArg(String(v.partner), '--partner') };
+}
+
+/**
+ * `--fixed "MAN>M1=45.00,LHR<>SW1=70"`: fixed prices between places named by postcode district or
+ * IATA code; `>` one way, `<>` both ways.
+ */
+function fixedRoutes(text: string): NonNullable<RateCardInput['fixedRoutes']> {
+  return text
+    .split(',')
+    .map((part) => part.trim())
+    .filter(Boolean)
+    .map((part) => {
+      const m = /^([A-Za-z0-9]{2,8})\s*(<>|>)\s*([A-Za-z0-9]{2,8})\s*=\s*(\d{1,4}(?:\.\d{1,2})?)$/.exec(part);
+      if (!m) throw new CliError('invalid_input', `--fixed: "${part}" is not FROM>TO=GBP or FROM<>TO=GBP`);
+      return {
+        from: (m[1] as string).toUpperCase(),
+        to: (m[3] as string).toUpperCase(),
+        pricePence: Math.round(Number(m[4]) * 100),
+        ...(m[2] === '<>' ? { bidirectional: true } : {}),
+      };
+    });
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -395,6 +433,37 @@ export const COMMANDS: Record<string, Command> = {
       });
       return { blocked: { kind, value } };
     },
+  },
+  'ratecard set': {
+    usage:
+      'ratecard set --driver ID | --partner ID --per-mile GBP --minimum GBP [--flag-fall GBP] [--fixed "MAN>M1=45.00,LHR<>SW1=70"]',
+    options: {
+      driver: { type: 'string' },
+      partner: { type: 'string' },
+      'per-mile': { type: 'string' },
+      minimum: { type: 'string' },
+      'flag-fall': { type: 'string' },
+      fixed: { type: 'string' },
+    },
+    run: async (v, _p, ctx) => {
+      const input: RateCardInput = {
+        perMilePence: penceArg(required(v, 'per-mile'), 'per-mile') as number,
+        minimumPence: penceArg(required(v, 'minimum'), 'minimum') as number,
+        ...(v['flag-fall'] !== undefined ? { flagFallPence: penceArg(v['flag-fall'], 'flag-fall') as number } : {}),
+        ...(typeof v.fixed === 'string' ? { fixedRoutes: fixedRoutes(v.fixed) } : {}),
+      };
+      try {
+        return await setRateCard(ctx.db, rateCardOwner(v), input, ctx.actor);
+      } catch (err) {
+        if (err instanceof RateCardOwnerNotFound) throw new CliError('not_found', err.message);
+        throw err;
+      }
+    },
+  },
+  'ratecard remove': {
+    usage: 'ratecard remove --driver ID | --partner ID',
+    options: { driver: { type: 'string' }, partner: { type: 'string' } },
+    run: async (v, _p, ctx) => ({ removed: await removeRateCard(ctx.db, rateCardOwner(v), ctx.actor) }),
   },
   'settlement record': {
     usage: `settlement record --booking REF --kind ${OPERATOR_SETTLEMENT_KINDS.join('|')} [--amount GBP] [--fee GBP] [--corrects ID] [--note TEXT]`,

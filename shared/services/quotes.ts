@@ -96,12 +96,14 @@ export async function priceQuote(
   const warnings: string[] = [];
   const departAt = departure(input.departAt, now);
   const vehicleType = chooseVehicle(input, warnings);
-  const rateCard = caller.partnerId
-    ? await deps
-        .db('rate_cards')
-        .where({ partner_id: caller.partnerId })
-        .whereNotNull('approved_at')
-        .first<{ id: string } | undefined>('id')
+  // The approved rate card of the partner (their key) or the driver (their token) the quote is made through.
+  const cardOwner = caller.partnerId
+    ? { partner_id: caller.partnerId }
+    : caller.driverId
+      ? { driver_id: caller.driverId }
+      : null;
+  const rateCard = cardOwner
+    ? await deps.db('rate_cards').where(cardOwner).whereNotNull('approved_at').first<{ id: string } | undefined>('id')
     : undefined;
 
   const result = await deps.pricing.price({
