@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../shared/services/api-keys.ts';
-import { applyDriver, approveDriver, type DriverApplication } from '../shared/services/drivers.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { approvedDriver, type TestDriverOptions } from './helpers/drivers.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { startTs } from './helpers/process.ts';
 import { startTwilioStub } from './helpers/twilio-stub.ts';
@@ -24,49 +24,8 @@ const SID = 'AC11111111111111111111111111111111';
 const MANCHESTER = { lat: 53.4774, lng: -2.2309 };
 const near = (km: number) => ({ lat: MANCHESTER.lat + km / 111.2, lng: MANCHESTER.lng });
 
-let seq = 0;
-async function driver(
-  name: string,
-  opts: {
-    cls?: DriverApplication['vehicle']['class'];
-    seats?: number;
-    wav?: boolean;
-    corridor?: [string, string];
-    home?: string;
-  } = {},
-): Promise<{ id: string; token: string; phone: string }> {
-  seq += 1;
-  const phone = `+4477009${String(10000 + seq).slice(-5)}`;
-  const { driverId } = await applyDriver(
-    env.rt.db,
-    {
-      name,
-      phone,
-      email: `driver${seq}@example.org`,
-      licensingAuthority: 'Manchester City Council',
-      licenceNumber: `PH-${seq}-${Date.now()}`,
-      licenceExpiry: '2030-01-01',
-      vehicle: {
-        make: 'Toyota',
-        model: 'Prius',
-        colour: 'Silver',
-        registration: `MA${seq} ABC`,
-        class: opts.cls ?? 'saloon',
-        seats: opts.seats ?? 4,
-        wheelchairAccessible: opts.wav ?? false,
-      },
-      homeCity: opts.home ?? 'Manchester',
-      operatingRadiusMiles: 20,
-      ...(opts.corridor
-        ? { nationalNetwork: { corridors: [{ from: opts.corridor[0], to: opts.corridor[1], bufferMiles: 15 }] } }
-        : {}),
-    },
-    { actor: 'test' },
-  );
-  const approved = await approveDriver(env.rt.db, driverId, 'test');
-  if (!approved) throw new Error('not approved');
-  return { id: driverId, token: approved.token, phone };
-}
+const driver = (name: string, opts: Omit<TestDriverOptions, 'name'> = {}) =>
+  approvedDriver(env.rt.db, { name, ...opts });
 
 async function call(method: string, path: string, token: string | null, body?: unknown) {
   const res = await fetch(`${srv.url}${path}`, {
@@ -378,7 +337,10 @@ describe('dispatch', () => {
     await dispatchRole.close();
     // A real dispatch worker that SIGKILLs itself after the offer and its job cards commit,
     // before BullMQ hears that the job is done: the job is left active, then found stalled.
-    const crashing = startTs('workers/main.ts', ['dispatch'], { ...env.childEnv, DTN_FAILPOINTS: 'dispatch-after-offer' });
+    const crashing = startTs('workers/main.ts', ['dispatch'], {
+      ...env.childEnv,
+      DTN_FAILPOINTS: 'dispatch-after-offer',
+    });
     const ref = await book({
       pickup: 'Manchester Piccadilly',
       dropoff: 'Manchester Airport',
@@ -394,7 +356,10 @@ describe('dispatch', () => {
     expect(await job?.getState()).toBe('active');
     // This file's offers last 2 s; keep this one open while the job is recovered, so a second
     // offer could only come from the re-run (its time-out job then finds it still open: no-op).
-    await env.rt.db('dispatch_offers').where({ booking_id: booking.id }).update({ expires_at: new Date(Date.now() + 60_000) });
+    await env.rt
+      .db('dispatch_offers')
+      .where({ booking_id: booking.id })
+      .update({ expires_at: new Date(Date.now() + 60_000) });
 
     // Restarted, a worker finds the job stalled, runs it again, sees the live offer and stops.
     dispatchRole = startRoles(['dispatch'], env.rt);

@@ -1,7 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyDriver, approveDriver } from '../shared/services/drivers.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 
 /**
@@ -29,36 +29,7 @@ async function call(method: string, path: string, token: string | null, body?: u
   return { status: res.status, json: (text ? JSON.parse(text) : null) as Json, text };
 }
 
-let seq = 0;
-async function driver(name: string): Promise<{ id: string; token: string; trialEndsAt: string }> {
-  seq += 1;
-  const { driverId } = await applyDriver(
-    env.rt.db,
-    {
-      name,
-      phone: `+4477009${String(20000 + seq).slice(-5)}`,
-      email: `dash${seq}@example.org`,
-      licensingAuthority: 'Manchester City Council',
-      licenceNumber: `DASH-${seq}-${Date.now()}`,
-      licenceExpiry: '2030-01-01',
-      vehicle: {
-        make: 'Skoda',
-        model: 'Octavia',
-        colour: 'Grey',
-        registration: `DA${seq} SHB`,
-        class: 'saloon',
-        seats: 4,
-        wheelchairAccessible: false,
-      },
-      homeCity: 'Manchester',
-      operatingRadiusMiles: 20,
-    },
-    { actor: 'test' },
-  );
-  const approved = await approveDriver(env.rt.db, driverId, 'test');
-  if (!approved) throw new Error('not approved');
-  return { id: driverId, token: approved.token, trialEndsAt: approved.trialEndsAt };
-}
+const driver = (name: string) => approvedDriver(env.rt.db, { name });
 
 /** Great-circle miles (haversine, mean Earth radius), independent of the code under test. */
 function greatCircleMiles(a: { lat: number; lng: number }, b: { lat: number; lng: number }): number {

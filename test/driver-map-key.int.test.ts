@@ -7,8 +7,8 @@ import { knownMigrations } from '../shared/db/knex.ts';
 import { REDACT_PATHS } from '../shared/logger.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { mapProviderForDriver } from '../shared/services/driver-map-key.ts';
-import { applyDriver, approveDriver } from '../shared/services/drivers.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { approvedDriver } from './helpers/drivers.ts';
 import { createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { startMapProviderStub } from './helpers/map-provider-stub.ts';
 
@@ -40,36 +40,7 @@ async function call(method: string, path: string, headers: Record<string, string
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
-let seq = 0;
-async function driver(): Promise<{ id: string; token: string }> {
-  seq += 1;
-  const { driverId } = await applyDriver(
-    env.rt.db,
-    {
-      name: `Map Driver ${seq}`,
-      phone: `+4477009${String(30000 + seq).slice(-5)}`,
-      email: `map${seq}@example.org`,
-      licensingAuthority: 'Leeds City Council',
-      licenceNumber: `MAP-${seq}-${Date.now()}`,
-      licenceExpiry: '2030-01-01',
-      vehicle: {
-        make: 'Kia',
-        model: 'Niro',
-        colour: 'Blue',
-        registration: `MK${seq} KEY`,
-        class: 'saloon',
-        seats: 4,
-        wheelchairAccessible: false,
-      },
-      homeCity: 'Leeds',
-      operatingRadiusMiles: 20,
-    },
-    { actor: 'test' },
-  );
-  const approved = await approveDriver(env.rt.db, driverId, 'test');
-  if (!approved) throw new Error('not approved');
-  return { id: driverId, token: approved.token };
-}
+const driver = () => approvedDriver(env.rt.db, { home: 'Leeds' });
 
 const QUOTE = { pickup: 'Manchester Piccadilly', dropoff: 'Leeds', passengers: 1 };
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyDriver, approveDriver } from '../shared/services/drivers.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 
 /**
@@ -45,32 +45,7 @@ async function book(): Promise<{ reference: string; id: string; farePence: numbe
 }
 
 async function driver(name: string, paymentLink?: string): Promise<string> {
-  seq += 1;
-  const { driverId } = await applyDriver(
-    env.rt.db,
-    {
-      name: 'Placeholder Name',
-      phone: `+4477009${String(40000 + seq).slice(-5)}`,
-      email: `paydriver${seq}@example.org`,
-      licensingAuthority: 'Manchester City Council',
-      licenceNumber: `PAY-${seq}-${Date.now()}`,
-      licenceExpiry: '2030-01-01',
-      vehicle: {
-        make: 'Toyota',
-        model: 'Corolla',
-        colour: 'White',
-        registration: `PY${seq} AGE`,
-        class: 'saloon',
-        seats: 4,
-        wheelchairAccessible: false,
-      },
-      homeCity: 'Manchester',
-      operatingRadiusMiles: 20,
-      ...(paymentLink ? { paymentLink } : {}),
-    },
-    { actor: 'test' },
-  );
-  await approveDriver(env.rt.db, driverId, 'test');
+  const { id: driverId } = await approvedDriver(env.rt.db, paymentLink ? { paymentLink } : {});
   // The name as stored, markup included, to check that the page escapes it.
   await env.rt.db('drivers').where({ id: driverId }).update({ name });
   return driverId;

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../shared/services/api-keys.ts';
-import { applyDriver, approveDriver } from '../shared/services/drivers.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 
@@ -79,31 +79,8 @@ describe('rate cards', () => {
   });
 
   it('a driver card with a fixed route prices the quotes the driver makes with their token', async () => {
-    const { driverId } = await applyDriver(
-      env.rt.db,
-      {
-        name: 'Rita Rates',
-        phone: '+447700900777',
-        email: 'rita@example.org',
-        licensingAuthority: 'Manchester City Council',
-        licenceNumber: `RATE-${Date.now()}`,
-        licenceExpiry: '2030-01-01',
-        vehicle: {
-          make: 'Toyota',
-          model: 'Corolla',
-          colour: 'Grey',
-          registration: 'RA7 ESX',
-          class: 'saloon',
-          seats: 4,
-          wheelchairAccessible: false,
-        },
-        homeCity: 'Manchester',
-        operatingRadiusMiles: 20,
-      },
-      { actor: 'test' },
-    );
-    const approved = await approveDriver(env.rt.db, driverId, 'test');
-    if (!approved) throw new Error('not approved');
+    const approved = await approvedDriver(env.rt.db, { name: 'Rita Rates' });
+    const driverId = approved.id;
     const set = await admin(
       'ratecard',
       'set',

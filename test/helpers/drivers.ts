@@ -1,0 +1,62 @@
+import type { Db } from '../../shared/db/knex.ts';
+import { applyDriver, approveDriver, type DriverApplication } from '../../shared/services/drivers.ts';
+
+export interface TestDriverOptions {
+  name?: string;
+  cls?: DriverApplication['vehicle']['class'];
+  seats?: number;
+  wav?: boolean;
+  /** A national network corridor between two places the geocoder knows. */
+  corridor?: [string, string];
+  /** Home city (default Manchester), 20 miles around it. */
+  home?: string;
+  paymentLink?: string;
+}
+
+export interface TestDriver {
+  id: string;
+  token: string;
+  phone: string;
+  trialEndsAt: string;
+}
+
+let seq = 0;
+
+/**
+ * A driver who applied through the service and was approved (token issued, trial started), as
+ * tests across files need one: unique phone, e-mail, licence and registration per call.
+ */
+export async function approvedDriver(db: Db, opts: TestDriverOptions = {}): Promise<TestDriver> {
+  seq += 1;
+  const phone = `+4477009${String(10000 + (seq % 90000)).slice(-5)}`;
+  const { driverId } = await applyDriver(
+    db,
+    {
+      name: opts.name ?? `Test Driver ${seq}`,
+      phone,
+      email: `driver${seq}@example.org`,
+      licensingAuthority: 'Manchester City Council',
+      licenceNumber: `PH-${seq}-${Date.now()}`,
+      licenceExpiry: '2030-01-01',
+      vehicle: {
+        make: 'Toyota',
+        model: 'Prius',
+        colour: 'Silver',
+        registration: `MA${seq} ABC`,
+        class: opts.cls ?? 'saloon',
+        seats: opts.seats ?? 4,
+        wheelchairAccessible: opts.wav ?? false,
+      },
+      homeCity: opts.home ?? 'Manchester',
+      operatingRadiusMiles: 20,
+      ...(opts.corridor
+        ? { nationalNetwork: { corridors: [{ from: opts.corridor[0], to: opts.corridor[1], bufferMiles: 15 }] } }
+        : {}),
+      ...(opts.paymentLink ? { paymentLink: opts.paymentLink } : {}),
+    },
+    { actor: 'test' },
+  );
+  const approved = await approveDriver(db, driverId, 'test');
+  if (!approved) throw new Error(`driver ${driverId} could not be approved`);
+  return { id: driverId, token: approved.token, phone, trialEndsAt: approved.trialEndsAt };
+}
