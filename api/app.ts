@@ -5,6 +5,7 @@ import helmet from 'helmet';
 import { pinoHttp } from 'pino-http';
 import type { ApiDeps } from './deps.ts';
 import { jsonBody } from './middleware/body.ts';
+import { mcpRouter } from './mcp/router.ts';
 import { errorHandler, notFoundHandler } from './middleware/errors.ts';
 import { createRateLimits } from './middleware/rate-limit.ts';
 import { mountRoutes } from './mount.ts';
@@ -96,9 +97,11 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
       maxAge: 600,
     }),
   );
+  const limits = createRateLimits(deps.redis, config);
+  // The MCP tool server and its OAuth endpoints, which parse their own bodies (OAuth posts forms).
+  app.use(mcpRouter(deps, limits));
   app.use(jsonBody(config.http.bodyLimitBytes));
 
-  const limits = createRateLimits(deps.redis, config);
   const routes: RouteDef[] = [...healthRoutes, ...publicRoutes(config), ...(opts.extraRoutes ?? [])];
   routes.push(...openApiRoutes(() => routes));
   mountRoutes(app, routes, deps, limits);

@@ -101,6 +101,12 @@ export interface Config {
      * `partners.daily_job_limit` overrides it for one partner. */
     readonly dailyJobLimit: number;
   };
+  readonly mcp: {
+    /** Lifetime of an MCP OAuth access token (MCP_ACCESS_TOKEN_TTL_SECONDS, default 1 hour). */
+    readonly accessTokenTtlSeconds: number;
+    /** Lifetime of a refresh token from its issue; each use rotates it (MCP_REFRESH_TOKEN_TTL_DAYS, default 30). */
+    readonly refreshTokenTtlDays: number;
+  };
   readonly shutdownTimeoutMs: number;
   /** 32-byte key for sealing secrets at rest (signing secrets, drivers' map keys). */
   readonly dataEncryptionKey: Buffer;
@@ -312,6 +318,10 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     intake: Object.freeze({
       dailyJobLimit: int(env, 'DAILY_JOB_LIMIT', 5000, 1, 10_000_000),
+    }),
+    mcp: Object.freeze({
+      accessTokenTtlSeconds: int(env, 'MCP_ACCESS_TOKEN_TTL_SECONDS', 3600, 60, 86_400),
+      refreshTokenTtlDays: int(env, 'MCP_REFRESH_TOKEN_TTL_DAYS', 30, 1, 365),
     }),
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 25_000, 100, 600_000),
     dataEncryptionKey: encryptionKey(env, mode),

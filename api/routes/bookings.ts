@@ -98,7 +98,7 @@ async function acceptEmail(deps: ApiDeps, raw: string, pointer: string): Promise
  * model, hidden or control characters and over-long text are 400 content_rejected naming the
  * field. The refusal is logged with the rule that fired, never the text.
  */
-function screen(req: Request, fields: ScreenField[]): void {
+export function screen(req: Request, fields: ScreenField[]): void {
   const result = screenFields(fields);
   if (!result.ok) {
     req.log?.warn({ reasons: result.reasons }, 'content rejected');
@@ -171,7 +171,7 @@ function requireFields(fields: Record<string, unknown>): void {
 }
 
 /** Normalised content of a booking request, for the 15-minute repeat rule. */
-function contentHash(scope: string, parts: Record<string, unknown>): Buffer {
+export function contentHash(scope: string, parts: Record<string, unknown>): Buffer {
   const norm = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase().replace(/\s+/g, ' ') : v);
   const entries = Object.keys(parts)
     .sort()

@@ -82,9 +82,9 @@ export interface Served {
   close(): Promise<void>;
 }
 
-/** Listen on a free loopback port; requests go through real HTTP. */
-export async function serve(app: Express): Promise<Served> {
-  const server = app.listen(0, '127.0.0.1');
+/** Listen on a free loopback port (or `port`); requests go through real HTTP. */
+export async function serve(app: Express, listenPort = 0): Promise<Served> {
+  const server = app.listen(listenPort, '127.0.0.1');
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   return {

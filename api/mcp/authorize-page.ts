@@ -1,0 +1,467 @@
+import { createHash } from 'node:crypto';
+import type { AuthorizationParams } from '@modelcontextprotocol/sdk/server/auth/provider.js';
+import type { OAuthClientInformationFull } from '@modelcontextprotocol/sdk/shared/auth.js';
+import type { Request, Response } from 'express';
+import { randomBase62 } from '../../shared/crypto.ts';
+import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
+import { AppError } from '../../shared/errors.ts';
+import {
+  countVerificationsSince,
+  MAX_CODE_ATTEMPTS,
+  normaliseCode,
+  sendVerificationEmail,
+  startVerification,
+  verifyByCode,
+} from '../../shared/services/email-verification.ts';
+import {
+  AUTHORIZATION_TTL_MS,
+  approveAuthorization,
+  createAuthorization,
+  denyAuthorization,
+  findAuthorization,
+  grantableScopes,
+  markAuthorizationEmailVerified,
+  type PendingAuthorization,
+  resolveResource,
+  SCOPE_DESCRIPTIONS,
+  setAuthorizationEmail,
+  verificationConfirmed,
+} from '../../shared/services/oauth.ts';
+import { baseUrlFor } from '../base-url.ts';
+import type { ApiDeps } from '../deps.ts';
+import { escapeHtml } from '../routes/offers.ts';
+import { PASSENGER_VERIFY_LINK_PATH } from '../routes/passenger-verify.ts';
+
+/**
+ * The authorization page of the MCP OAuth server (`GET /authorize`, then its three form
+ * posts): the passenger sees which assistant asks for what, proves their e-mail address with a
+ * one-time code (the passenger-verify service: same codes, hashing, expiry and attempt limits,
+ * purpose `oauth`), and allows or denies.
+ *
+ * CSRF: every form carries the request token of a server-side authorization row, and the row
+ * is bound to the browser that opened it by an HttpOnly, SameSite=Lax cookie (only hashes of
+ * both are stored). A cross-site form post carries no cookie, and a leaked request token does
+ * not work from another browser. The page loads nothing (`default-src 'none'`, its one inline
+ * style allowed by hash), cannot be framed, escapes every value, and is not cached.
+ */
+
+export const AUTHORIZE_PATH = '/authorize';
+export const AUTHORIZE_EMAIL_PATH = '/authorize/email';
+export const AUTHORIZE_CODE_PATH = '/authorize/code';
+export const AUTHORIZE_DECISION_PATH = '/authorize/decision';
+
+const BROWSER_COOKIE = 'dtn_oauth_browser';
+const BROWSER_TOKEN = /^[0-9A-Za-z]{43}$/;
+/** Verification e-mails one address can be sent per hour (as passenger-verify allows). */
+const EMAILS_PER_ADDRESS_PER_HOUR = 5;
+
+const CSS = [
+  ':root{color-scheme:light dark;--fg:#1a1a1a;--bg:#fff;--muted:#555;--accent:#0b5cad;--bad:#a4161a;--line:#c8c8c8}',
+  '@media (prefers-color-scheme:dark){:root{--fg:#f2f2f2;--bg:#121212;--muted:#bbb;--accent:#8cc4ff;--bad:#ff8a8a;--line:#555}}',
+  '*{box-sizing:border-box}',
+  'body{margin:0;font:1.0625rem/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg)}',
+  'main{max-width:30rem;margin:0 auto;padding:1.25rem 1rem 2.5rem}',
+  'h1{font-size:1.4rem;margin:0 0 1rem}p{margin:.5rem 0}',
+  'ul{padding-left:1.25rem;margin:.5rem 0 1rem}li{margin:.25rem 0}',
+  'label{display:block;font-weight:600;margin:1rem 0 .35rem}',
+  'input[type=email],input[type=text]{width:100%;font:inherit;padding:.7rem .75rem;min-height:3rem;border:1px solid var(--line);border-radius:.5rem;background:var(--bg);color:var(--fg)}',
+  'button{display:block;width:100%;font:inherit;font-weight:700;padding:.8rem 1rem;min-height:3rem;margin:1rem 0 0;border-radius:.5rem;border:2px solid var(--accent);background:var(--accent);color:var(--bg);cursor:pointer}',
+  'button.secondary{background:transparent;color:var(--accent)}',
+  'button:focus-visible,input:focus-visible{outline:3px solid var(--fg);outline-offset:2px}',
+  '.error{color:var(--bad);font-weight:600}.note{color:var(--muted);font-size:.95rem}',
+].join('\n');
+
+const STYLE_HASH = `'sha256-${createHash('sha256').update(CSS).digest('base64')}'`;
+
+/** The security headers of every page; forms may post here and, after a decision, lead to the client. */
+function pageHeaders(redirectUri: string | null): Record<string, string> {
+  const formAction = ["'self'"];
+  if (redirectUri) {
+    const u = new URL(redirectUri);
+    formAction.push(u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : u.protocol);
+  }
+  return {
+    'Content-Security-Policy': [
+      "default-src 'none'",
+      `style-src ${STYLE_HASH}`,
+      "img-src 'none'",
+      "base-uri 'none'",
+      `form-action ${formAction.join(' ')}`,
+      "frame-ancestors 'none'",
+    ].join('; '),
+    'X-Frame-Options': 'DENY',
+    'Cache-Control': 'no-store',
+    'X-Robots-Tag': 'noindex',
+    'Referrer-Policy': 'no-referrer',
+  };
+}
+
+interface View {
+  serviceName: string;
+  requestToken: string;
+  clientName: string | null;
+  clientId: string;
+  redirectUri: string;
+  scopes: readonly string[];
+  email: string | null;
+}
+
+function clientLabel(v: Pick<View, 'clientName'>): string {
+  return v.clientName ? escapeHtml(v.clientName) : 'An unnamed assistant';
+}
+
+/** Where the passenger returns to: the host of a web redirect, the app scheme of a native one. */
+function returnsTo(redirectUri: string): string {
+  const u = new URL(redirectUri);
+  return u.protocol === 'http:' || u.protocol === 'https:' ? u.host : `the app (${u.protocol})`;
+}
+
+function layout(title: string, body: string[]): string {
+  return [
+    '<!doctype html>',
+    '<html lang="en"><head><meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    '<meta name="robots" content="noindex">',
+    '<meta name="referrer" content="no-referrer">',
+    `<title>${escapeHtml(title)}</title>`,
+    `<style>${CSS}</style>`,
+    '</head><body><main>',
+    ...body,
+    '</main></body></html>',
+  ].join('\n');
+}
+
+function hidden(v: View): string {
+  return `<input type="hidden" name="request" value="${escapeHtml(v.requestToken)}">`;
+}
+
+function header(v: View): string[] {
+  return [
+    `<h1>${clientLabel(v)} wants to use ${escapeHtml(v.serviceName)} for you</h1>`,
+    `<p>${clientLabel(v)} <span class="note">(client ${escapeHtml(v.clientId)})</span> asks to:</p>`,
+    '<ul>',
+    ...v.scopes.map((s) => `<li>${escapeHtml(SCOPE_DESCRIPTIONS[s as keyof typeof SCOPE_DESCRIPTIONS] ?? s)}</li>`),
+    '</ul>',
+  ];
+}
+
+function denyForm(v: View): string[] {
+  return [
+    `<form method="post" action="${AUTHORIZE_DECISION_PATH}">`,
+    hidden(v),
+    '<button type="submit" name="decision" value="deny" class="secondary">Deny</button>',
+    '</form>',
+    `<p class="note">Whatever you choose, you go back to ${escapeHtml(returnsTo(v.redirectUri))}.</p>`,
+  ];
+}
+
+function errorLine(error: string | undefined): string[] {
+  return error ? [`<p class="error" role="alert">${escapeHtml(error)}</p>`] : [];
+}
+
+function emailStep(v: View, error?: string, email?: string): string {
+  return layout(`Sign in | ${v.serviceName}`, [
+    ...header(v),
+    ...errorLine(error),
+    `<form method="post" action="${AUTHORIZE_EMAIL_PATH}">`,
+    hidden(v),
+    '<label for="email">Your e-mail address</label>',
+    `<input id="email" name="email" type="email" autocomplete="email" inputmode="email" required maxlength="254" value="${escapeHtml(email ?? v.email ?? '')}">`,
+    `<p class="note">We e-mail you a 6-digit code to check it is you. Bookings made for you use this address for the confirmation and tracking link.</p>`,
+    '<button type="submit">Send me a code</button>',
+    '</form>',
+    ...denyForm(v),
+  ]);
+}
+
+function codeStep(v: View, error?: string): string {
+  return layout(`Enter your code | ${v.serviceName}`, [
+    ...header(v),
+    `<p>We sent a 6-digit code to <strong>${escapeHtml(v.email ?? '')}</strong>. It is valid for 30 minutes.</p>`,
+    ...errorLine(error),
+    `<form method="post" action="${AUTHORIZE_CODE_PATH}">`,
+    hidden(v),
+    '<label for="code">6-digit code</label>',
+    '<input id="code" name="code" type="text" inputmode="numeric" autocomplete="one-time-code" maxlength="9">',
+    '<p class="note">Opened the link in the e-mail instead? Leave the code empty and press Continue.</p>',
+    '<button type="submit">Continue</button>',
+    '</form>',
+    `<form method="post" action="${AUTHORIZE_EMAIL_PATH}">`,
+    hidden(v),
+    `<input type="hidden" name="email" value="${escapeHtml(v.email ?? '')}">`,
+    '<button type="submit" class="secondary">Send a new code</button>',
+    '</form>',
+    ...denyForm(v),
+  ]);
+}
+
+function consentStep(v: View, error?: string): string {
+  return layout(`Allow access | ${v.serviceName}`, [
+    ...header(v),
+    `<p>Signed in as <strong>${escapeHtml(v.email ?? '')}</strong>.</p>`,
+    ...errorLine(error),
+    `<form method="post" action="${AUTHORIZE_DECISION_PATH}">`,
+    hidden(v),
+    `<button type="submit" name="decision" value="approve">Allow ${clientLabel(v)}</button>`,
+    '<button type="submit" name="decision" value="deny" class="secondary">Deny</button>',
+    '</form>',
+    `<p class="note">${clientLabel(v)} can then act only as listed above. Bookings are confirmed to you by e-mail, with a link to track or cancel them.</p>`,
+    `<p class="note">Whatever you choose, you go back to ${escapeHtml(returnsTo(v.redirectUri))}.</p>`,
+  ]);
+}
+
+function messagePage(serviceName: string, title: string, message: string): string {
+  return layout(`${title} | ${serviceName}`, [`<h1>${escapeHtml(title)}</h1>`, `<p>${escapeHtml(message)}</p>`]);
+}
+
+function send(res: Response, status: number, html: string, redirectUri: string | null): void {
+  res.status(status).set(pageHeaders(redirectUri)).type('html').send(html);
+}
+
+function cookieValue(req: Request, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+function browserToken(req: Request): string | undefined {
+  const v = cookieValue(req, BROWSER_COOKIE);
+  return v && BROWSER_TOKEN.test(v) ? v : undefined;
+}
+
+/**
+ * `GET /authorize`, after the SDK's handler checked client_id, redirect_uri, response_type
+ * and PKCE S256: check the scopes and the resource (errors go back to the client as
+ * `error=invalid_scope` / `invalid_target`), record the request bound to this browser, and
+ * show the first step.
+ */
+export async function beginAuthorization(
+  deps: ApiDeps,
+  client: OAuthClientInformationFull,
+  params: AuthorizationParams,
+  res: Response,
+): Promise<void> {
+  const req = res.req;
+  const base = baseUrlFor(req, deps.config);
+  const scopes = grantableScopes(params.scopes ?? [], client.scope);
+  const resource = resolveResource(params.resource, base, deps.config.publicBaseUrls);
+  const browser = browserToken(req) ?? randomBase62(43);
+  const { requestToken } = await createAuthorization(deps.db, {
+    clientId: client.client_id,
+    redirectUri: params.redirectUri,
+    scopes,
+    state: params.state,
+    codeChallenge: params.codeChallenge,
+    resource,
+    browserToken: browser,
+  });
+  res.cookie(BROWSER_COOKIE, browser, {
+    httpOnly: true,
+    sameSite: 'lax',
+    secure: base.startsWith('https:'),
+    path: AUTHORIZE_PATH,
+    maxAge: AUTHORIZATION_TTL_MS,
+  });
+  const view: View = {
+    serviceName: deps.config.serviceName,
+    requestToken,
+    clientName: client.client_name ?? null,
+    clientId: client.client_id,
+    redirectUri: params.redirectUri,
+    scopes,
+    email: null,
+  };
+  send(res, 200, emailStep(view), params.redirectUri);
+}
+
+type Step = (req: Request, res: Response, pending: PendingAuthorization, view: View) => Promise<void>;
+
+/**
+ * A form post of the page: the authorization row its request token names, from the browser
+ * that opened it, undecided and unexpired; anything else is a page saying to start again.
+ * A refusal (AppError, e.g. 429) is a page too.
+ */
+export function formHandler(deps: ApiDeps, limit: (req: Request, res: Response) => Promise<void>, step: Step) {
+  const serviceName = deps.config.serviceName;
+  return async (req: Request, res: Response): Promise<void> => {
+    try {
+      await limit(req, res);
+      const body = (req.body ?? {}) as Record<string, unknown>;
+      const requestToken = typeof body.request === 'string' ? body.request : '';
+      const pending = /^[0-9A-Za-z]{43}$/.test(requestToken)
+        ? await findAuthorization(deps.db, requestToken, browserToken(req))
+        : null;
+      if (!pending) {
+        send(
+          res,
+          400,
+          messagePage(
+            serviceName,
+            'This sign-in page is no longer valid',
+            'Start again from your assistant. (The page must be used in the browser that opened it, and cookies must be allowed.)',
+          ),
+          null,
+        );
+        return;
+      }
+      if (pending.decision !== null) {
+        send(
+          res,
+          409,
+          messagePage(serviceName, 'Already answered', 'You already answered this request. Return to your assistant.'),
+          null,
+        );
+        return;
+      }
+      if (pending.expired) {
+        send(
+          res,
+          400,
+          messagePage(
+            serviceName,
+            'This sign-in has expired',
+            `Requests expire after ${AUTHORIZATION_TTL_MS / 60_000} minutes: start again from your assistant.`,
+          ),
+          null,
+        );
+        return;
+      }
+      const view: View = {
+        serviceName,
+        requestToken,
+        clientName: pending.clientName,
+        clientId: pending.clientId,
+        redirectUri: pending.redirectUri,
+        scopes: pending.scopes,
+        email: pending.email,
+      };
+      await step(req, res, pending, view);
+    } catch (err) {
+      if (!(err instanceof AppError) || res.headersSent) throw err;
+      for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+      send(res, err.status, messagePage(serviceName, 'Please wait', err.message), null);
+    }
+  };
+}
+
+/** Step 1: check the address (as bookings do) and e-mail it a code. */
+export function emailSubmitted(deps: ApiDeps): Step {
+  return async (req, res, pending, view) => {
+    const raw = typeof req.body?.email === 'string' ? req.body.email : '';
+    const check = await checkEmail(raw, { mx: deps.config.bookings.emailMxCheck });
+    if (!check.accepted) {
+      send(res, 400, emailStep(view, EMAIL_PROBLEM_MESSAGES[check.problem], raw), pending.redirectUri);
+      return;
+    }
+    const email = check.email;
+    const recent = await countVerificationsSince(deps.db, email, new Date(Date.now() - 3600_000));
+    if (recent.count >= EMAILS_PER_ADDRESS_PER_HOUR) {
+      const error = `We have sent ${EMAILS_PER_ADDRESS_PER_HOUR} codes to this address in the last hour: use the latest one, or try again later.`;
+      if (pending.email === email) send(res, 429, codeStep(view, error), pending.redirectUri);
+      else send(res, 429, emailStep(view, error, raw), pending.redirectUri);
+      return;
+    }
+    const base = baseUrlFor(req, deps.config);
+    await deps.db.transaction(async (trx) => {
+      const started = await startVerification(trx, { email, purpose: 'oauth' });
+      await sendVerificationEmail(trx, {
+        email,
+        code: started.code,
+        link: `${base}${PASSENGER_VERIFY_LINK_PATH}?token=${started.linkToken}`,
+        serviceName: deps.config.serviceName,
+      });
+      await setAuthorizationEmail(trx, pending.id, email, started.verificationId);
+    });
+    req.log.info({ authorization: pending.id, client: pending.clientId }, 'oauth sign-in code sent');
+    send(res, 200, codeStep({ ...view, email }), pending.redirectUri);
+  };
+}
+
+/** Step 2: the code (or the e-mailed link, already opened) proves the address. */
+export function codeSubmitted(deps: ApiDeps): Step {
+  return async (req, res, pending, view) => {
+    if (!pending.email || !pending.verificationId) {
+      send(res, 400, emailStep(view, 'Enter your e-mail address first.'), pending.redirectUri);
+      return;
+    }
+    const raw = typeof req.body?.code === 'string' ? req.body.code.trim() : '';
+    let verified = false;
+    let problem = '';
+    if (raw === '') {
+      verified = await verificationConfirmed(deps.db, pending.verificationId);
+      problem = 'Enter the 6-digit code from the e-mail (or open its link first).';
+    } else {
+      const code = normaliseCode(raw);
+      if (code === null) {
+        problem = 'The code is the 6 digits from the e-mail.';
+      } else {
+        const result = await verifyByCode(deps.db, pending.email, code, { purpose: 'oauth' });
+        verified = result.verified;
+        if (!result.verified) {
+          problem =
+            result.reason === 'wrong_code' && result.attemptsLeft > 0
+              ? `That code is not correct: ${result.attemptsLeft} ${result.attemptsLeft === 1 ? 'attempt' : 'attempts'} left.`
+              : result.reason === 'expired'
+                ? 'That code has expired: send a new code.'
+                : result.reason === 'too_many_attempts' || result.reason === 'wrong_code'
+                  ? `The code was entered wrongly ${MAX_CODE_ATTEMPTS} times: send a new code.`
+                  : 'No code was sent to this address: send a new code.';
+        }
+      }
+    }
+    if (!verified) {
+      send(res, 400, codeStep(view, problem), pending.redirectUri);
+      return;
+    }
+    await markAuthorizationEmailVerified(deps.db, pending.id);
+    send(res, 200, consentStep(view), pending.redirectUri);
+  };
+}
+
+function redirectWith(res: Response, redirectUri: string, params: Record<string, string | null>): void {
+  const target = new URL(redirectUri);
+  for (const [k, v] of Object.entries(params)) if (v !== null) target.searchParams.set(k, v);
+  res.set({ 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' }).redirect(303, target.href);
+}
+
+/** Step 3: allow (code to the client) or deny (`error=access_denied`); either is final. */
+export function decisionSubmitted(deps: ApiDeps): Step {
+  return async (req, res, pending, view) => {
+    const issuer = baseUrlFor(req, deps.config);
+    const decision = req.body?.decision;
+    if (decision === 'deny') {
+      if (await denyAuthorization(deps.db, pending.id)) {
+        req.log.info({ authorization: pending.id, client: pending.clientId }, 'oauth authorization denied');
+        redirectWith(res, pending.redirectUri, {
+          error: 'access_denied',
+          error_description: 'The passenger did not allow access.',
+          state: pending.state,
+          iss: issuer,
+        });
+        return;
+      }
+    } else if (decision === 'approve') {
+      if (!pending.emailVerified) {
+        send(res, 400, emailStep(view, 'Confirm your e-mail address before allowing access.'), pending.redirectUri);
+        return;
+      }
+      const code = await approveAuthorization(deps.db, pending.id);
+      if (code) {
+        req.log.info({ authorization: pending.id, client: pending.clientId }, 'oauth authorization approved');
+        redirectWith(res, pending.redirectUri, { code, state: pending.state, iss: issuer });
+        return;
+      }
+    } else {
+      send(res, 400, consentStep(view, 'Choose Allow or Deny.'), pending.redirectUri);
+      return;
+    }
+    send(
+      res,
+      409,
+      messagePage(deps.config.serviceName, 'Already answered', 'This request was already answered or has expired.'),
+      null,
+    );
+  };
+}

@@ -1,0 +1,313 @@
+import { authorizationHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/authorize.js';
+import { metadataHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/metadata.js';
+import { clientRegistrationHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/register.js';
+import { revocationHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/revoke.js';
+import { tokenHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/token.js';
+import { requireBearerAuth } from '@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { OAuthMetadata, OAuthProtectedResourceMetadata } from '@modelcontextprotocol/sdk/shared/auth.js';
+import cors from 'cors';
+import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
+import { AppError } from '../../shared/errors.ts';
+import { authenticateClient, MCP_SCOPES } from '../../shared/services/oauth.ts';
+import { baseUrlFor } from '../base-url.ts';
+import type { ApiDeps } from '../deps.ts';
+import { jsonBody } from '../middleware/body.ts';
+import type { RateLimits } from '../middleware/rate-limit.ts';
+import {
+  AUTHORIZE_CODE_PATH,
+  AUTHORIZE_DECISION_PATH,
+  AUTHORIZE_EMAIL_PATH,
+  AUTHORIZE_PATH,
+  codeSubmitted,
+  decisionSubmitted,
+  emailSubmitted,
+  formHandler,
+} from './authorize-page.ts';
+import { ipLimiter, mcpSubject, subjectLimiter } from './limits.ts';
+import { grantOf, PgOAuthProvider } from './provider.ts';
+import { buildMcpServer, type ToolName, toolCallsOf } from './tools.ts';
+
+export const MCP_PATH = '/mcp';
+export const TOKEN_PATH = '/token';
+export const REGISTER_PATH = '/register';
+export const REVOKE_PATH = '/revoke';
+export const PROTECTED_RESOURCE_METADATA_PATH = '/.well-known/oauth-protected-resource';
+export const AUTHORIZATION_SERVER_METADATA_PATH = '/.well-known/oauth-authorization-server';
+
+/** RFC 8414: this service is the authorization server of its own MCP endpoint, on every connected domain. */
+export function authorizationServerMetadata(base: string): OAuthMetadata {
+  return {
+    issuer: base,
+    authorization_endpoint: `${base}${AUTHORIZE_PATH}`,
+    token_endpoint: `${base}${TOKEN_PATH}`,
+    registration_endpoint: `${base}${REGISTER_PATH}`,
+    revocation_endpoint: `${base}${REVOKE_PATH}`,
+    scopes_supported: [...MCP_SCOPES],
+    response_types_supported: ['code'],
+    response_modes_supported: ['query'],
+    grant_types_supported: ['authorization_code', 'refresh_token'],
+    code_challenge_methods_supported: ['S256'],
+    token_endpoint_auth_methods_supported: ['none', 'client_secret_post', 'client_secret_basic'],
+    revocation_endpoint_auth_methods_supported: ['none', 'client_secret_post', 'client_secret_basic'],
+    authorization_response_iss_parameter_supported: true,
+  };
+}
+
+/** RFC 9728: the MCP endpoint of this domain, and who issues its tokens. */
+export function protectedResourceMetadata(base: string, serviceName: string): OAuthProtectedResourceMetadata {
+  return {
+    resource: `${base}${MCP_PATH}`,
+    authorization_servers: [base],
+    scopes_supported: [...MCP_SCOPES],
+    bearer_methods_supported: ['header'],
+    resource_name: `${serviceName} MCP tool server`,
+  };
+}
+
+/**
+ * Run an async check (a rate limit) as middleware before an OAuth endpoint; a refusal is
+ * answered as OAuth errors are (`{error, error_description}`, with Retry-After). OPTIONS
+ * preflights pass: the SDK handlers answer them.
+ */
+function before(check: (req: Request, res: Response) => Promise<void>): RequestHandler {
+  return (req, res, next) => {
+    if (req.method === 'OPTIONS') return next();
+    check(req, res).then(
+      () => next(),
+      (err: unknown) => {
+        if (!(err instanceof AppError)) return next(err);
+        for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+        res
+          .status(err.status)
+          .set('Cache-Control', 'no-store')
+          .json({
+            error: err.code === 'rate_limited' ? 'too_many_requests' : 'temporarily_unavailable',
+            error_description: err.message,
+          });
+      },
+    );
+  };
+}
+
+function invalidClient(res: Response, description: string, basic: boolean): void {
+  if (basic) res.setHeader('WWW-Authenticate', 'Basic realm="oauth"');
+  res.status(401).set('Cache-Control', 'no-store').json({ error: 'invalid_client', error_description: description });
+}
+
+/**
+ * Client authentication at the token and revocation endpoints, against the hashed secret:
+ * `client_secret_post` (form fields) or `client_secret_basic` (Authorization: Basic, which the
+ * SDK's handlers do not read: its client id is copied into the form for them). Public clients
+ * (`none`) and unknown ids pass on: the SDK answers those (`invalid_client` for an unknown id).
+ */
+function clientAuthentication(deps: ApiDeps): RequestHandler {
+  return (req, res, next) => {
+    if (req.method !== 'POST') return next();
+    const run = async () => {
+      const body = { ...((req.body ?? {}) as Record<string, unknown>) };
+      let clientId = typeof body.client_id === 'string' ? body.client_id : undefined;
+      let secret = typeof body.client_secret === 'string' ? body.client_secret : undefined;
+      const basic = /^Basic[ \t]+([A-Za-z0-9+/=]+)[ \t]*$/i.exec(req.headers.authorization ?? '');
+      if (basic) {
+        const decoded = Buffer.from(basic[1] ?? '', 'base64').toString('utf8');
+        const colon = decoded.indexOf(':');
+        let id: string;
+        let pass: string;
+        try {
+          if (colon < 0) throw new Error('no colon');
+          id = decodeURIComponent(decoded.slice(0, colon));
+          pass = decodeURIComponent(decoded.slice(colon + 1));
+        } catch {
+          return invalidClient(res, 'The Basic credentials are malformed.', true);
+        }
+        if ((clientId !== undefined && clientId !== id) || secret !== undefined) {
+          res.status(400).json({
+            error: 'invalid_request',
+            error_description: 'Authenticate the client one way: Basic credentials or form fields.',
+          });
+          return;
+        }
+        clientId = id;
+        secret = pass;
+        body.client_id = id;
+        req.body = body;
+      }
+      if (clientId === undefined) return next();
+      const result = await authenticateClient(deps.db, clientId, secret);
+      if (result === 'ok' || result === 'public' || result === 'unknown') return next();
+      invalidClient(
+        res,
+        result === 'missing_secret'
+          ? 'This client must authenticate with its client secret.'
+          : result === 'expired_secret'
+            ? 'The client secret has expired: register the client again.'
+            : 'The client secret is not correct.',
+        basic !== null,
+      );
+    };
+    run().catch(next);
+  };
+}
+
+/**
+ * The MCP tool server and its OAuth 2.1 authorization server, mounted at the application root
+ * before the JSON body parser (the OAuth endpoints take form bodies):
+ *
+ * - metadata: RFC 9728 at `/.well-known/oauth-protected-resource` (and `/mcp` suffixed), RFC 8414
+ *   at `/.well-known/oauth-authorization-server`, for the connected domain of the request;
+ * - the SDK's handlers for `/authorize` (then the page's form posts), `/token`, `/register`
+ *   (RFC 7591) and `/revoke` (RFC 7009) over the Postgres provider, limited per IP by the
+ *   service's Redis limiter (their in-memory limiters are off);
+ * - `/mcp`: the SDK's bearer check (401 with `WWW-Authenticate: Bearer ... resource_metadata=`,
+ *   a token bound to another resource refused), then a stateless Streamable HTTP transport and
+ *   a new `McpServer` per request, answering JSON.
+ */
+export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
+  const { config } = deps;
+  const provider = new PgOAuthProvider(deps);
+  const router = express.Router();
+  const form = express.urlencoded({ extended: false, limit: '16kb' });
+
+  // Metadata, per connected domain.
+  const documents = new Map(
+    config.publicBaseUrls.map((base) => [
+      base,
+      {
+        resource: metadataHandler(protectedResourceMetadata(base, config.serviceName)),
+        server: metadataHandler(authorizationServerMetadata(base)),
+      },
+    ]),
+  );
+  const documentsFor = (req: Request) =>
+    documents.get(baseUrlFor(req, config)) ??
+    (documents.values().next().value as NonNullable<ReturnType<typeof documents.get>>);
+  router.use(`${PROTECTED_RESOURCE_METADATA_PATH}${MCP_PATH}`, (req, res, next) =>
+    documentsFor(req).resource(req, res, next),
+  );
+  router.use(PROTECTED_RESOURCE_METADATA_PATH, (req, res, next) => documentsFor(req).resource(req, res, next));
+  router.use(AUTHORIZATION_SERVER_METADATA_PATH, (req, res, next) => documentsFor(req).server(req, res, next));
+
+  // The authorization endpoint and its page.
+  const pageLimit = ipLimiter(limits, { name: 'oauth-authorize', points: 120, durationSeconds: 600 });
+  router.post(AUTHORIZE_EMAIL_PATH, form, formHandler(deps, pageLimit, emailSubmitted(deps)));
+  router.post(AUTHORIZE_CODE_PATH, form, formHandler(deps, pageLimit, codeSubmitted(deps)));
+  router.post(AUTHORIZE_DECISION_PATH, form, formHandler(deps, pageLimit, decisionSubmitted(deps)));
+  router.use(AUTHORIZE_PATH, before(pageLimit), authorizationHandler({ provider, rateLimit: false }));
+
+  // Token, revocation and registration endpoints.
+  router.use(
+    TOKEN_PATH,
+    before(ipLimiter(limits, { name: 'oauth-token', points: 60, durationSeconds: 600 })),
+    form,
+    clientAuthentication(deps),
+    tokenHandler({ provider, rateLimit: false }),
+  );
+  router.use(
+    REVOKE_PATH,
+    before(ipLimiter(limits, { name: 'oauth-revoke', points: 60, durationSeconds: 600 })),
+    form,
+    clientAuthentication(deps),
+    revocationHandler({ provider, rateLimit: false }),
+  );
+  router.use(
+    REGISTER_PATH,
+    before(ipLimiter(limits, { name: 'oauth-register', points: 60, durationSeconds: 3600 })),
+    clientRegistrationHandler({ clientsStore: provider.clientsStore, rateLimit: false }),
+  );
+
+  // The MCP endpoint.
+  const bearers = new Map(
+    config.publicBaseUrls.map((base) => [
+      base,
+      requireBearerAuth({
+        verifier: provider,
+        resourceMetadataUrl: `${base}${PROTECTED_RESOURCE_METADATA_PATH}${MCP_PATH}`,
+        expectedResource: new URL(`${base}${MCP_PATH}`),
+      }),
+    ]),
+  );
+  const bearer: RequestHandler = (req, res, next) => {
+    const check = bearers.get(baseUrlFor(req, config)) ?? bearers.values().next().value;
+    if (!check) return next(new AppError('internal_error', 'No connected domain is configured.'));
+    return check(req, res, next);
+  };
+  const general = subjectLimiter(limits, []);
+  const toolLimits: Record<ToolName, ReturnType<typeof subjectLimiter>> = {
+    estimate_fare: subjectLimiter(limits, [
+      { name: 'quotes', points: config.pricing.quoteLimitPerHour, durationSeconds: 3600 },
+    ]),
+    get_service_info: general,
+    start_booking: subjectLimiter(limits, [{ name: 'mcp-bookings', points: 20, durationSeconds: 3600 }]),
+  };
+
+  router.use(
+    MCP_PATH,
+    cors({
+      origin: '*',
+      methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
+      allowedHeaders: [
+        'Authorization',
+        'Content-Type',
+        'Accept',
+        'Mcp-Protocol-Version',
+        'Mcp-Session-Id',
+        'Last-Event-ID',
+      ],
+      exposedHeaders: [
+        'WWW-Authenticate',
+        'Mcp-Session-Id',
+        'X-Request-Id',
+        'RateLimit',
+        'RateLimit-Policy',
+        'Retry-After',
+      ],
+      maxAge: 600,
+    }),
+  );
+  router.post(MCP_PATH, bearer, jsonBody(config.http.bodyLimitBytes), async (req: Request, res: Response) => {
+    const grant = grantOf(req.auth);
+    if (!grant) throw new AppError('unauthorized', 'The access token carries no passenger.');
+    const subject = mcpSubject(grant.email);
+    // Every message counts once: a tool call against its tool's limits (the outcome, a 429
+    // included, is the tool's to report, so calls the SDK refuses before the tool runs are
+    // counted too), anything else against the general limit, here.
+    const calls = toolCallsOf(req.body);
+    const counted = new Map<ToolName, Array<Promise<void>>>();
+    for (const tool of calls.tools) {
+      if (tool === null) continue;
+      const outcome = toolLimits[tool](req, res, subject);
+      outcome.catch(() => {});
+      counted.set(tool, [...(counted.get(tool) ?? []), outcome]);
+    }
+    if (calls.other || calls.tools.includes(null)) await general(req, res, subject);
+    const server = buildMcpServer({
+      deps,
+      req,
+      base: baseUrlFor(req, config),
+      grant,
+      limit: (tool) => counted.get(tool)?.shift() ?? toolLimits[tool](req, res, subject),
+    });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
+  router.all(MCP_PATH, bearer, (_req: Request, res: Response, _next: NextFunction) => {
+    res
+      .status(405)
+      .set('Allow', 'POST, OPTIONS')
+      .json({
+        jsonrpc: '2.0',
+        error: {
+          code: -32000,
+          message: 'Method not allowed: this MCP server is stateless; send each JSON-RPC message with POST.',
+        },
+        id: null,
+      });
+  });
+  return router;
+}

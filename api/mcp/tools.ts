@@ -1,0 +1,525 @@
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Request } from 'express';
+import * as z from 'zod';
+import { VEHICLE_SEATS, VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
+import { AppError, type ErrorDetail } from '../../shared/errors.ts';
+import {
+  type BookingCaller,
+  type BookingView,
+  bookPricedQuote,
+  normalisePhone,
+  type PaymentMethod,
+  passengerStanding,
+  redeemQuote,
+  repeatedBooking,
+  viewOf,
+} from '../../shared/services/bookings.ts';
+import type { McpScope } from '../../shared/services/oauth.ts';
+import { createQuote, gbp, miles, minutes, placeOut, priceQuote, type Quote } from '../../shared/services/quotes.ts';
+import type { ApiDeps } from '../deps.ts';
+import { contentHash, screen } from '../routes/bookings.ts';
+import type { McpGrant } from './provider.ts';
+
+/**
+ * The MCP tools: `estimate_fare` (the v1 quote: same inputs, same `createQuote`), `get_service_info`
+ * and `start_booking` (the v1 booking paths: `redeemQuote`, or the repeat guard with
+ * `priceQuote` and `bookPricedQuote`, origin `mcp`, for the passenger whose e-mail the token was
+ * issued for). Every failure is a tool result with `isError: true` whose text is the API's
+ * error envelope `{"error": {code, message, details}}` with the same stable codes.
+ */
+
+export type ToolName = 'estimate_fare' | 'get_service_info' | 'start_booking';
+
+export interface ToolContext {
+  deps: ApiDeps;
+  req: Request;
+  /** The connected domain the request came to: links point back to it. */
+  base: string;
+  grant: McpGrant & { clientId: string };
+  /** Count the call against the passenger's limits; throws 429 rate_limited. */
+  limit(tool: ToolName): Promise<void>;
+}
+
+const INSTRUCTIONS = [
+  'Direct Taxi Network books licensed local taxis in the UK at the regulated council fare, with no commission: the whole fare is paid to the driver.',
+  'Use estimate_fare to price a journey (nothing is booked), get_service_info for coverage, vehicles, payment and cancellation rules,',
+  'and start_booking to book for the signed-in passenger. Before start_booking, always confirm pickup, dropoff, time, passengers and fare with the passenger.',
+  'Errors are JSON {"error": {"code", "message", "details"}}: the message says what to change.',
+].join(' ');
+
+// ---------------------------------------------------------------------------------------------
+// Schemas
+// ---------------------------------------------------------------------------------------------
+
+const place = (what: string) =>
+  z
+    .string()
+    .min(1)
+    .max(300)
+    .describe(
+      `${what}: a UK address, full or partial postcode ("M1 1AE", "SW1A"), railway or Underground station ("Manchester Piccadilly", "MAN"), airport with terminal ("Heathrow T5", "LGW") or town ("Newport, Wales")`,
+    );
+
+const departAt = z.iso
+  .datetime({ offset: true })
+  .describe(
+    'ISO 8601 date-time with Z or an offset, e.g. "2026-12-01T09:30:00Z". UK local rules (night rates) apply from it.',
+  );
+
+const vehicleType = z
+  .enum(VEHICLE_TYPES)
+  .describe(
+    'saloon, estate, executive, luxury or 5seater (4 passengers), 6seater (6), 7seater (7), mpv (8), wav (wheelchair accessible, 4). Default: saloon, or the smallest vehicle that seats the party.',
+  );
+
+const passengers = z.number().int().min(1).max(8).describe('Passengers, 1 to 8. Default 1.');
+
+const estimateInput = {
+  pickup: place('Where the journey starts'),
+  dropoff: place('Where it ends'),
+  departAt: departAt
+    .optional()
+    .describe(
+      'When the journey starts (ISO 8601, e.g. "2026-12-01T21:30:00Z"); default now. Night, weekend and bank-holiday rates apply automatically.',
+    ),
+  passengers: passengers.optional(),
+  vehicleType: vehicleType.optional(),
+  meetAndGreet: z
+    .boolean()
+    .optional()
+    .describe('Driver meets the passenger inside the terminal, £25: charged only when the pickup is an airport.'),
+  worldwide: z.boolean().optional().describe('true only for places outside the UK (airports abroad). Default false.'),
+};
+
+const placeOutput = z.object({
+  query: z.string(),
+  name: z.string(),
+  kind: z.string(),
+  lat: z.number(),
+  lng: z.number(),
+});
+
+const quoteOutput = {
+  quoteId: z.string().describe('Pass to start_booking within 24 hours to book at exactly this fare'),
+  fareGBP: z.number().describe('The fixed fare in pounds, paid to the driver'),
+  currency: z.literal('GBP'),
+  distanceMiles: z.number(),
+  durationMinutes: z.number(),
+  vehicleType: z.string(),
+  passengers: z.number(),
+  departAt: z.string(),
+  pickup: placeOutput,
+  dropoff: placeOutput,
+  appliedRules: z
+    .array(z.object({ code: z.string(), description: z.string(), amountGBP: z.number() }))
+    .describe('Itemised; sums exactly to fareGBP'),
+  tariffSource: z.object({ kind: z.string(), authority: z.string(), tariff: z.string(), asOf: z.string() }),
+  bookingUrl: z.string().describe('Web page where the passenger can book this quote themselves'),
+  expiresAt: z.string(),
+  warnings: z.array(z.string()),
+};
+
+const bookingInput = {
+  quoteId: z
+    .string()
+    .max(64)
+    .optional()
+    .describe(
+      'quoteId from estimate_fare: books that quote at its fixed fare (pickup, dropoff, time, passengers and vehicle come from the quote). Without it, give pickup, dropoff and departAt.',
+    ),
+  pickup: place('Where the passenger is picked up').optional(),
+  dropoff: place('Where they are going').optional(),
+  departAt: departAt
+    .optional()
+    .describe('Pickup time (ISO 8601, e.g. "2026-12-01T09:30:00Z"); required without quoteId. Not in the past.'),
+  passengers: passengers.optional(),
+  vehicleType: vehicleType.optional(),
+  passengerName: z.string().min(1).max(100).describe("The passenger's name, for the driver"),
+  passengerPhone: z
+    .string()
+    .min(7)
+    .max(32)
+    .describe(
+      'A mobile number the driver can call, international format preferred ("+447700900123"); UK numbers as typed work too',
+    ),
+  paymentMethod: z
+    .enum(['cash', 'card', 'pay_link'])
+    .optional()
+    .describe(
+      "How the passenger pays the driver: cash (default), card (the driver's card reader) or pay_link (the driver's own payment link). We never take payment.",
+    ),
+  flightNumber: z
+    .string()
+    .max(10)
+    .optional()
+    .describe('For airport pickups, e.g. "BA 123": the driver follows the flight'),
+  notes: z.string().max(500).optional().describe('Anything the driver should know: luggage, child seat, where to wait'),
+};
+
+const bookingOutput = {
+  bookingReference: z.string().describe('e.g. DTN-7K3F9Q; give it to the passenger'),
+  status: z.string(),
+  fareGBP: z.number(),
+  currency: z.literal('GBP'),
+  pickupTime: z.string(),
+  passengerEmail: z.string().describe('Where the confirmation with the tracking link was sent'),
+  trackingUrl: z.string().describe('Live status, driver details and cancellation; no sign-in needed'),
+  payDriverUrl: z.string(),
+  statusUrl: z.string(),
+  repeat: z
+    .boolean()
+    .describe('true when an identical earlier request had already made this booking (nothing new was booked)'),
+};
+
+const serviceInfoOutput = {
+  service: z.string(),
+  summary: z.string(),
+  coverage: z.object({
+    area: z.string(),
+    places: z.string(),
+    councilTariffs: z.array(z.string()),
+  }),
+  vehicleTypes: z.array(z.object({ type: z.string(), seats: z.number(), description: z.string() })),
+  paymentMethods: z.array(z.object({ method: z.string(), description: z.string() })),
+  fares: z.array(z.string()),
+  booking: z.array(z.string()),
+  cancellation: z.array(z.string()),
+};
+
+// ---------------------------------------------------------------------------------------------
+// Results
+// ---------------------------------------------------------------------------------------------
+
+function ok(out: object): CallToolResult {
+  return {
+    content: [{ type: 'text', text: JSON.stringify(out) }],
+    structuredContent: out as Record<string, unknown>,
+  };
+}
+
+/** A refusal as a tool result: the API's envelope, as text (a structured error would fail the clients' output-schema check). */
+export function errorResult(err: AppError): CallToolResult {
+  const retryAfter = err.headers['Retry-After'];
+  const error = {
+    code: err.code,
+    message: err.message,
+    details: err.details,
+    ...(retryAfter ? { retryAfterSeconds: Number(retryAfter) } : {}),
+  };
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error }) }] };
+}
+
+async function run(
+  ctx: ToolContext,
+  tool: ToolName,
+  scope: McpScope,
+  fn: () => Promise<object>,
+): Promise<CallToolResult> {
+  try {
+    if (!ctx.grant.scopes.includes(scope)) {
+      throw new AppError(
+        'forbidden',
+        `${tool} needs the ${scope} scope, which this authorization does not include (it has: ${ctx.grant.scopes.join(', ') || 'none'}). Ask the passenger to connect again and allow it.`,
+        [{ field: '/', problem: `requires scope ${scope}` }],
+      );
+    }
+    await ctx.limit(tool);
+    return ok(await fn());
+  } catch (err) {
+    if (err instanceof AppError) {
+      ctx.req.log.info({ tool, code: err.code, client: ctx.grant.clientId }, 'mcp tool refused');
+      return errorResult(err);
+    }
+    ctx.req.log.error({ err, tool }, 'mcp tool failed');
+    return errorResult(
+      new AppError('internal_error', 'Something went wrong on our side. Try again in a moment.', [], {}),
+    );
+  }
+}
+
+/**
+ * Failures the SDK reports before a tool runs (arguments that do not match the input schema,
+ * an unknown tool) are tool results too, with free text: they get the same envelope, with
+ * `invalid_input` and a detail per schema problem. (McpServer builds them in one method.)
+ */
+function stableSdkErrors(server: McpServer): void {
+  const target = server as unknown as { createToolError?: (message: string) => CallToolResult };
+  if (typeof target.createToolError !== 'function') return;
+  target.createToolError = (message: string) => {
+    const text = message.replace(/^MCP error -?\d+: /, '');
+    if (/^Tool \S+ (not found|disabled)/.test(text)) return errorResult(new AppError('not_found', text));
+    if (/^Output validation error/.test(text)) {
+      return errorResult(new AppError('internal_error', 'Something went wrong on our side. Try again in a moment.'));
+    }
+    const invalid = /^(?:Input validation error: )?Invalid arguments for tool \S+: ([\s\S]*)$/.exec(text);
+    if (!invalid) return errorResult(new AppError('invalid_input', text));
+    const details: ErrorDetail[] = (invalid[1] ?? '')
+      .split('\n')
+      .filter((line) => line.trim() !== '')
+      .map((line) => {
+        const m = /^(.*) at ([\w.[\]]+)$/.exec(line);
+        return m
+          ? { field: `/${(m[2] ?? '').replace(/\[(\d+)\]/g, '.$1').replace(/\./g, '/')}`, problem: m[1] ?? line }
+          : { field: '/', problem: line };
+      });
+    const summary = details.map((d) => `${d.field} ${d.problem}`).join('; ');
+    return errorResult(new AppError('invalid_input', `The arguments are not valid: ${summary}.`, details));
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tools
+// ---------------------------------------------------------------------------------------------
+
+function quoteOut(q: Quote) {
+  return {
+    quoteId: q.id,
+    fareGBP: gbp(q.farePence),
+    currency: 'GBP' as const,
+    distanceMiles: miles(q.distanceMeters),
+    durationMinutes: minutes(q.durationSeconds),
+    vehicleType: q.vehicleType,
+    passengers: q.passengers,
+    departAt: q.departAt.toISOString(),
+    pickup: placeOut(q.pickup),
+    dropoff: placeOut(q.dropoff),
+    appliedRules: q.appliedRules.map((r) => ({
+      code: r.code,
+      description: r.description,
+      amountGBP: gbp(r.amountPence),
+    })),
+    tariffSource: q.tariffSource,
+    bookingUrl: q.bookingUrl,
+    expiresAt: q.expiresAt.toISOString(),
+    warnings: q.warnings,
+  };
+}
+
+/** Quotes and bookings made through a token belong to no API key or partner, in live mode. */
+function callerOf(ctx: ToolContext): BookingCaller {
+  return { apiKeyId: null, partnerId: null, testMode: false, scope: `mcp:${ctx.grant.email}` };
+}
+
+async function estimateFare(ctx: ToolContext, a: z.infer<z.ZodObject<typeof estimateInput>>) {
+  screen(ctx.req, [
+    { pointer: '/pickup', kind: 'address', value: a.pickup },
+    { pointer: '/dropoff', kind: 'address', value: a.dropoff },
+  ]);
+  const quote = await createQuote(
+    ctx.deps,
+    {
+      pickup: a.pickup,
+      dropoff: a.dropoff,
+      departAt: a.departAt,
+      passengers: a.passengers ?? 1,
+      vehicleType: a.vehicleType,
+      meetAndGreet: a.meetAndGreet ?? false,
+      worldwide: a.worldwide ?? false,
+    },
+    { apiKeyId: null, partnerId: null, testMode: false },
+    ctx.base,
+  );
+  return quoteOut(quote);
+}
+
+function bookingOut(v: BookingView, email: string) {
+  return {
+    bookingReference: v.reference,
+    status: v.status,
+    fareGBP: gbp(v.farePence),
+    currency: 'GBP' as const,
+    pickupTime: v.pickupTime.toISOString(),
+    passengerEmail: email,
+    trackingUrl: v.trackingUrl,
+    payDriverUrl: v.payDriverUrl,
+    statusUrl: v.statusUrl,
+    repeat: !v.created,
+  };
+}
+
+async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof bookingInput>>) {
+  screen(ctx.req, [
+    { pointer: '/pickup', kind: 'address', value: a.pickup },
+    { pointer: '/dropoff', kind: 'address', value: a.dropoff },
+    { pointer: '/passengerName', kind: 'name', value: a.passengerName },
+    { pointer: '/notes', kind: 'notes', value: a.notes },
+    { pointer: '/flightNumber', kind: 'flightNumber', value: a.flightNumber },
+  ]);
+  const { deps, base } = ctx;
+  const email = ctx.grant.email;
+  const passenger = { name: a.passengerName, email, phone: normalisePhone(a.passengerPhone) };
+  // Blocked passengers are refused here as on every booking path; the token proves the e-mail.
+  await passengerStanding(deps.db, passenger);
+  const paymentMethod: PaymentMethod = a.paymentMethod ?? 'cash';
+  const caller = callerOf(ctx);
+  const common = {
+    origin: 'mcp' as const,
+    passenger,
+    paymentMethod,
+    emailVerified: true,
+    flightNumber: a.flightNumber,
+    notes: a.notes,
+    agent: ctx.grant.clientName,
+    confirmByEmail: true,
+  };
+  if (a.quoteId !== undefined) {
+    const view = await redeemQuote(deps, { ...common, quoteId: a.quoteId }, caller, base);
+    return bookingOut(view, email);
+  }
+  const missing = (['pickup', 'dropoff', 'departAt'] as const).filter((k) => a[k] === undefined);
+  if (missing.length > 0) {
+    throw new AppError(
+      'invalid_input',
+      `Give a quoteId from estimate_fare, or ${missing.join(', ')}.`,
+      missing.map((k) => ({ field: `/${k}`, problem: 'is required without quoteId' })),
+    );
+  }
+  const input = {
+    pickup: a.pickup as string,
+    dropoff: a.dropoff as string,
+    departAt: new Date(a.departAt as string).toISOString(),
+    passengers: a.passengers ?? 1,
+    vehicleType: a.vehicleType as VehicleType | undefined,
+  };
+  // The 15-minute repeat rule of v1 bookings, on the same normalised content and guard.
+  const hash = contentHash(caller.scope, {
+    pickup: input.pickup,
+    dropoff: input.dropoff,
+    departAt: input.departAt,
+    ...passenger,
+    passengers: input.passengers,
+    vehicleType: input.vehicleType,
+    fare: null,
+    method: paymentMethod,
+  });
+  const repeat = await repeatedBooking(deps.db, hash);
+  if (repeat) return bookingOut(viewOf(repeat, base, deps.config.dataEncryptionKey, false), email);
+  const priced = await priceQuote(deps, { ...input, meetAndGreet: false, worldwide: false }, caller, base);
+  const view = await bookPricedQuote(deps, priced, { ...common, contentHash: hash }, caller, base);
+  return bookingOut(view, email);
+}
+
+const VEHICLE_NOTES: Record<VehicleType, string> = {
+  saloon: 'Standard car',
+  estate: 'Car with a large boot for luggage',
+  executive: 'Executive car (fare × the executive multiplier)',
+  luxury: 'Luxury car (fare × the luxury multiplier)',
+  '5seater': 'Car seating 4 passengers besides the driver',
+  '6seater': 'People carrier for up to 6',
+  '7seater': 'People carrier for up to 7',
+  mpv: 'Minibus-style MPV for up to 8',
+  wav: 'Wheelchair-accessible vehicle',
+};
+
+async function serviceInfo(ctx: ToolContext) {
+  const { config, db } = ctx.deps;
+  const authorities = (await db('tariff_tables').distinct('authority').orderBy('authority')).map(
+    (r: { authority: string }) => r.authority,
+  );
+  const multipliers = Object.entries(config.pricing.classMultipliers)
+    .map(([k, v]) => `${k} × ${v}`)
+    .join(', ');
+  return {
+    service: config.serviceName,
+    summary:
+      'A zero-commission taxi network: passengers book licensed local drivers directly, the whole fare goes to the driver, and drivers pay a flat weekly software fee instead of a cut.',
+    coverage: {
+      area: 'The United Kingdom. Journeys to or from airports abroad only with worldwide: true.',
+      places:
+        'Full and partial postcodes, National Rail and London Underground stations (name or code), UK airports (name, IATA code or terminal), towns, and addresses containing a postcode or a town. Small misspellings are tolerated.',
+      councilTariffs: authorities,
+    },
+    vehicleTypes: VEHICLE_TYPES.map((t) => ({ type: t, seats: VEHICLE_SEATS[t], description: VEHICLE_NOTES[t] })),
+    paymentMethods: [
+      { method: 'cash', description: 'Cash to the driver at the end of the journey (default).' },
+      { method: 'card', description: "The driver's own card reader; only the card processor's fee applies." },
+      { method: 'pay_link', description: "The driver's own payment link, shown on the pay-the-driver page." },
+    ],
+    fares: [
+      "Fixed before booking: the regulated tariff of the council where the pickup is (or an approved driver's or partner's own rates).",
+      'Night, weekend, bank-holiday, Christmas and New Year rates apply automatically from the departure time (UK time).',
+      'Where a council publishes no figure, the documented default applies: £4.00 for the first tenth of a mile, then £3.00 a mile (night and bank holidays × 1.5, Christmas and New Year × 2); tariffSource and warnings say so.',
+      `Airport meet and greet £25 (airport pickups only). Premium classes: ${multipliers || 'none'}.`,
+      'A quote is valid for 24 hours and books at exactly its fare. No commission or booking fee is added; the fare is paid to the driver, never to us.',
+    ],
+    booking: [
+      'start_booking books for the passenger signed in to this assistant: the confirmation, tracking link and pay-the-driver link are e-mailed to them.',
+      `A driver is dispatched ${config.bookings.dispatchLeadMinutes} minutes before pickup (at once for sooner pickups): local licensed drivers first, then national network drivers for long journeys, then partner operators.`,
+      'The same request repeated within 15 minutes returns the same booking: retries never book twice.',
+    ],
+    cancellation: [
+      'Free until the passenger is on board; after that a booking cannot be cancelled.',
+      'Cancel from the tracking link, or POST {"action": "cancel", "email": <passenger e-mail>} to the statusUrl of the booking.',
+    ],
+  };
+}
+
+/** One server per request (stateless Streamable HTTP): its tools act for `ctx.grant`. */
+export function buildMcpServer(ctx: ToolContext): McpServer {
+  const server = new McpServer(
+    { name: 'direct-taxi-network', title: ctx.deps.config.serviceName, version: '1.0.0' },
+    { instructions: INSTRUCTIONS },
+  );
+  stableSdkErrors(server);
+  server.registerTool(
+    'estimate_fare',
+    {
+      title: 'Estimate a taxi fare',
+      description:
+        "Price a UK taxi journey: a fixed fare in GBP on the local council's regulated tariff, itemised, with distance and duration. Night, weekend and bank-holiday rates apply from departAt. Nothing is booked; the quote is kept 24 hours, and start_booking with its quoteId books at exactly this fare. Needs scope fares:estimate.",
+      inputSchema: estimateInput,
+      outputSchema: quoteOutput,
+      annotations: { readOnlyHint: true, openWorldHint: false },
+    },
+    (args) => run(ctx, 'estimate_fare', 'fares:estimate', () => estimateFare(ctx, args)),
+  );
+  server.registerTool(
+    'get_service_info',
+    {
+      title: 'How the taxi service works',
+      description:
+        'Where the service operates, vehicle types and seats, how the passenger pays the driver, how fares are set, and how booking, dispatch and cancellation work. Needs scope fares:estimate.',
+      outputSchema: serviceInfoOutput,
+      annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false },
+    },
+    () => run(ctx, 'get_service_info', 'fares:estimate', () => serviceInfo(ctx)),
+  );
+  server.registerTool(
+    'start_booking',
+    {
+      title: 'Book a taxi',
+      description:
+        'Book a taxi for the signed-in passenger (the e-mail address they verified when connecting this assistant). Give quoteId from estimate_fare to book that fixed fare, or pickup, dropoff and departAt to price and book in one step. Confirm journey, time, passengers and fare with the passenger first. The passenger gets an e-mail with the booking, a tracking link (status, driver, free cancellation until on board) and the pay-the-driver link; the fare is paid to the driver. Repeating an identical request within 15 minutes returns the same booking (repeat: true), so retrying never books twice. Needs scope bookings:write.',
+      inputSchema: bookingInput,
+      outputSchema: bookingOutput,
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+    },
+    (args) => run(ctx, 'start_booking', 'bookings:write', () => startBooking(ctx, args)),
+  );
+  return server;
+}
+
+export const TOOL_NAMES: readonly ToolName[] = ['estimate_fare', 'get_service_info', 'start_booking'];
+
+/**
+ * The tools a JSON-RPC body calls (one per `tools/call` message, in order; an unknown tool name
+ * is null), and whether it carries anything else.
+ */
+export function toolCallsOf(body: unknown): { tools: Array<ToolName | null>; other: boolean } {
+  const messages = Array.isArray(body) ? body : [body];
+  const tools: Array<ToolName | null> = [];
+  let other = false;
+  for (const m of messages) {
+    const msg = (m ?? {}) as { method?: unknown; params?: { name?: unknown } };
+    if (msg.method !== 'tools/call') {
+      other = true;
+      continue;
+    }
+    const name = msg.params?.name;
+    tools.push(
+      typeof name === 'string' && (TOOL_NAMES as readonly string[]).includes(name) ? (name as ToolName) : null,
+    );
+  }
+  return { tools, other };
+}
