@@ -16,9 +16,10 @@ import {
   viewOf,
 } from '../../shared/services/bookings.ts';
 import type { McpScope } from '../../shared/services/oauth.ts';
-import { createQuote, gbp, miles, minutes, placeOut, priceQuote, type Quote } from '../../shared/services/quotes.ts';
+import { createQuote, gbp, priceQuote, type Quote } from '../../shared/services/quotes.ts';
 import type { ApiDeps } from '../deps.ts';
 import { contentHash, screen } from '../routes/bookings.ts';
+import { v1Body } from '../routes/quotes.ts';
 import type { McpGrant } from './provider.ts';
 
 /**
@@ -272,28 +273,10 @@ function stableSdkErrors(server: McpServer): void {
 // Tools
 // ---------------------------------------------------------------------------------------------
 
+/** The v1 quote's body without its snake_case alias (assistants get one spelling). */
 function quoteOut(q: Quote) {
-  return {
-    quoteId: q.id,
-    fareGBP: gbp(q.farePence),
-    currency: 'GBP' as const,
-    distanceMiles: miles(q.distanceMeters),
-    durationMinutes: minutes(q.durationSeconds),
-    vehicleType: q.vehicleType,
-    passengers: q.passengers,
-    departAt: q.departAt.toISOString(),
-    pickup: placeOut(q.pickup),
-    dropoff: placeOut(q.dropoff),
-    appliedRules: q.appliedRules.map((r) => ({
-      code: r.code,
-      description: r.description,
-      amountGBP: gbp(r.amountPence),
-    })),
-    tariffSource: q.tariffSource,
-    bookingUrl: q.bookingUrl,
-    expiresAt: q.expiresAt.toISOString(),
-    warnings: q.warnings,
-  };
+  const { quote_id: _alias, ...out } = v1Body(q);
+  return out;
 }
 
 /** Quotes and bookings made through a token belong to no API key or partner, in live mode. */

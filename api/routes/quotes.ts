@@ -25,7 +25,8 @@ export function quoteCaller(caller: Caller): QuoteCaller {
       : { apiKeyId: null, partnerId: null, testMode: false };
 }
 
-function v1Body(q: Quote) {
+/** The v1 quote's answer (CONTRACT.md section 3); the MCP `estimate_fare` tool answers the same. */
+export function v1Body(q: Quote) {
   return {
     quoteId: q.id,
     quote_id: q.id,
