@@ -232,6 +232,18 @@ describe('start_booking', () => {
       fare_pence: Math.round(first.fareGBP * 100),
     });
 
+    // The passenger sees it through the v1 lookup like any other booking.
+    const lookup = await fetch(
+      `${url}/api/public/v1/booking/${first.bookingReference}?email=${encodeURIComponent('Ada.Lovelace@example.org')}`,
+    );
+    expect(lookup.status).toBe(200);
+    expect(await lookup.json()).toMatchObject({
+      bookingReference: first.bookingReference,
+      status: 'pending',
+      passengers: 2,
+      fareGBP: first.fareGBP,
+    });
+
     const again = okOf<{ bookingReference: string; repeat: boolean }>(await call(client, 'start_booking', args));
     expect(again.bookingReference).toBe(first.bookingReference);
     expect(again.repeat).toBe(true);
@@ -265,22 +277,40 @@ describe('start_booking', () => {
     expect(error.code).toBe('quote_not_found');
   });
 
-  it('refuses a token without bookings:write with the forbidden tool error', async () => {
-    const client = await connect(estimateOnly.accessToken);
-    const error = errorOf(
-      await call(client, 'start_booking', {
-        pickup: 'Leeds',
-        dropoff: 'York',
-        departAt: inHours(4),
-        passengerName: 'Eve',
-        passengerPhone: '+447700900555',
+  it('answers 403 insufficient_scope to a token without bookings:write calling start_booking', async () => {
+    const args = {
+      pickup: 'Leeds',
+      dropoff: 'York',
+      departAt: inHours(4),
+      passengerName: 'Eve',
+      passengerPhone: '+447700900555',
+    };
+    const res = await fetch(`${url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${estimateOnly.accessToken}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'start_booking', arguments: args },
       }),
-    );
-    expect(error.code).toBe('forbidden');
-    expect(error.message).toMatch(/bookings:write/);
+    });
+    expect(res.status).toBe(403);
+    const challenge = res.headers.get('www-authenticate') ?? '';
+    expect(challenge).toMatch(/^Bearer error="insufficient_scope"/);
+    expect(challenge).toContain('scope="fares:estimate bookings:write"');
+    expect(challenge).toContain(`resource_metadata="${url}/.well-known/oauth-protected-resource/mcp"`);
+    expect(await res.json()).toMatchObject({ error: 'insufficient_scope' });
+    // The SDK's client sees the refusal as an error, and nothing is booked.
+    const client = await connect(estimateOnly.accessToken);
+    await expect(call(client, 'start_booking', args)).rejects.toThrow(/403|insufficient_scope|Forbidden/i);
     expect(await env.rt.db('bookings').where({ passenger_email: 'estimator@example.org' }).first()).toBeUndefined();
     // Its own scope works.
-    okOf(await call(client, 'get_service_info'));
+    okOf(await call(await connect(estimateOnly.accessToken), 'get_service_info'));
   });
 
   it('screens free text for prompt injection: content_rejected naming the field, nothing booked', async () => {

@@ -26,7 +26,7 @@ import {
 } from './authorize-page.ts';
 import { ipLimiter, mcpSubject, subjectLimiter } from './limits.ts';
 import { grantOf, PgOAuthProvider } from './provider.ts';
-import { buildMcpServer, type ToolName, toolCallsOf } from './tools.ts';
+import { buildMcpServer, TOOL_SCOPES, type ToolName, toolCallsOf } from './tools.ts';
 
 export const MCP_PATH = '/mcp';
 export const TOKEN_PATH = '/token';
@@ -273,6 +273,24 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
     // included, is the tool's to report, so calls the SDK refuses before the tool runs are
     // counted too), anything else against the general limit, here.
     const calls = toolCallsOf(req.body);
+    // A tool call beyond the token's scopes is refused at the HTTP level, as the MCP
+    // authorization spec asks (403 insufficient_scope, naming the scopes to ask for), so a
+    // client can step up its authorization; the tool itself checks again.
+    const missing = [...new Set(calls.tools.flatMap((t) => (t === null ? [] : [TOOL_SCOPES[t]])))].filter(
+      (scope) => !grant.scopes.includes(scope),
+    );
+    if (missing.length > 0) {
+      const base = baseUrlFor(req, config);
+      const description = `This request calls a tool that needs ${missing.join(', ')}, which the token does not carry.`;
+      res
+        .status(403)
+        .set(
+          'WWW-Authenticate',
+          `Bearer error="insufficient_scope", scope="${[...new Set([...grant.scopes, ...missing])].join(' ')}", resource_metadata="${base}${PROTECTED_RESOURCE_METADATA_PATH}${MCP_PATH}", error_description="${description}"`,
+        )
+        .json({ error: 'insufficient_scope', error_description: description });
+      return;
+    }
     const counted = new Map<ToolName, Array<Promise<void>>>();
     for (const tool of calls.tools) {
       if (tool === null) continue;

@@ -32,6 +32,13 @@ import type { McpGrant } from './provider.ts';
 
 export type ToolName = 'estimate_fare' | 'get_service_info' | 'start_booking';
 
+/** The scope each tool needs: estimating and information, or booking. */
+export const TOOL_SCOPES: Record<ToolName, McpScope> = {
+  estimate_fare: 'fares:estimate',
+  get_service_info: 'fares:estimate',
+  start_booking: 'bookings:write',
+};
+
 export interface ToolContext {
   deps: ApiDeps;
   req: Request;
