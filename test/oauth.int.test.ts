@@ -51,7 +51,7 @@ beforeAll(async () => {
   const port = await freePort();
   url = `http://127.0.0.1:${port}`;
   env = await createTestEnv({ env: { SMTP_URL: smtp.url, PUBLIC_BASE_URLS: `${url},${SECOND}` } });
-  roles = startRoles(['notify', 'outbox-relay'], env.rt);
+  roles = startRoles(['pricing', 'notify', 'outbox-relay'], env.rt);
   api = await serve(await appFor(env), port);
 });
 afterAll(async () => {
@@ -626,6 +626,42 @@ describe('an MCP SDK client', () => {
     await client.connect(new StreamableHTTPClientTransport(serverUrl, { authProvider: provider }));
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(['estimate_fare', 'get_service_info', 'start_booking']);
+    // All three tools, with the token the SDK obtained by itself.
+    const info = await client.callTool({ name: 'get_service_info', arguments: {} });
+    expect(info.isError ?? false).toBe(false);
+    const departAt = new Date(Date.now() + 6 * 3600_000).toISOString();
+    const estimate = await client.callTool({
+      name: 'estimate_fare',
+      arguments: { pickup: 'Leeds station', dropoff: 'York', departAt },
+    });
+    expect(estimate.isError ?? false, JSON.stringify(estimate.content)).toBe(false);
+    const quote = estimate.structuredContent as { quoteId: string; fareGBP: number };
+    expect(quote.fareGBP).toBeGreaterThan(0);
+    const booked = await client.callTool({
+      name: 'start_booking',
+      arguments: { quoteId: quote.quoteId, passengerName: 'Sid Client', passengerPhone: '+447700900321' },
+    });
+    expect(booked.isError ?? false, JSON.stringify(booked.content)).toBe(false);
+    const reference = (booked.structuredContent as { bookingReference: string }).bookingReference;
+    expect(await env.rt.db('bookings').where({ reference }).first('origin', 'passenger_email')).toEqual({
+      origin: 'mcp',
+      passenger_email: 'sdk.client@example.org',
+    });
     await client.close();
+
+    // Refresh: a new pair, the old refresh token spent; then revocation ends the access.
+    const clientId = store.client?.client_id as string;
+    const refreshed = await tokenRequest(url, {
+      grant_type: 'refresh_token',
+      refresh_token: store.tokens?.refresh_token as string,
+      client_id: clientId,
+    });
+    expect(refreshed.status, JSON.stringify(refreshed.json)).toBe(200);
+    const fresh = refreshed.json as { access_token: string; refresh_token: string };
+    expect(fresh.refresh_token).not.toBe(store.tokens?.refresh_token);
+    expect((await mcpPost(fresh.access_token)).status).toBe(200);
+    const revoked = await tokenRequest(url, { token: fresh.access_token, client_id: clientId }, {}, '/revoke');
+    expect(revoked.status).toBe(200);
+    expect((await mcpPost(fresh.access_token)).status).toBe(401);
   });
 });
