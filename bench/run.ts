@@ -16,6 +16,7 @@ import { createPartner } from '../shared/services/partners.ts';
 import { createTariffStore, syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { deleteKeys } from '../test/helpers/env.ts';
 import { startTwilioStub } from '../test/helpers/twilio-stub.ts';
+import { type BillingBenchResult, benchBilling } from './billing.ts';
 import { benchMatching } from './matching.ts';
 
 /**
@@ -355,6 +356,45 @@ async function main(): Promise<void> {
     await deleteKeys(config.redisUrl, `${config.queuePrefix}:*`);
     return;
   }
+  if (process.env.BENCH_ONLY === 'quote') {
+    // The quote endpoint next to its mandatory-I/O baseline, measured exactly as in the full
+    // run (nothing is written to the results files). BENCH_CPU_PROF=dir profiles the API.
+    const noop = await start(['bench/server.ts', 'noop-worker']);
+    const baseline = await start(['bench/server.ts', 'baseline']);
+    const baseR = await load(
+      'baseline: express + bullmq request/reply (no-op) + 1 INSERT',
+      `http://127.0.0.1:${baseline.port}/baseline`,
+      { pickup: 'x', dropoff: 'y' },
+    );
+    await stop(baseline.child);
+    await stop(noop.child);
+    const pricing = spawn(TSX, ['workers/main.ts', 'pricing'], { cwd: ROOT, env: baseEnv, stdio: 'ignore' });
+    children.push(pricing);
+    await new Promise((r) => setTimeout(r, 3000));
+    const prof = process.env.BENCH_CPU_PROF;
+    const apiSrv = await start(
+      prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, 'bench/server.ts', 'api'] : ['bench/server.ts', 'api'],
+    );
+    const quoteR = await load('POST /api/public/v1/quote', `http://127.0.0.1:${apiSrv.port}/api/public/v1/quote`, {
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengers: 2,
+    });
+    await stop(apiSrv.child);
+    await stop(pricing);
+    process.stdout.write(`${JSON.stringify({ http: [baseR, quoteR], quoteVsBaseline: ratio(quoteR, baseR) })}\n`);
+    await db.raw('drop schema if exists ?? cascade', [config.databaseSchema]);
+    await db.destroy();
+    await deleteKeys(config.redisUrl, `${config.queuePrefix}:*`);
+    return;
+  }
+  if (process.env.BENCH_ONLY === 'billing') {
+    // The weekly invoice run over 100,000 drivers (its own schema; nothing written to the results files).
+    process.stdout.write(`${JSON.stringify(await benchBilling({ databaseUrl: config.databaseUrl }))}\n`);
+    await db.raw('drop schema if exists ?? cascade', [config.databaseSchema]);
+    await db.destroy();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'jobcard') {
     // A quick look at one part while working on it (nothing is written to the results files).
     process.stdout.write(
@@ -509,6 +549,8 @@ async function main(): Promise<void> {
   // 3. Dispatch: presence search over 100,000 drivers, and booking commit → job card at Twilio.
   results.matching = await benchMatching({ redisUrl: config.redisUrl, prefix: `bench-matching-${id}` });
   results.jobCard = await benchJobCard(db, quoteBody);
+  // 4. Billing: the weekly invoice run over 100,000 drivers × 20 rides, next to a bare aggregate.
+  results.billing = await benchBilling({ databaseUrl: config.databaseUrl });
 
   const [bareR, baseR, quoteR] = http;
   results.http = http;
@@ -536,6 +578,7 @@ async function main(): Promise<void> {
     p99ms: number;
   };
   const jobCard = results.jobCard as { samples: number; p50ms: number; p95ms: number; maxMs: number };
+  const billing = results.billing as BillingBenchResult;
   fs.writeFileSync(path.join(ROOT, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
   const md = [
     `# Benchmark results (${results.at})`,
@@ -555,6 +598,7 @@ async function main(): Promise<void> {
     `Matching, live presence over 100,000 London drivers: nearest-20 search p50 ${matching.nearest.p50ms} ms, **p99 ${matching.nearest.p99ms} ms** (target < 5 ms); a naive 10 km GEOSEARCH in the same run: p99 ${matching.baselineNaive10km.p99ms} ms.`,
     `Partner intake, batches of 100 new jobs from 4 senders (${intake.batches} batches, ${intake.failedJobs} jobs failed): **${intake.jobsPerSecond} jobs/s** (target ≥ 3,000), batch p50 ${intake.p50ms} ms, **p99 ${intake.p99ms} ms** (target < 300 ms).`,
     `Booking commit → job card at the Twilio stand-in (${jobCard.samples} bookings, outbox relay woken by NOTIFY): p50 ${jobCard.p50ms} ms, **p95 ${jobCard.p95ms} ms** (target < 250 ms), max ${jobCard.maxMs} ms.`,
+    `Weekly billing run, ${billing.drivers.toLocaleString('en-GB')} drivers × ${billing.ridesPerDriver} completed rides (${billing.invoices.toLocaleString('en-GB')} invoices, ${billing.lines.toLocaleString('en-GB')} lines): **${billing.runSeconds} s** (target < 10 s); a bare aggregate + INSERT … SELECT over the same rows ${billing.baselineSeconds} s, ratio **${billing.ratio}** (target ≤ 3); a rerun that issues nothing ${billing.rerunSeconds} s.`,
     '',
     `Pure tariff engine: **${(results.engine as { quotesPerSecond: number }).quotesPerSecond} quotes/s** on one core (target ≥ 50,000).`,
     `Geocoder: ${(results.geocoder as { microsecondsPerLookup: number }).microsecondsPerLookup.toFixed(1)} µs per lookup.`,
