@@ -44,6 +44,7 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamp('expires_at', { useTz: true }).notNullable().comment('the request, until decided');
     t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.check("decision in ('approved', 'denied')", [], 'oauth_authorizations_decision_check');
+    t.index(['expires_at']);
   });
 
   await knex.schema.createTable('oauth_tokens', (t) => {
@@ -60,6 +61,7 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamp('rotated_at', { useTz: true }).nullable().comment('refresh token exchanged for a new pair');
     t.timestamp('revoked_at', { useTz: true }).nullable();
     t.index(['authorization_id']);
+    t.index(['expires_at']);
     t.check("kind in ('access', 'refresh')", [], 'oauth_tokens_kind_check');
   });
 }

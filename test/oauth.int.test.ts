@@ -12,6 +12,7 @@ import {
 } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../shared/crypto.ts';
+import { pruneOAuth } from '../shared/services/oauth.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import {
@@ -565,6 +566,29 @@ describe('refresh tokens and revocation', () => {
 });
 
 describe('an MCP SDK client', () => {
+  it('housekeeping removes tokens and authorizations a day past expiry, and nothing live', async () => {
+    const old = await obtainTokens({ url, email: 'old.tokens@example.org', mails });
+    const live = await obtainTokens({ url, email: 'live.tokens@example.org', mails });
+    const hashes = (t: { accessToken: string; refreshToken: string }) => [
+      sha256(t.accessToken),
+      sha256(t.refreshToken),
+    ];
+    const [oldAuth] = await env.rt.db('oauth_tokens').whereIn('token_hash', hashes(old)).pluck('authorization_id');
+    const longAgo = new Date(Date.now() - 40 * 86_400_000);
+    await env.rt.db('oauth_tokens').whereIn('token_hash', hashes(old)).update({ expires_at: longAgo });
+    await env.rt
+      .db('oauth_authorizations')
+      .where({ id: oldAuth })
+      .update({ expires_at: longAgo, code_expires_at: longAgo });
+    const removed = await pruneOAuth(env.rt.db);
+    expect(removed.tokens).toBeGreaterThanOrEqual(2);
+    expect(removed.authorizations).toBeGreaterThanOrEqual(1);
+    expect(await env.rt.db('oauth_tokens').whereIn('token_hash', hashes(old)).first()).toBeUndefined();
+    expect(await env.rt.db('oauth_authorizations').where({ id: oldAuth }).first()).toBeUndefined();
+    expect(await env.rt.db('oauth_tokens').whereIn('token_hash', hashes(live))).toHaveLength(2);
+    expect((await mcpPost(live.accessToken)).status).toBe(200);
+  });
+
   it('discovers, registers, authorizes with PKCE and calls tools by itself', async () => {
     const browser = new Browser();
     let redirectedTo: URL | null = null;

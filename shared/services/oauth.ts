@@ -622,3 +622,20 @@ export async function verificationConfirmed(db: Queryable, verificationId: strin
   const row = await db('email_verifications').where({ id: verificationId }).whereNotNull('verified_at').first('id');
   return row !== undefined;
 }
+
+/**
+ * Housekeeping (the relay's hourly pass): tokens a day past their expiry go (an expired
+ * refresh token can no longer be used, so reuse detection does not need it), then requests and
+ * authorizations a day past their own expiry that no longer hold any token. Returns the rows removed.
+ */
+export async function pruneOAuth(db: Db): Promise<{ tokens: number; authorizations: number }> {
+  const tokens = await db('oauth_tokens').where('expires_at', '<', db.raw("now() - interval '1 day'")).delete();
+  const authorizations = await db('oauth_authorizations as a')
+    .where('a.expires_at', '<', db.raw("now() - interval '1 day'"))
+    .where((q) =>
+      q.whereNull('a.code_expires_at').orWhere('a.code_expires_at', '<', db.raw("now() - interval '1 day'")),
+    )
+    .whereNotExists((q) => q.select(db.raw('1')).from('oauth_tokens as t').whereRaw('t.authorization_id = a.id'))
+    .delete();
+  return { tokens, authorizations };
+}

@@ -6,6 +6,7 @@ import { lockUnrelayed, markRelayed, type OutboxRow, outboxJobId, pruneRelayed }
 import { failpoint } from '../../shared/failpoints.ts';
 import { pruneRepeatGuards } from '../../shared/services/bookings.ts';
 import { pruneIdempotencyKeys } from '../../shared/services/idempotency.ts';
+import { pruneOAuth } from '../../shared/services/oauth.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Queues } from '../../shared/queues/connection.ts';
 import { QUEUE_NAMES, type QueueName } from '../../shared/queues/registry.ts';
@@ -99,10 +100,17 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
       const pruned = await pruneRelayed(db);
       const keys = await pruneIdempotencyKeys(db);
       const guards = await pruneRepeatGuards(db);
-      if (pruned > 0 || keys > 0 || guards > 0)
+      const oauth = await pruneOAuth(db);
+      if (pruned > 0 || keys > 0 || guards > 0 || oauth.tokens > 0 || oauth.authorizations > 0)
         log.info(
-          { pruned, idempotencyKeys: keys, repeatGuards: guards },
-          'pruned relayed outbox rows, expired idempotency keys and repeat guards',
+          {
+            pruned,
+            idempotencyKeys: keys,
+            repeatGuards: guards,
+            oauthTokens: oauth.tokens,
+            oauthAuthorizations: oauth.authorizations,
+          },
+          'pruned relayed outbox rows, expired idempotency keys, repeat guards and OAuth tokens',
         );
     }
     return total;
