@@ -6,6 +6,7 @@ import { pinoHttp } from 'pino-http';
 import type { ApiDeps } from './deps.ts';
 import { jsonBody } from './middleware/body.ts';
 import { mcpRouter } from './mcp/router.ts';
+import { websiteRouter } from './pages/router.ts';
 import { errorHandler, notFoundHandler } from './middleware/errors.ts';
 import { createRateLimits } from './middleware/rate-limit.ts';
 import { mountRoutes } from './mount.ts';
@@ -100,6 +101,8 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
   const limits = createRateLimits(deps.redis, config);
   // The MCP tool server and its OAuth endpoints, which parse their own bodies (OAuth posts forms).
   app.use(mcpRouter(deps, limits));
+  // The passenger website (/book, /track) and /docs, whose forms also post form bodies.
+  app.use(websiteRouter(deps, limits));
   app.use(jsonBody(config.http.bodyLimitBytes));
 
   const routes: RouteDef[] = [...healthRoutes, ...publicRoutes(config), ...(opts.extraRoutes ?? [])];

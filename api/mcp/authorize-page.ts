@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { AuthorizationParams } from '@modelcontextprotocol/sdk/server/auth/provider.js';
 import type { OAuthClientInformationFull } from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { Request, Response } from 'express';
@@ -29,7 +28,14 @@ import {
 } from '../../shared/services/oauth.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
-import { escapeHtml } from '../routes/offers.ts';
+import { cookieValue } from '../pages/csrf.ts';
+import {
+  contentSecurityPolicy,
+  escapeHtml,
+  pageHeaders as basePageHeaders,
+  renderPage,
+  stylesheet,
+} from '../pages/layout.ts';
 import { PASSENGER_VERIFY_LINK_PATH } from '../routes/passenger-verify.ts';
 
 /**
@@ -55,23 +61,23 @@ const BROWSER_TOKEN = /^[0-9A-Za-z]{43}$/;
 /** Verification e-mails one address can be sent per hour (as passenger-verify allows). */
 const EMAILS_PER_ADDRESS_PER_HOUR = 5;
 
-const CSS = [
-  ':root{color-scheme:light dark;--fg:#1a1a1a;--bg:#fff;--muted:#555;--accent:#0b5cad;--bad:#a4161a;--line:#c8c8c8}',
-  '@media (prefers-color-scheme:dark){:root{--fg:#f2f2f2;--bg:#121212;--muted:#bbb;--accent:#8cc4ff;--bad:#ff8a8a;--line:#555}}',
-  '*{box-sizing:border-box}',
-  'body{margin:0;font:1.0625rem/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg)}',
-  'main{max-width:30rem;margin:0 auto;padding:1.25rem 1rem 2.5rem}',
-  'h1{font-size:1.4rem;margin:0 0 1rem}p{margin:.5rem 0}',
-  'ul{padding-left:1.25rem;margin:.5rem 0 1rem}li{margin:.25rem 0}',
-  'label{display:block;font-weight:600;margin:1rem 0 .35rem}',
-  'input[type=email],input[type=text]{width:100%;font:inherit;padding:.7rem .75rem;min-height:3rem;border:1px solid var(--line);border-radius:.5rem;background:var(--bg);color:var(--fg)}',
-  'button{display:block;width:100%;font:inherit;font-weight:700;padding:.8rem 1rem;min-height:3rem;margin:1rem 0 0;border-radius:.5rem;border:2px solid var(--accent);background:var(--accent);color:var(--bg);cursor:pointer}',
-  'button.secondary{background:transparent;color:var(--accent)}',
-  'button:focus-visible,input:focus-visible{outline:3px solid var(--fg);outline-offset:2px}',
-  '.error{color:var(--bad);font-weight:600}.note{color:var(--muted);font-size:.95rem}',
-].join('\n');
-
-const STYLE_HASH = `'sha256-${createHash('sha256').update(CSS).digest('base64')}'`;
+const STYLE = stylesheet(
+  [
+    ':root{color-scheme:light dark;--fg:#1a1a1a;--bg:#fff;--muted:#555;--accent:#0b5cad;--bad:#a4161a;--line:#c8c8c8}',
+    '@media (prefers-color-scheme:dark){:root{--fg:#f2f2f2;--bg:#121212;--muted:#bbb;--accent:#8cc4ff;--bad:#ff8a8a;--line:#555}}',
+    '*{box-sizing:border-box}',
+    'body{margin:0;font:1.0625rem/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg)}',
+    'main{max-width:30rem;margin:0 auto;padding:1.25rem 1rem 2.5rem}',
+    'h1{font-size:1.4rem;margin:0 0 1rem}p{margin:.5rem 0}',
+    'ul{padding-left:1.25rem;margin:.5rem 0 1rem}li{margin:.25rem 0}',
+    'label{display:block;font-weight:600;margin:1rem 0 .35rem}',
+    'input[type=email],input[type=text]{width:100%;font:inherit;padding:.7rem .75rem;min-height:3rem;border:1px solid var(--line);border-radius:.5rem;background:var(--bg);color:var(--fg)}',
+    'button{display:block;width:100%;font:inherit;font-weight:700;padding:.8rem 1rem;min-height:3rem;margin:1rem 0 0;border-radius:.5rem;border:2px solid var(--accent);background:var(--accent);color:var(--bg);cursor:pointer}',
+    'button.secondary{background:transparent;color:var(--accent)}',
+    'button:focus-visible,input:focus-visible{outline:3px solid var(--fg);outline-offset:2px}',
+    '.error{color:var(--bad);font-weight:600}.note{color:var(--muted);font-size:.95rem}',
+  ].join('\n'),
+);
 
 /** The security headers of every page; forms may post here and, after a decision, lead to the client. */
 function pageHeaders(redirectUri: string | null): Record<string, string> {
@@ -80,20 +86,7 @@ function pageHeaders(redirectUri: string | null): Record<string, string> {
     const u = new URL(redirectUri);
     formAction.push(u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : u.protocol);
   }
-  return {
-    'Content-Security-Policy': [
-      "default-src 'none'",
-      `style-src ${STYLE_HASH}`,
-      "img-src 'none'",
-      "base-uri 'none'",
-      `form-action ${formAction.join(' ')}`,
-      "frame-ancestors 'none'",
-    ].join('; '),
-    'X-Frame-Options': 'DENY',
-    'Cache-Control': 'no-store',
-    'X-Robots-Tag': 'noindex',
-    'Referrer-Policy': 'no-referrer',
-  };
+  return basePageHeaders(contentSecurityPolicy({ styles: [STYLE], formAction }));
 }
 
 interface View {
@@ -117,18 +110,7 @@ function returnsTo(redirectUri: string): string {
 }
 
 function layout(title: string, body: string[]): string {
-  return [
-    '<!doctype html>',
-    '<html lang="en"><head><meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    '<meta name="robots" content="noindex">',
-    '<meta name="referrer" content="no-referrer">',
-    `<title>${escapeHtml(title)}</title>`,
-    `<style>${CSS}</style>`,
-    '</head><body><main>',
-    ...body,
-    '</main></body></html>',
-  ].join('\n');
+  return renderPage({ title, style: STYLE, body });
 }
 
 function hidden(v: View): string {
@@ -216,14 +198,6 @@ function messagePage(serviceName: string, title: string, message: string): strin
 
 function send(res: Response, status: number, html: string, redirectUri: string | null): void {
   res.status(status).set(pageHeaders(redirectUri)).type('html').send(html);
-}
-
-function cookieValue(req: Request, name: string): string | undefined {
-  for (const part of (req.headers.cookie ?? '').split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return undefined;
 }
 
 function browserToken(req: Request): string | undefined {

@@ -114,7 +114,7 @@ export function screen(req: Request, fields: ScreenField[]): void {
  * The v1 passenger, on both v1 paths: an accepted e-mail, an E.164 phone, not blocked; an
  * address nobody has confirmed is held to its hourly limit.
  */
-async function v1Passenger(
+export async function v1Passenger(
   deps: ApiDeps,
   name: string | undefined,
   email: string | undefined,
@@ -153,7 +153,7 @@ async function aliasPassenger(
   return passenger;
 }
 
-function bookingCaller(caller: Caller): BookingCaller {
+export function bookingCaller(caller: Caller): BookingCaller {
   return { ...quoteCaller(caller), scope: callerScope(caller) };
 }
 

@@ -5,6 +5,7 @@ import { AppError } from '../../shared/errors.ts';
 import { nearestDistrict } from '../../shared/geo/gazetteer.ts';
 import { DateTime, StringEnum } from '../../shared/schemas/common.ts';
 import { gbp } from '../../shared/services/quotes.ts';
+import { escapeHtml } from '../pages/layout.ts';
 import { defineRoute, type HandlerResult, type RouteDef } from '../route.ts';
 
 export const OFFER_LINK_PATH = '/o/:code';
@@ -56,9 +57,6 @@ function lookupDistrict(lat: number, lng: number): { district: string; town: str
   const nd = nearestDistrict(lat, lng);
   return nd ? { district: nd.district.district, town: nd.district.postTowns[0] ?? null } : null;
 }
-
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-export const escapeHtml = (value: unknown): string => String(value).replace(/[&<>"']/g, (c) => HTML_ESCAPES[c] ?? c);
 
 function offerPage(view: OfferLinkResponse, serviceName: string): string {
   const { offer, job } = view;

@@ -1,10 +1,9 @@
-import { createHash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { type PaymentState, paymentState } from '../../shared/domain/payment-state.ts';
+import { contentSecurityPolicy, escapeHtml, pageHeaders, renderPage, sendPage, stylesheet } from '../pages/layout.ts';
 import { defineRoute, type RouteDef, type StreamedResult } from '../route.ts';
-import { escapeHtml } from './offers.ts';
 
 export const PAY_PAGE_PATH = '/pay/:token';
 
@@ -12,37 +11,26 @@ export const PAY_PAGE_PATH = '/pay/:token';
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
 /** The page's only style sheet, inline and allowed by its hash: the page loads nothing else. */
-const CSS = [
-  ':root{color-scheme:light dark;--fg:#1a1a1a;--bg:#fff;--muted:#555;--accent:#0b5cad;--ok:#116b2e;--line:#d0d0d0}',
-  '@media (prefers-color-scheme:dark){:root{--fg:#f2f2f2;--bg:#121212;--muted:#bbb;--accent:#8cc4ff;--ok:#7fdc9a;--line:#444}}',
-  '*{box-sizing:border-box}',
-  'body{margin:0;font:1.0625rem/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg)}',
-  'main{max-width:32rem;margin:0 auto;padding:1.25rem 1rem 2.5rem}',
-  'h1{font-size:1.5rem;margin:0 0 1rem}h2{font-size:1.15rem;margin:1.5rem 0 .5rem}',
-  'dl{display:grid;grid-template-columns:auto 1fr;gap:.35rem 1rem;margin:0}dt{color:var(--muted)}dd{margin:0;font-weight:600}',
-  '.fare{font-size:1.35rem}',
-  'ul{list-style:none;padding:0;margin:0}li{border:1px solid var(--line);border-radius:.5rem;padding:.9rem;margin:0 0 .75rem}',
-  'h3{font-size:1rem;margin:0 0 .25rem}p{margin:.25rem 0}',
-  '.button{display:block;text-align:center;padding:.85rem 1rem;min-height:3rem;border-radius:.5rem;background:var(--accent);color:var(--bg);font-weight:700;text-decoration:none}',
-  '.button:focus-visible{outline:3px solid var(--fg);outline-offset:2px}',
-  '.paid{color:var(--ok)}.note{color:var(--muted);font-size:.95rem;margin-top:1.25rem}',
-].join('\n');
+const STYLE = stylesheet(
+  [
+    ':root{color-scheme:light dark;--fg:#1a1a1a;--bg:#fff;--muted:#555;--accent:#0b5cad;--ok:#116b2e;--line:#d0d0d0}',
+    '@media (prefers-color-scheme:dark){:root{--fg:#f2f2f2;--bg:#121212;--muted:#bbb;--accent:#8cc4ff;--ok:#7fdc9a;--line:#444}}',
+    '*{box-sizing:border-box}',
+    'body{margin:0;font:1.0625rem/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg)}',
+    'main{max-width:32rem;margin:0 auto;padding:1.25rem 1rem 2.5rem}',
+    'h1{font-size:1.5rem;margin:0 0 1rem}h2{font-size:1.15rem;margin:1.5rem 0 .5rem}',
+    'dl{display:grid;grid-template-columns:auto 1fr;gap:.35rem 1rem;margin:0}dt{color:var(--muted)}dd{margin:0;font-weight:600}',
+    '.fare{font-size:1.35rem}',
+    'ul{list-style:none;padding:0;margin:0}li{border:1px solid var(--line);border-radius:.5rem;padding:.9rem;margin:0 0 .75rem}',
+    'h3{font-size:1rem;margin:0 0 .25rem}p{margin:.25rem 0}',
+    '.button{display:block;text-align:center;padding:.85rem 1rem;min-height:3rem;border-radius:.5rem;background:var(--accent);color:var(--bg);font-weight:700;text-decoration:none}',
+    '.button:focus-visible{outline:3px solid var(--fg);outline-offset:2px}',
+    '.paid{color:var(--ok)}.note{color:var(--muted);font-size:.95rem;margin-top:1.25rem}',
+  ].join('\n'),
+);
 
-const CSP = [
-  "default-src 'none'",
-  `style-src 'sha256-${createHash('sha256').update(CSS).digest('base64')}'`,
-  "img-src 'none'",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join('; ');
-
-const HEADERS: Record<string, string> = {
-  'Content-Security-Policy': CSP,
-  'Cache-Control': 'no-store',
-  'X-Robots-Tag': 'noindex',
-  'Referrer-Policy': 'no-referrer',
-};
+/** No script, no forms, nothing loaded: only its own style. */
+const HEADERS = pageHeaders(contentSecurityPolicy({ styles: [STYLE] }));
 
 const POUNDS = new Intl.NumberFormat('en-GB', { style: 'currency', currency: 'GBP' });
 
@@ -67,18 +55,7 @@ function httpsLink(raw: string | null): string | null {
 }
 
 function page(title: string, body: string[]): string {
-  return [
-    '<!doctype html>',
-    '<html lang="en"><head><meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    '<meta name="robots" content="noindex">',
-    '<meta name="referrer" content="no-referrer">',
-    `<title>${escapeHtml(title)}</title>`,
-    `<style>${CSS}</style>`,
-    '</head><body><main>',
-    ...body,
-    '</main></body></html>',
-  ].join('\n');
+  return renderPage({ title, style: STYLE, body });
 }
 
 const STATE_LABEL: Record<PaymentState, string> = { due: 'Due', paid: 'Paid', void: 'Nothing to pay' };
@@ -138,7 +115,7 @@ function notFoundPage(serviceName: string): string {
 }
 
 function sendHtml(res: Response, status: number, html: string): StreamedResult {
-  res.status(status).set(HEADERS).type('html').send(html);
+  sendPage(res, status, html, HEADERS);
   return { stream: true };
 }
 

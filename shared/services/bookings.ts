@@ -409,7 +409,7 @@ export async function bookingForPassenger(db: Db, rawRef: string, email: string,
   return row;
 }
 
-const CANCELLABLE = new Set([
+export const CANCELLABLE: ReadonlySet<string> = new Set([
   'pending',
   'dispatching',
   'driver_assigned',

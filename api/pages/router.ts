@@ -1,0 +1,76 @@
+import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import { AppError } from '../../shared/errors.ts';
+import type { ApiDeps } from '../deps.ts';
+import type { RateLimits } from '../middleware/rate-limit.ts';
+import { sendAsset } from './assets.ts';
+import { BOOK_PATH, bookHandlers, REQUOTE_PATH } from './book-page.ts';
+import { DOCS_PATH, DOCS_SCRIPT_FILE, docsHandlers, docsScript, SWAGGER_ASSET_PATH } from './docs-page.ts';
+import { pageHandler, pageLimiter } from './site.ts';
+import { TRACK_CANCEL_PATH, TRACK_PATH, trackHandlers } from './track-page.ts';
+import { trackScript, trackScriptPath } from './track-script.ts';
+
+/** The largest form the website accepts (its forms carry a few short fields). */
+const FORM_LIMIT = '16kb';
+
+/**
+ * The passenger website and the API documentation, served by the API process on every
+ * connected domain: `/book/{quoteId}` (a quote's bookingUrl), `/track/{token}` (a booking's
+ * trackingUrl), `/docs` (Swagger UI over the OpenAPI document), and their static assets.
+ *
+ * Mounted before the API's JSON body parser (its forms post `application/x-www-form-urlencoded`),
+ * as the MCP authorization page is. Pages are limited by the API's Redis limiter per client
+ * IP (the general per-IP limit; re-quoting also spends the caller's quote allowance), and every
+ * refusal or failure is a page, never the API's JSON envelope.
+ */
+export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
+  const { config } = deps;
+  const router = express.Router();
+  const urlencoded = express.urlencoded({ extended: false, limit: FORM_LIMIT, parameterLimit: 20 });
+  const serviceName = config.serviceName;
+  const page = pageLimiter(limits);
+  const quote = pageLimiter(limits, [
+    { name: 'quotes', points: config.pricing.quoteLimitPerHour, durationSeconds: 3600 },
+  ]);
+
+  /** The form body, parsed inside the page handler so a malformed or oversized form is a page too. */
+  const withForm =
+    (handler: (req: Request, res: Response) => Promise<void>) =>
+    async (req: Request, res: Response): Promise<void> => {
+      try {
+        await new Promise<void>((resolve, reject) =>
+          urlencoded(req, res, (err?: unknown) => (err ? reject(err) : resolve())),
+        );
+      } catch (err) {
+        const e = err as { type?: string; status?: number };
+        if (e.type === 'entity.too.large') throw new AppError('payload_too_large', 'The form is larger than expected.');
+        throw new AppError('invalid_input', 'The form could not be read: go back and send it again.');
+      }
+      await handler(req, res);
+    };
+  const handle = (handler: (req: Request, res: Response) => Promise<void>) => pageHandler(serviceName, handler);
+
+  const book = bookHandlers(deps, { page, book: page, quote });
+  router.get(BOOK_PATH, handle(book.show));
+  router.post(BOOK_PATH, handle(withForm(book.submit)));
+  router.post(REQUOTE_PATH, handle(withForm(book.requote)));
+
+  const track = trackHandlers(deps, { page });
+  router.get(TRACK_PATH, handle(track.show));
+  router.get(TRACK_CANCEL_PATH, handle(track.confirm));
+  router.post(TRACK_CANCEL_PATH, handle(withForm(track.cancel)));
+
+  const docs = docsHandlers(deps, { page });
+  router.get(DOCS_PATH, handle(docs.page));
+  router.get(SWAGGER_ASSET_PATH, (req: Request, res: Response, next: NextFunction) =>
+    docs.asset(req, res, next).catch(next),
+  );
+
+  // The website's own scripts, at paths carrying their content hash.
+  router.get('/assets/:file', (req: Request, res: Response, next: NextFunction) => {
+    const file = `/assets/${String(req.params.file)}`;
+    if (file === trackScriptPath()) return sendAsset(req, res, trackScript(), { immutable: true });
+    if (file === `/assets/${DOCS_SCRIPT_FILE}`) return sendAsset(req, res, docsScript(), { immutable: true });
+    next();
+  });
+  return router;
+}

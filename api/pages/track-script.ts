@@ -1,0 +1,93 @@
+import { CANCELLABLE } from '../../shared/services/bookings.ts';
+import { type Asset, JS, makeAsset } from './assets.ts';
+import { STATUS_LABELS } from './site.ts';
+
+/** Statuses in which the tracking page links to the pay-the-driver page (a driver is on the job, or it is done). */
+export const PAYABLE_STATUSES: readonly string[] = [
+  'driver_assigned',
+  'driver_en_route',
+  'driver_arrived',
+  'passenger_on_board',
+  'completed',
+];
+
+/**
+ * The tracking page's only script, served from our own origin (`script-src 'self'`): it
+ * follows the booking's server-sent events (`data-events` of `#live`, the same stream as the
+ * API's) and updates the server-rendered page in place: status, history, driver and vehicle,
+ * ETA, the pay link, and it removes the cancel button once cancelling is no longer allowed.
+ * Events up to the `seq` the page was rendered with are skipped. Text goes in through
+ * `textContent` only (never HTML). Without it (or without EventSource) the page is what the
+ * server rendered, with its refresh link. The labels and rules come from the same constants
+ * as the server's rendering.
+ */
+export function trackScriptSource(): string {
+  return `(function () {
+  'use strict';
+  var live = document.getElementById('live');
+  if (!live || !window.EventSource || !window.JSON) return;
+  var LABELS = ${JSON.stringify(STATUS_LABELS)};
+  var CANCELLABLE = ${JSON.stringify([...CANCELLABLE])};
+  var PAYABLE = ${JSON.stringify(PAYABLE_STATUSES)};
+  var TERMINAL = ['completed', 'cancelled'];
+  var when = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/London', weekday: 'short', day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit' });
+  var seen = Number(live.getAttribute('data-seq')) || 0;
+  function el(id) { return document.getElementById(id); }
+  function setText(id, text) { var e = el(id); if (e) e.textContent = text; }
+  function show(id, on) { var e = el(id); if (e) e.hidden = !on; }
+  function label(status) { return LABELS[status] || String(status).replace(/_/g, ' '); }
+  var source = new EventSource(live.getAttribute('data-events'));
+  live.hidden = false;
+  source.addEventListener('status', function (message) {
+    var ev;
+    try { ev = JSON.parse(message.data); } catch (e) { return; }
+    if (!ev || typeof ev.seq !== 'number' || typeof ev.status !== 'string') return;
+    var finished = TERMINAL.indexOf(ev.status) >= 0;
+    if (finished) source.close();
+    if (ev.seq <= seen) return;
+    seen = ev.seq;
+    setText('status', label(ev.status));
+    var history = el('history');
+    if (history) {
+      var item = document.createElement('li');
+      var time = document.createElement('time');
+      time.setAttribute('datetime', ev.at);
+      time.textContent = when.format(new Date(ev.at));
+      item.appendChild(time);
+      item.appendChild(document.createTextNode(' ' + label(ev.status)));
+      history.appendChild(item);
+    }
+    if (ev.driver) {
+      var v = ev.vehicle;
+      setText('driver-name', ev.driver.name);
+      setText('vehicle', v ? [v.colour, v.make, v.model].join(' ') : 'to follow');
+      setText('registration', v ? v.registration : 'to follow');
+      show('driver', true);
+    }
+    if (typeof ev.etaMinutes === 'number') {
+      setText('eta', 'Your driver is about ' + ev.etaMinutes + (ev.etaMinutes === 1 ? ' minute' : ' minutes') + ' away.');
+      show('eta', true);
+    } else {
+      show('eta', false);
+    }
+    if (CANCELLABLE.indexOf(ev.status) < 0) {
+      var cancel = el('cancel');
+      if (cancel && cancel.parentNode) cancel.parentNode.removeChild(cancel);
+    }
+    show('pay', PAYABLE.indexOf(ev.status) >= 0);
+    if (ev.status === 'cancelled') show('driver', false);
+    if (finished) setText('live', 'This booking has finished.');
+  });
+})();
+`;
+}
+
+let cached: Asset | null = null;
+
+/** The script as served (built once). Its path carries its hash: `/assets/track-<version>.js`. */
+export function trackScript(): Asset {
+  cached ??= makeAsset(trackScriptSource(), JS);
+  return cached;
+}
+
+export const trackScriptPath = (): string => `/assets/track-${trackScript().version}.js`;
