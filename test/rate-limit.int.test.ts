@@ -61,6 +61,19 @@ describe('rate limits', () => {
     expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
   });
 
+  it('counts requests that arrive together one by one', async () => {
+    const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: 'burst' });
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, () => fetch(`${http.url}/api/public/v1/whoami`, { headers: { 'x-api-key': key } })),
+    );
+    expect(answers.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
+    const remaining = answers
+      .filter((r) => r.status === 200)
+      .map((r) => Number(/r=(\d+)/.exec(r.headers.get('ratelimit') ?? '')?.[1]))
+      .sort();
+    expect(remaining).toEqual([0, 1, 2, 3, 4]);
+  });
+
   it('applies a route policy on top of the general limit and lists both', async () => {
     const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: 'hourly' });
     const h = { 'x-api-key': key };

@@ -1,6 +1,5 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Redis } from 'ioredis';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Config } from '../../shared/config.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { RouteDef, RoutePolicy } from '../route.ts';
@@ -10,7 +9,16 @@ interface Limiter {
   name: string;
   points: number;
   durationSeconds: number;
-  limiter: RateLimiterRedis;
+  /** Redis key prefix: `<queuePrefix>:rl:<name>`, a caller's counter is `<prefix>:<caller>`. */
+  keyPrefix: string;
+}
+
+/** One limiter's count after this request: how many it has used and when its window ends. */
+interface Consumed {
+  l: Limiter;
+  remainingPoints: number;
+  msBeforeNext: number;
+  exceeded: boolean;
 }
 
 export interface RateLimits {
@@ -22,6 +30,34 @@ export interface RateLimits {
 /** Failed key attempts allowed per IP before it is refused for a while. */
 const AUTH_FAILURES = { name: 'auth-failures', points: 20, durationSeconds: 600 };
 
+/**
+ * Fixed windows, one counter per key: the window starts with the first request (SET NX EX)
+ * and each request adds one; the reply is every counter and its time left. This is the script
+ * of rate-limiter-flexible's RateLimiterRedis (same keys, same counting), applied to many
+ * counters in one call: all the limiters of all the requests that arrive together.
+ */
+const CONSUME_LUA = `
+local out = {}
+for i = 1, #KEYS do
+  local d = ARGV[i]
+  redis.call('set', KEYS[i], 0, 'EX', d, 'NX')
+  local consumed = redis.call('incrby', KEYS[i], 1)
+  local ttl = redis.call('pttl', KEYS[i])
+  if ttl == -1 then
+    redis.call('expire', KEYS[i], d)
+    ttl = 1000 * d
+  end
+  out[#out + 1] = consumed
+  out[#out + 1] = ttl
+end
+return out
+`;
+const COMMAND = 'dtnRateLimitConsume';
+/** Most requests counted by one script call. */
+const MAX_BATCH = 200;
+
+type ConsumeCommand = (numKeys: number, ...keysThenArgs: string[]) => Promise<number[]>;
+
 function unavailable(): AppError {
   return new AppError('service_unavailable', 'The service is briefly unavailable; retry in a few seconds.', [], {
     'Retry-After': '5',
@@ -29,22 +65,18 @@ function unavailable(): AppError {
 }
 
 /**
- * Rate limits on Redis (rate-limiter-flexible), per API key when the caller has one and per
- * IP otherwise, plus any policies a route declares (e.g. 30 quotes an hour). Every limited
- * response carries `RateLimit-Policy` and `RateLimit` (IETF httpapi draft, structured-field
- * form: `"per-key";q=600;w=60` and `"per-key";r=599;t=60`); a 429 adds `Retry-After`.
+ * Rate limits on Redis, per API key when the caller has one and per IP otherwise, plus any
+ * policies a route declares (e.g. 30 quotes an hour). Every limited response carries
+ * `RateLimit-Policy` and `RateLimit` (IETF httpapi draft, structured-field form:
+ * `"per-key";q=600;w=60` and `"per-key";r=599;t=60`); a 429 adds `Retry-After`.
  * When Redis is unreachable the request is answered 503, not let through unlimited.
  */
 export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' | 'queuePrefix'>): RateLimits {
-  const make = (p: RoutePolicy): Limiter => ({
-    ...p,
-    limiter: new RateLimiterRedis({
-      storeClient: redis,
-      keyPrefix: `${config.queuePrefix}:rl:${p.name}`,
-      points: p.points,
-      duration: p.durationSeconds,
-    }),
-  });
+  // ioredis sends the script by its SHA (EVALSHA), loading it again after a restart.
+  if (!(COMMAND in redis)) redis.defineCommand(COMMAND, { lua: CONSUME_LUA });
+  const run = (redis as unknown as Record<string, ConsumeCommand>)[COMMAND] as ConsumeCommand;
+
+  const make = (p: RoutePolicy): Limiter => ({ ...p, keyPrefix: `${config.queuePrefix}:rl:${p.name}` });
   const perKey = make({ name: 'per-key', points: config.rateLimit.perKeyPerMinute, durationSeconds: 60 });
   const perIp = make({ name: 'per-ip', points: config.rateLimit.perIpPerMinute, durationSeconds: 60 });
   const authFailures = make(AUTH_FAILURES);
@@ -58,30 +90,98 @@ export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' 
     return l;
   };
 
-  async function consume(l: Limiter, id: string): Promise<{ l: Limiter; res: RateLimiterRes; exceeded: boolean }> {
+  interface Pending {
+    keys: string[];
+    durations: string[];
+    resolve(reply: number[]): void;
+    reject(err: unknown): void;
+  }
+  let pending: Pending[] = [];
+  let scheduled = false;
+
+  /**
+   * Requests that reach their limits in the same turn of the event loop are counted by one
+   * script call: the script walks the keys in order, so two requests of one caller are two
+   * increments, exactly as two calls would be. A Redis failure fails each of them (503).
+   */
+  const flush = () => {
+    scheduled = false;
+    const all = pending;
+    pending = [];
+    for (let i = 0; i < all.length; i += MAX_BATCH) send(all.slice(i, i + MAX_BATCH));
+  };
+  const send = (batch: Pending[]) => {
+    const keys: string[] = [];
+    const durations: string[] = [];
+    for (const p of batch) {
+      keys.push(...p.keys);
+      durations.push(...p.durations);
+    }
+    let reply: Promise<number[]>;
     try {
-      return { l, res: await l.limiter.consume(id), exceeded: false };
+      reply = run.call(redis, keys.length, ...keys, ...durations);
     } catch (err) {
-      if (err instanceof RateLimiterRes) return { l, res: err, exceeded: true };
+      reply = Promise.reject(err);
+    }
+    reply.then(
+      (reply) => {
+        let at = 0;
+        for (const p of batch) {
+          p.resolve(reply.slice(at, at + 2 * p.keys.length));
+          at += 2 * p.keys.length;
+        }
+      },
+      (err: unknown) => {
+        for (const p of batch) p.reject(err);
+      },
+    );
+  };
+
+  /** Count one request against each of its limiters. */
+  async function consume(limiters: readonly Limiter[], id: string): Promise<Consumed[]> {
+    const keys: string[] = [];
+    const durations: string[] = [];
+    for (const l of limiters) {
+      keys.push(`${l.keyPrefix}:${id}`);
+      durations.push(String(l.durationSeconds));
+    }
+    let reply: number[];
+    try {
+      reply = await new Promise<number[]>((resolve, reject) => {
+        pending.push({ keys, durations, resolve, reject });
+        if (!scheduled) {
+          scheduled = true;
+          setImmediate(flush);
+        }
+      });
+    } catch {
       throw unavailable();
     }
+    return limiters.map((l, i) => {
+      const consumed = Number(reply[2 * i]);
+      return {
+        l,
+        remainingPoints: Math.max(l.points - consumed, 0),
+        msBeforeNext: Number(reply[2 * i + 1]),
+        exceeded: consumed > l.points,
+      };
+    });
   }
 
-  function tooMany(results: Array<{ l: Limiter; res: RateLimiterRes; exceeded: boolean }>, message: string): AppError {
-    const retryAfter = Math.max(
-      1,
-      ...results.filter((r) => r.exceeded).map((r) => Math.ceil(r.res.msBeforeNext / 1000)),
-    );
+  function tooMany(results: Consumed[], message: string): AppError {
+    const retryAfter = Math.max(1, ...results.filter((r) => r.exceeded).map((r) => Math.ceil(r.msBeforeNext / 1000)));
     return new AppError('rate_limited', message, [], { 'Retry-After': String(retryAfter), ...headers(results) });
   }
 
-  function headers(results: Array<{ l: Limiter; res: RateLimiterRes }>): Record<string, string> {
+  function policyHeader(limiters: readonly Limiter[]): string {
+    return limiters.map((l) => `"${l.name}";q=${l.points};w=${l.durationSeconds}`).join(', ');
+  }
+
+  function headers(results: Consumed[]): Record<string, string> {
     return {
-      'RateLimit-Policy': results.map(({ l }) => `"${l.name}";q=${l.points};w=${l.durationSeconds}`).join(', '),
+      'RateLimit-Policy': policyHeader(results.map((r) => r.l)),
       RateLimit: results
-        .map(
-          ({ l, res }) => `"${l.name}";r=${Math.max(0, res.remainingPoints)};t=${Math.ceil(res.msBeforeNext / 1000)}`,
-        )
+        .map((r) => `"${r.l.name}";r=${Math.max(0, r.remainingPoints)};t=${Math.ceil(r.msBeforeNext / 1000)}`)
         .join(', '),
     };
   }
@@ -89,6 +189,11 @@ export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' 
   return {
     middleware(route) {
       const routePolicies = route.rateLimit === false ? [] : (route.rateLimit ?? []).map(policy);
+      // The limiters, and so the policy header, are fixed per route and kind of caller.
+      const forKey = [perKey, ...routePolicies];
+      const forIp = [perIp, ...routePolicies];
+      const keyPolicy = policyHeader(forKey);
+      const ipPolicy = policyHeader(forIp);
       return async (_req, res, next) => {
         const caller = res.locals.caller as Caller;
         const id =
@@ -97,18 +202,22 @@ export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' 
             : caller.kind === 'driver'
               ? `driver:${caller.driver.id}`
               : `ip:${caller.ip}`;
-        const general = caller.kind === 'anonymous' ? perIp : perKey;
-        const results = await Promise.all([general, ...routePolicies].map((l) => consume(l, id)));
+        const anonymous = caller.kind === 'anonymous';
+        const results = await consume(anonymous ? forIp : forKey, id);
         if (results.some((r) => r.exceeded)) {
           throw tooMany(results, 'Too many requests: slow down and retry after the number of seconds in Retry-After.');
         }
-        for (const [name, value] of Object.entries(headers(results))) res.setHeader(name, value);
+        res.setHeader('RateLimit-Policy', anonymous ? ipPolicy : keyPolicy);
+        res.setHeader(
+          'RateLimit',
+          results.map((r) => `"${r.l.name}";r=${r.remainingPoints};t=${Math.ceil(r.msBeforeNext / 1000)}`).join(', '),
+        );
         next();
       };
     },
     async countAuthFailure(ip) {
-      const r = await consume(authFailures, `ip:${ip}`);
-      if (r.exceeded) throw tooMany([r], 'Too many failed authentication attempts from this address.');
+      const results = await consume([authFailures], `ip:${ip}`);
+      if (results[0]?.exceeded) throw tooMany(results, 'Too many failed authentication attempts from this address.');
     },
   };
 }

@@ -69,12 +69,37 @@ export async function findApiKey(db: Queryable, key: string): Promise<ApiKeyIden
   return { id: row.id, name: row.name, prefix: row.prefix, mode: row.mode, partnerId: row.partner_id };
 }
 
-/** Record use at most once a minute per key, so a busy key costs no write per request. */
-export async function touchApiKey(db: Queryable, id: string): Promise<void> {
-  await db('api_keys')
-    .where({ id })
-    .andWhere((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', db.raw("now() - interval '1 minute'")))
-    .update({ last_used_at: db.fn.now() });
+const TOUCH_EVERY_MS = 60_000;
+/** Per database handle: when this process last recorded each key's use. */
+const touchedAt = new WeakMap<Queryable, Map<string, number>>();
+
+/**
+ * Record use at most once a minute per key, so a busy key costs no write per request: the
+ * statement itself skips a key used in the last minute (whichever process recorded it), and
+ * this process does not even send it for a key it recorded less than a minute ago.
+ */
+export async function touchApiKey(db: Queryable, id: string, now = Date.now()): Promise<void> {
+  let seen = touchedAt.get(db);
+  if (!seen) {
+    seen = new Map();
+    touchedAt.set(db, seen);
+  }
+  const last = seen.get(id);
+  if (last !== undefined && now - last < TOUCH_EVERY_MS) return;
+  if (seen.size >= 10_000) {
+    for (const [k, at] of seen) if (now - at >= TOUCH_EVERY_MS) seen.delete(k);
+  }
+  seen.set(id, now);
+  try {
+    await db('api_keys')
+      .where({ id })
+      .andWhere((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', db.raw("now() - interval '1 minute'")))
+      .update({ last_used_at: db.fn.now() });
+  } catch (err) {
+    // Not recorded: the next request tries again.
+    if (seen.get(id) === now) seen.delete(id);
+    throw err;
+  }
 }
 
 export async function listApiKeys(db: Queryable): Promise<ApiKeyListing[]> {
