@@ -1,6 +1,7 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../shared/services/api-keys.ts';
+import { priceQuote, storeQuote } from '../shared/services/quotes.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
@@ -281,6 +282,47 @@ describe('requests arriving together', () => {
     const jobs = await env.rt.queues.pricing.getJobs(['completed']);
     expect(jobs.length - before).toBeLessThan(23);
     expect(jobs.some((j) => j.name === 'price-quotes')).toBe(true);
+    // Every answered quote is stored, with its own fare.
+    const ids = answers.filter((a) => a.status === 200).map((a) => a.json.quote_id as string);
+    const rows = await env.rt.db('quotes').whereIn('id', ids).select('id', 'fare_pence', 'passengers');
+    expect(rows).toHaveLength(23);
+    for (const a of answers.filter((x) => x.status === 200)) {
+      const row = rows.find((r) => r.id === a.json.quote_id);
+      expect(row?.fare_pence).toBe(Math.round((a.json.fare as number) * 100));
+      expect(row?.passengers).toBe(a.json.passenger_count);
+    }
+  });
+
+  it('stores quotes written together in one statement, and a row that cannot be stored fails alone', async () => {
+    const departAt = nextWednesdayAt(14);
+    const priced = await Promise.all(
+      ['York', 'Leeds', 'Hull'].map((town) =>
+        priceQuote(
+          env.rt,
+          {
+            pickup: town,
+            dropoff: 'Manchester Airport',
+            departAt,
+            passengers: 1,
+            meetAndGreet: false,
+            worldwide: false,
+          },
+          { apiKeyId: null, partnerId: null, testMode: false },
+          'http://primary.example',
+        ),
+      ),
+    );
+    // The second names an API key that does not exist (a foreign key violation).
+    const rows = priced.map((p, i) =>
+      i === 1 ? { ...p.row, api_key_id: '00000000-0000-7000-8000-000000000000' } : p.row,
+    );
+    const outcomes = await Promise.allSettled(rows.map((row) => storeQuote(env.rt.db, row)));
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    const stored = await env.rt.db('quotes').whereIn(
+      'id',
+      priced.map((p) => p.quote.id),
+    );
+    expect(stored.map((r) => r.id).sort()).toEqual([priced[0]?.quote.id, priced[2]?.quote.id].sort());
   });
 });
 

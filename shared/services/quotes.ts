@@ -169,9 +169,103 @@ export async function priceQuote(
   return { quote, row };
 }
 
+/** Most quotes one INSERT carries. */
+export const MAX_INSERT_BATCH = 100;
+
+interface PendingQuote {
+  row: Record<string, unknown>;
+  resolve(): void;
+  reject(err: unknown): void;
+}
+
+/** SQLSTATE classes that are about a row's content (22 data exception, 23 integrity constraint). */
+const ROW_ERROR = /^2[23]/;
+
+/**
+ * Stores quotes, coalescing those made in the same callback into one multi-row INSERT (up to
+ * MAX_INSERT_BATCH; one round trip and one commit for all of them). The quotes priced by one
+ * `price-quotes` job (or by jobs answered in one read of the queue's events) resume together
+ * in one run of promise callbacks, so under load they share a statement; the batch is sent
+ * as soon as those callbacks have run (process.nextTick), without waiting for other I/O.
+ * Each caller's promise settles only once its row is committed. When a batch is refused
+ * because of a row's content, each row is retried on its own so only that caller fails.
+ */
+function createQuoteWriter(db: Db): (row: Record<string, unknown>) => Promise<void> {
+  let pending: PendingQuote[] = [];
+  let scheduled = false;
+
+  async function single(p: PendingQuote): Promise<void> {
+    try {
+      await insertAllIf(db, null, [{ table: 'quotes', row: p.row }]);
+      p.resolve();
+    } catch (err) {
+      p.reject(err);
+    }
+  }
+
+  async function write(batch: PendingQuote[]): Promise<void> {
+    if (batch.length === 1) return single(batch[0] as PendingQuote);
+    // Every row is built by priceQuote, so all share one set of columns.
+    const cols = Object.keys((batch[0] as PendingQuote).row)
+      .map((c) => `"${c}"`)
+      .join(', ');
+    try {
+      await db.raw(`insert into quotes (${cols}) select ${cols} from json_populate_recordset(null::quotes, ?::json)`, [
+        JSON.stringify(batch.map((p) => p.row)),
+      ]);
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (typeof code === 'string' && ROW_ERROR.test(code)) {
+        await Promise.all(batch.map(single));
+      } else {
+        for (const p of batch) p.reject(err);
+      }
+      return;
+    }
+    for (const p of batch) p.resolve();
+  }
+
+  const flush = () => {
+    scheduled = false;
+    const all = pending;
+    pending = [];
+    const byShape = new Map<string, PendingQuote[]>();
+    for (const p of all) {
+      const shape = Object.keys(p.row).join(',');
+      const list = byShape.get(shape);
+      if (list) list.push(p);
+      else byShape.set(shape, [p]);
+    }
+    for (const list of byShape.values()) {
+      for (let i = 0; i < list.length; i += MAX_INSERT_BATCH) void write(list.slice(i, i + MAX_INSERT_BATCH));
+    }
+  };
+
+  return (row) =>
+    new Promise<void>((resolve, reject) => {
+      pending.push({ row, resolve, reject });
+      if (!scheduled) {
+        scheduled = true;
+        process.nextTick(flush);
+      }
+    });
+}
+
+const writers = new WeakMap<Db, (row: Record<string, unknown>) => Promise<void>>();
+
+/** Store one priced quote (see createQuoteWriter); resolves once its row is committed. */
+export function storeQuote(db: Db, row: Record<string, unknown>): Promise<void> {
+  let write = writers.get(db);
+  if (!write) {
+    write = createQuoteWriter(db);
+    writers.set(db, write);
+  }
+  return write(row);
+}
+
 /**
  * Make a quote: price it (`priceQuote`) and store it (fixed fare, valid 24 hours, redeemable
- * once). The fare never changes after this.
+ * once) before answering. The fare never changes after this.
  */
 export async function createQuote(
   deps: { db: Db; pricing: PricingClient },
@@ -181,7 +275,7 @@ export async function createQuote(
   now = new Date(),
 ): Promise<Quote> {
   const priced = await priceQuote(deps, input, caller, baseUrl, now);
-  await insertAllIf(deps.db, null, [{ table: 'quotes', row: priced.row }]);
+  await storeQuote(deps.db, priced.row);
   return priced.quote;
 }
 
