@@ -1,15 +1,14 @@
-import { randomUUID } from 'node:crypto';
 import cors from 'cors';
-import express, { type Express } from 'express';
-import helmet from 'helmet';
-import { pinoHttp } from 'pino-http';
+import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import helmet, { type HelmetOptions } from 'helmet';
 import type { ApiDeps } from './deps.ts';
-import { jsonBody } from './middleware/body.ts';
 import { mcpRouter } from './mcp/router.ts';
-import { websiteRouter } from './pages/router.ts';
+import { jsonBody } from './middleware/body.ts';
 import { errorHandler, notFoundHandler } from './middleware/errors.ts';
 import { createRateLimits } from './middleware/rate-limit.ts';
+import { requestLog } from './middleware/request-log.ts';
 import { mountRoutes } from './mount.ts';
+import { websiteRouter } from './pages/router.ts';
 import type { RouteDef } from './route.ts';
 import { bookingEventRoutes } from './routes/booking-events.ts';
 import { bookingStatusHookRoutes } from './routes/booking-status-hook.ts';
@@ -44,7 +43,31 @@ export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
   ];
 }
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/**
+ * helmet's security headers, worked out once at start: with constant options (no per-request
+ * functions, such as CSP nonces) helmet sets the same headers on every response, so they are
+ * recorded from one run of its middleware and then set in one step per response, instead of
+ * through helmet's chain of a dozen middlewares.
+ */
+function securityHeaders(options: HelmetOptions) {
+  const set: Array<[string, string]> = [];
+  const removed: string[] = [];
+  const recorder = {
+    setHeader: (name: string, value: unknown) => set.push([name, String(value)]),
+    removeHeader: (name: string) => removed.push(name),
+  };
+  let finished = false;
+  helmet(options)({} as Request, recorder as unknown as Response, (err?: unknown) => {
+    if (err) throw err;
+    finished = true;
+  });
+  if (!finished) throw new Error('helmet did not set its headers synchronously');
+  return (_req: Request, res: Response, next: NextFunction) => {
+    for (const name of removed) res.removeHeader(name);
+    for (const [name, value] of set) res.setHeader(name, value);
+    next();
+  };
+}
 
 /**
  * The Express app without listen(): request ids and logging, security headers, CORS on the
@@ -58,29 +81,8 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
   app.set('trust proxy', config.http.trustProxy);
   app.set('etag', false);
 
-  app.use(
-    pinoHttp({
-      logger: deps.logger,
-      genReqId: (req, res) => {
-        const incoming = req.headers['x-request-id'];
-        const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID()}`;
-        res.setHeader('X-Request-Id', id);
-        return id;
-      },
-      customLogLevel: (_req, res, err) =>
-        err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug',
-      serializers: {
-        // Ids, method and path only: query strings and headers may carry e-mails and keys.
-        req: (req: { id: unknown; method: string; url: string }) => ({
-          id: req.id,
-          method: req.method,
-          url: req.url.split('?')[0],
-        }),
-        res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
-      },
-    }),
-  );
-  app.use(helmet({ contentSecurityPolicy: { directives: { defaultSrc: ["'self'"] } } }));
+  app.use(requestLog(app, deps.logger));
+  app.use(securityHeaders({ contentSecurityPolicy: { directives: { defaultSrc: ["'self'"] } } }));
   app.use(
     '/api/public',
     cors({

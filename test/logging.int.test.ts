@@ -47,6 +47,17 @@ describe('logs', () => {
     expect(text).not.toContain('7700900123');
   });
 
+  it('keep tracking tokens, pay links and offer codes out of logged paths', async () => {
+    const secrets = ['trk_SecretTrackingToken123', 'pay_SecretPayToken456', 'OfferCode789'];
+    await fetch(`${http.url}/track/${secrets[0]}`);
+    await fetch(`${http.url}/pay/${secrets[1]}`);
+    await fetch(`${http.url}/o/${secrets[2]}`);
+    const text = lines.join('');
+    for (const secret of secrets) expect(text).not.toContain(secret);
+    expect(text).toContain('/track/[redacted]');
+    expect(text).toContain('/pay/[redacted]');
+  });
+
   it('redacts personal and secret fields that code logs by mistake', () => {
     const out: string[] = [];
     const sink = new Writable({
