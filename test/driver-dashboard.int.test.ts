@@ -130,8 +130,8 @@ async function invoice(
     period_end: new Date('2026-01-08T00:00:00Z'),
     total_pence: totalPence,
     state,
+    lines: JSON.stringify(rows),
   });
-  if (rows.length) await env.rt.db('invoice_lines').insert(rows.map((l) => ({ invoice_id: id, ...l })));
   return { id, totalPence };
 }
 

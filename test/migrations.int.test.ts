@@ -31,7 +31,6 @@ const DOMAIN_TABLES = [
   'drivers',
   'email_verifications',
   'idempotency_keys',
-  'invoice_lines',
   'invoices',
   'outbound_messages',
   'outbox',

@@ -18,8 +18,8 @@ import type { ChargeOutcome, PaymentProvider } from '../providers/payments.ts';
  *   their settlement records, and the external job platform's fee for each of their completed
  *   rides that came from it.
  * Whoever had any of these in the week gets exactly one invoice for it, whatever the number of
- * runs: the run is one set-based statement whose invoice insert skips owners already invoiced
- * for the week (a unique index decides), and writes lines only for invoices it created. An
+ * runs: the run's invoice insert skips owners already invoiced for the week (a unique index
+ * decides); each invoice carries its lines (a JSON array, written once with it). An
  * invoice with nothing to pay is issued as `paid`; the others are `issued`, then charged
  * through the payment provider (`due` or `paid`, or `charge_failed` and retried).
  * Test-mode rides, messages and drivers never appear in billing.
@@ -100,19 +100,41 @@ charged as (
     from priced pr
 )`;
 
-/** Each owner's invoice lines (those with an amount), from a relation with `charged`'s columns. */
-const linesOf = (source: string) => `
-  select c.owner_id, l.*
-    from ${source} c
-   cross join lateral (values
-     (1, 'subscription_fee', 'Weekly software fee (earnings above £500)', 1,
-         ${WEEKLY_FEE_PENCE}::bigint, case when c.fee_due then ${WEEKLY_FEE_PENCE} else 0 end::bigint),
-     (2, 'sms', 'SMS messages at £0.02 each', c.sms, ${SMS_UNIT_PENCE}::bigint, (c.sms * ${SMS_UNIT_PENCE})::bigint),
-     (3, 'card_processing', format('Card processing fees on %s card payments (pass-through)', c.card_payments), 1,
-         c.card_fees, c.card_fees),
-     (4, 'external_job_fee', format('External job platform fees on %s jobs', c.ext_jobs), 1, c.ext_fees, c.ext_fees)
-   ) as l(pos, kind, description, quantity, unit_pence, amount_pence)
-   where l.amount_pence > 0`;
+/** One invoice line as JSON, when its amount is above zero (else an empty array). */
+const line = (kind: string, description: string, quantity: string, unit: string, amount: string) => `
+  case when (${amount}) > 0 then jsonb_build_array(jsonb_build_object(
+    'kind', '${kind}', 'description', ${description}, 'quantity', ${quantity},
+    'unit_pence', ${unit}, 'amount_pence', ${amount})) else '[]'::jsonb end`;
+
+/**
+ * An owner's invoice lines, in order, as the JSON array stored on the invoice (`c` is a row
+ * with `charged`'s columns): the fee, SMS, card processing, external job fees; only those with
+ * an amount.
+ */
+const LINES_JSON = `(${[
+  line(
+    'subscription_fee',
+    "'Weekly software fee (earnings above £500)'",
+    '1',
+    `${WEEKLY_FEE_PENCE}`,
+    `case when c.fee_due then ${WEEKLY_FEE_PENCE} else 0 end`,
+  ),
+  line('sms', "'SMS messages at £0.02 each'", 'c.sms', `${SMS_UNIT_PENCE}`, `c.sms * ${SMS_UNIT_PENCE}`),
+  line(
+    'card_processing',
+    "format('Card processing fees on %s card payments (pass-through)', c.card_payments)",
+    '1',
+    'c.card_fees',
+    'c.card_fees',
+  ),
+  line(
+    'external_job_fee',
+    "format('External job platform fees on %s jobs', c.ext_jobs)",
+    '1',
+    'c.ext_fees',
+    'c.ext_fees',
+  ),
+].join(' ||')})`;
 
 /**
  * The period's bounds are repeated as parameters in each source's own condition (not only read
@@ -210,14 +232,11 @@ function owner(row: OwnerRow) {
 export async function previewInvoices(db: Queryable, w: BillingWeek): Promise<Invoice[]> {
   const { rows } = await db.raw(
     `with ${TOTALS},
-     ${PRICING('totals')},
-     lines_of as (${linesOf('charged')})
+     ${PRICING('totals')}
      select c.driver_id, c.partner_id, c.owner_name, c.earnings, c.rides, c.total_pence,
             exists (select 1 from invoices i, period
                      where i.week = period.week and coalesce(i.driver_id, i.partner_id) = c.owner_id) as already_issued,
-            (select json_agg(json_build_object('kind', l.kind, 'description', l.description, 'quantity', l.quantity,
-                                               'unit_pence', l.unit_pence, 'amount_pence', l.amount_pence) order by l.pos)
-               from lines_of l where l.owner_id = c.owner_id) as lines
+            ${LINES_JSON} as lines
        from charged c
       order by c.owner_name, c.owner_id`,
     periodBindings(w),
@@ -241,8 +260,8 @@ export async function previewInvoices(db: Queryable, w: BillingWeek): Promise<In
 
 /**
  * Issue the week's invoices: owners already invoiced for the week are left exactly as they
- * are; lines are written only for the invoices this run created. Two statements in one
- * transaction: the week's totals are computed into a temporary table first, because
+ * are; each new invoice is written with its lines. Two statements in one transaction: the
+ * week's totals are computed into a temporary table first, because
  * `CREATE TABLE AS` may run in parallel where a data-modifying statement may not (on two cores
  * this halves the aggregation), and the table's statistics then give the insert a good plan.
  */
@@ -259,22 +278,17 @@ export async function issueInvoices(db: Queryable, w: BillingWeek): Promise<{ is
        ${PRICING(table)},
        ins as (
          insert into invoices (id, driver_id, partner_id, week, period_start, period_end,
-                               earnings_pence, completed_rides, total_pence, state, charged_at)
+                               earnings_pence, completed_rides, total_pence, state, charged_at, lines)
          select gen_random_uuid(), c.driver_id, c.partner_id, period.week, period.s, period.e,
                 c.earnings, c.rides, c.total_pence,
                 case when c.total_pence = 0 then 'paid' else 'issued' end,
-                case when c.total_pence = 0 then now() end
+                case when c.total_pence = 0 then now() end,
+                ${LINES_JSON}
            from period, charged c
          on conflict do nothing
-         returning id, coalesce(driver_id, partner_id) as owner_id
-       ),
-       ins_lines as (
-         insert into invoice_lines (invoice_id, kind, description, quantity, unit_pence, amount_pence)
-         select i.id, l.kind, l.description, l.quantity, l.unit_pence, l.amount_pence
-           from ins i join (${linesOf('charged')}) l on l.owner_id = i.owner_id
-         returning 1
+         returning jsonb_array_length(lines) as n
        )
-       select (select count(*) from ins)::int as issued, (select count(*) from ins_lines)::int as lines`,
+       select count(*)::int as issued, coalesce(sum(n), 0)::int as lines from ins`,
       [w.start, w.end, w.week],
     );
     await trx.raw(`drop table ${table}`);
@@ -307,10 +321,7 @@ export async function runBilling(db: Db, w: BillingWeek, actor: string): Promise
 /** The invoices issued for a week, with their lines, ordered by owner name. */
 export async function listInvoices(db: Queryable, week: string): Promise<Invoice[]> {
   const { rows } = await db.raw(
-    `select i.*, coalesce(d.name, p.name) as owner_name,
-            (select json_agg(json_build_object('kind', l.kind, 'description', l.description, 'quantity', l.quantity,
-                                               'unit_pence', l.unit_pence, 'amount_pence', l.amount_pence) order by l.id)
-               from invoice_lines l where l.invoice_id = i.id) as lines
+    `select i.*, coalesce(d.name, p.name) as owner_name
        from invoices i
        left join drivers d on d.id = i.driver_id
        left join partners p on p.id = i.partner_id

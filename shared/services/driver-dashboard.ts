@@ -16,7 +16,7 @@ import { gbp } from './quotes.ts';
  *   totals £0, is `void`, or none has been issued.
  *
  * Everything comes from one statement: weeks of rides and weeks of invoices are joined by
- * week, the lines are aggregated per invoice, totals are window sums over every week, and only
+ * week, each invoice carries its lines, totals are window sums over every week, and only
  * the latest `DASHBOARD_WEEKS` weeks with rides or an invoice are returned.
  */
 export const DASHBOARD_WEEKS = 12;
@@ -81,12 +81,7 @@ ride_weeks as (
 ),
 invoice_weeks as (
   select i.week, i.id, i.state, i.total_pence,
-         coalesce(
-           (select json_agg(json_build_object(
-                      'kind', l.kind, 'description', l.description, 'quantity', l.quantity,
-                      'unit_pence', l.unit_pence, 'amount_pence', l.amount_pence) order by l.id)
-            from invoice_lines l where l.invoice_id = i.id),
-           '[]'::json) as lines
+         i.lines
   from invoices i
   where i.driver_id = :driverId
 ),
@@ -96,7 +91,7 @@ weeks as (
          coalesce(r.completed_rides, 0) as completed_rides,
          coalesce(r.dead_miles, 0) as dead_miles,
          i.id as invoice_id, i.state as invoice_state, i.total_pence as invoice_total_pence,
-         coalesce(i.lines, '[]'::json) as lines,
+         coalesce(i.lines, '[]'::jsonb) as lines,
          (i.id is null or i.state in ('paid', 'void') or i.total_pence = 0) as paid
   from ride_weeks r
   full join invoice_weeks i on i.week = r.week
