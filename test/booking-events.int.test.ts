@@ -11,6 +11,7 @@ import {
 } from '../shared/services/booking-events.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { bookThroughApi } from './helpers/bookings.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 
 /**
@@ -141,29 +142,7 @@ async function open(
   return new SseReader(res, abort);
 }
 
-let bookingCount = 0;
-
-/** A booking made through the public API; its token comes from the trackingUrl it answers with. */
-async function book(): Promise<{ ref: string; token: string; id: string }> {
-  bookingCount++;
-  const res = await fetch(`${api.url}/api/public/v1/booking`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      pickup: 'Manchester Piccadilly',
-      dropoff: 'Manchester Airport',
-      departAt: new Date(Date.now() + 3 * 3600_000).toISOString(),
-      passengerName: `Tracy Tracker ${bookingCount}`,
-      passengerEmail: `tracy${bookingCount}@example.org`,
-      passengerPhone: '+447700900456',
-    }),
-  });
-  const json = (await res.json()) as { bookingReference: string; trackingUrl: string };
-  expect(res.status, JSON.stringify(json)).toBe(201);
-  const token = json.trackingUrl.split('/track/')[1] as string;
-  const row = await env.rt.db('bookings').where({ reference: json.bookingReference }).first<{ id: string }>('id');
-  return { ref: json.bookingReference, token, id: row.id };
-}
+const book = () => bookThroughApi(api.url, env.rt.db);
 
 /** A status appended the way the workers do it: in a transaction, then the wake-up after commit. */
 async function advance(

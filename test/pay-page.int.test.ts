@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { bookThroughApi } from './helpers/bookings.ts';
 import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 
@@ -16,33 +17,7 @@ let roles: RunningRoles;
 // biome-ignore lint/suspicious/noExplicitAny: JSON read back in assertions
 type Json = Record<string, any>;
 
-let seq = 0;
-async function book(): Promise<{ reference: string; id: string; farePence: number; payPath: string; email: string }> {
-  seq += 1;
-  const email = `payer${seq}@example.org`;
-  const res = await fetch(`${srv.url}/api/public/v1/booking`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      pickup: 'Manchester Piccadilly',
-      dropoff: 'Manchester Airport',
-      departAt: new Date(Date.now() + 3 * 3600_000).toISOString(),
-      passengerName: 'Pay Page Passenger',
-      passengerEmail: email,
-      passengerPhone: '+447700900555',
-    }),
-  });
-  const json = (await res.json()) as Json;
-  expect(res.status, JSON.stringify(json)).toBe(201);
-  const row = await env.rt.db('bookings').where({ reference: json.bookingReference }).first('id', 'fare_pence');
-  return {
-    reference: json.bookingReference,
-    id: row.id,
-    farePence: row.fare_pence,
-    payPath: new URL(json.payDriverUrl as string).pathname,
-    email,
-  };
-}
+const book = () => bookThroughApi(srv.url, env.rt.db);
 
 async function driver(name: string, paymentLink?: string): Promise<string> {
   const { id: driverId } = await approvedDriver(env.rt.db, paymentLink ? { paymentLink } : {});
@@ -99,7 +74,7 @@ describe('pay-the-driver page', () => {
     const p = await page(b.payPath);
     expect(p.status).toBe(200);
     expectSafePage(p);
-    expect(p.html).toContain(b.reference);
+    expect(p.html).toContain(b.ref);
     const fare = `£${(b.farePence / 100).toFixed(2)}`;
     expect(p.html).toContain(fare);
     expect(p.html).toContain('<dt>Payment</dt><dd>Due</dd>');
@@ -156,7 +131,7 @@ describe('pay-the-driver page', () => {
     expect(p.html).toContain('<dd class="paid">Paid</dd>');
     expect(p.html).not.toContain('<h3>Cash</h3>');
     expect(p.html).not.toContain('<a ');
-    const lookup = await fetch(`${srv.url}/api/public/v1/booking/${b.reference}?email=${encodeURIComponent(b.email)}`);
+    const lookup = await fetch(`${srv.url}/api/public/v1/booking/${b.ref}?email=${encodeURIComponent(b.email)}`);
     expect(((await lookup.json()) as Json).payment.state).toBe('paid');
 
     const cancelled = await book();
@@ -176,7 +151,7 @@ describe('pay-the-driver page', () => {
       expect(p.status, path).toBe(404);
       expectSafePage(p);
       expect(p.html).toContain('This payment link is not valid');
-      expect(p.html).not.toContain(b.reference);
+      expect(p.html).not.toContain(b.ref);
     }
   });
 });

@@ -4,6 +4,7 @@ import { appendStatus } from '../shared/db/bookings.ts';
 import { publishBookingEvent } from '../shared/services/booking-events.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { bookThroughApi } from './helpers/bookings.ts';
 import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { CookieJar, csrfOf, expectSafePage, getPage, postForm } from './helpers/pages.ts';
@@ -29,36 +30,7 @@ afterAll(async () => {
   await env?.cleanup();
 });
 
-let count = 0;
-
-/** A booking made through the v1 API; the page's path comes from the trackingUrl it answers with. */
-async function book(): Promise<{ ref: string; id: string; path: string; token: string; payPath: string }> {
-  count += 1;
-  const res = await fetch(`${api.url}/api/public/v1/booking`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      pickup: 'Manchester Piccadilly',
-      dropoff: 'Manchester Airport',
-      departAt: new Date(Date.now() + 3 * 3600_000).toISOString(),
-      passengerName: `Tracked Passenger ${count}`,
-      passengerEmail: `tracked${count}@example.org`,
-      passengerPhone: '+447700900456',
-      paymentMethod: 'cash',
-    }),
-  });
-  const json = (await res.json()) as { bookingReference: string; trackingUrl: string; payDriverUrl: string };
-  expect(res.status, JSON.stringify(json)).toBe(201);
-  const row = await env.rt.db('bookings').where({ reference: json.bookingReference }).first<{ id: string }>('id');
-  const path = new URL(json.trackingUrl).pathname;
-  return {
-    ref: json.bookingReference,
-    id: row.id,
-    path,
-    token: path.split('/').pop() as string,
-    payPath: new URL(json.payDriverUrl).pathname,
-  };
-}
+const book = () => bookThroughApi(api.url, env.rt.db);
 
 /** A status appended the way the workers do it, then the wake-up after commit. */
 async function advance(bookingId: string, status: string, extra: Record<string, unknown> = {}): Promise<void> {
@@ -75,7 +47,7 @@ const cancelForm = (path: string) => `<form method="post" action="${path}/cancel
 describe('GET /track/{token}', () => {
   it('shows the status, pickup time, route, history and a refresh link, server-rendered; the live script is ours and allowed by the CSP', async () => {
     const b = await book();
-    const p = await getPage(api.url, b.path);
+    const p = await getPage(api.url, b.trackPath);
     expect(p.status).toBe(200);
     expectSafePage(p);
     expect(p.html).toContain(`<h1>Booking ${b.ref}</h1>`);
@@ -88,11 +60,11 @@ describe('GET /track/{token}', () => {
     expect(p.html).toMatch(
       /<ol id="history" class="history">\n<li><time datetime="[^"]+">[^<]+<\/time> Booked: a driver/,
     );
-    expect(p.html).toContain(`<a href="${b.path}">Refresh this page</a>`);
+    expect(p.html).toContain(`<a href="${b.trackPath}">Refresh this page</a>`);
     // No driver yet: the driver section and the pay link are there for the script, hidden.
     expect(p.html).toContain('<section id="driver" aria-labelledby="driver-h" hidden>');
     expect(p.html).toContain(`<p id="pay" hidden><a class="button" href="${b.payPath}">Pay your driver</a></p>`);
-    expect(p.html).toContain(cancelForm(b.path));
+    expect(p.html).toContain(cancelForm(b.trackPath));
 
     // The live part: the API's event stream of this booking, and our own script.
     const eventsUrl = `/api/public/v1/booking/${b.ref}/events?t=${b.token}`;
@@ -141,7 +113,7 @@ describe('GET /track/{token}', () => {
     await env.rt.db('vehicles').where({ id: vehicle.id }).update({ colour: 'Red & <i>Blue</i>' });
     await advance(b.id, 'driver_assigned', { driver_id: driver.id, vehicle_id: vehicle.id });
     await advance(b.id, 'driver_en_route');
-    const p = await getPage(api.url, b.path);
+    const p = await getPage(api.url, b.trackPath);
     expect(p.status).toBe(200);
     expectSafePage(p);
     expect(p.html).toContain('id="status" role="status">Your driver is on the way</p>');
@@ -155,7 +127,7 @@ describe('GET /track/{token}', () => {
     expect(p.html).toContain(`<p id="pay"><a class="button" href="${b.payPath}">Pay your driver</a></p>`);
     expect(p.html).toContain('data-seq="3"');
     expect([...p.html.matchAll(/<li><time /g)]).toHaveLength(3);
-    expect(p.html).toContain(cancelForm(b.path));
+    expect(p.html).toContain(cancelForm(b.trackPath));
   });
 
   it('a completed ride: the pay link, no cancel button and no live script', async () => {
@@ -164,7 +136,7 @@ describe('GET /track/{token}', () => {
     await advance(b.id, 'driver_assigned', { driver_id: driver.id });
     await advance(b.id, 'passenger_on_board');
     await advance(b.id, 'completed');
-    const p = await getPage(api.url, b.path);
+    const p = await getPage(api.url, b.trackPath);
     expect(p.status).toBe(200);
     expectSafePage(p, { script: false });
     expect(p.html).toContain('id="status" role="status">Completed</p>');
@@ -197,28 +169,33 @@ describe('cancelling from the tracking page', () => {
   it('the button leads to a confirmation page; confirming cancels it through the API’s cancel, and the button is gone', async () => {
     const b = await book();
     const jar = new CookieJar();
-    const page = await getPage(api.url, b.path, jar);
-    const first = await postForm(api.url, `${b.path}/cancel`, { csrf: csrfOf(page.html, `${b.path}/cancel`) }, jar);
+    const page = await getPage(api.url, b.trackPath, jar);
+    const first = await postForm(
+      api.url,
+      `${b.trackPath}/cancel`,
+      { csrf: csrfOf(page.html, `${b.trackPath}/cancel`) },
+      jar,
+    );
     expect(first.status).toBe(200);
     expectSafePage(first, { script: false });
     expect(first.html).toContain(`<h1>Cancel booking ${b.ref}?</h1>`);
     expect(first.html).toContain('<input type="hidden" name="confirm" value="yes">');
-    expect(first.html).toContain(`<a class="button secondary" href="${b.path}">No, keep my booking</a>`);
+    expect(first.html).toContain(`<a class="button secondary" href="${b.trackPath}">No, keep my booking</a>`);
     expect(await statusOf(b.id)).toBe('pending');
 
     // The same confirmation page is at GET …/cancel.
-    const direct = await getPage(api.url, `${b.path}/cancel`, jar);
+    const direct = await getPage(api.url, `${b.trackPath}/cancel`, jar);
     expect(direct.status).toBe(200);
     expect(direct.html).toContain('Yes, cancel my booking');
 
     const confirmed = await postForm(
       api.url,
-      `${b.path}/cancel`,
-      { csrf: csrfOf(first.html, `${b.path}/cancel`), confirm: 'yes' },
+      `${b.trackPath}/cancel`,
+      { csrf: csrfOf(first.html, `${b.trackPath}/cancel`), confirm: 'yes' },
       jar,
     );
     expect(confirmed.status).toBe(303);
-    expect(confirmed.location).toBe(b.path);
+    expect(confirmed.location).toBe(b.trackPath);
     expect(await statusOf(b.id)).toBe('cancelled');
     const history = await env.rt.db('booking_status_history').where({ booking_id: b.id }).orderBy('seq');
     expect(history.map((h) => [h.status, h.actor])).toEqual([
@@ -230,14 +207,14 @@ describe('cancelling from the tracking page', () => {
       await env.rt.db('outbox').where({ job_name: 'booking-cancelled', job_id: `cancelled-${b.id}` }),
     ).toHaveLength(1);
 
-    const after = await getPage(api.url, b.path, jar);
+    const after = await getPage(api.url, b.trackPath, jar);
     expect(after.status).toBe(200);
     expect(after.html).toContain('id="status" role="status">Cancelled</p>');
     expect(after.html).toContain('This booking is cancelled. There is nothing to pay.');
-    expect(after.html).not.toContain(cancelForm(b.path));
+    expect(after.html).not.toContain(cancelForm(b.trackPath));
     expect(after.html).toContain('<p id="pay" hidden>');
     // Confirming again changes nothing.
-    const twice = await postForm(api.url, `${b.path}/cancel`, { csrf: csrfOf(first.html), confirm: 'yes' }, jar);
+    const twice = await postForm(api.url, `${b.trackPath}/cancel`, { csrf: csrfOf(first.html), confirm: 'yes' }, jar);
     expect(twice.status).toBe(303);
     expect(await env.rt.db('booking_status_history').where({ booking_id: b.id })).toHaveLength(2);
   });
@@ -245,38 +222,38 @@ describe('cancelling from the tracking page', () => {
   it('once the passenger is on board the button is gone, and a cancel sent anyway is refused (409)', async () => {
     const b = await book();
     const jar = new CookieJar();
-    const page = await getPage(api.url, b.path, jar);
-    const csrf = csrfOf(page.html, `${b.path}/cancel`);
+    const page = await getPage(api.url, b.trackPath, jar);
+    const csrf = csrfOf(page.html, `${b.trackPath}/cancel`);
     const driver = await approvedDriver(env.rt.db);
     await advance(b.id, 'driver_assigned', { driver_id: driver.id });
     await advance(b.id, 'passenger_on_board');
 
-    const now = await getPage(api.url, b.path, jar);
+    const now = await getPage(api.url, b.trackPath, jar);
     expect(now.html).toContain('id="status" role="status">On board</p>');
-    expect(now.html).not.toContain(cancelForm(b.path));
+    expect(now.html).not.toContain(cancelForm(b.trackPath));
     expect(now.html).not.toContain('Cancel this booking');
 
-    const forced = await postForm(api.url, `${b.path}/cancel`, { csrf, confirm: 'yes' }, jar);
+    const forced = await postForm(api.url, `${b.trackPath}/cancel`, { csrf, confirm: 'yes' }, jar);
     expect(forced.status).toBe(409);
     expectSafePage(forced);
     expect(forced.html).toContain('can no longer be cancelled');
     expect(await statusOf(b.id)).toBe('passenger_on_board');
-    const direct = await getPage(api.url, `${b.path}/cancel`, jar);
+    const direct = await getPage(api.url, `${b.trackPath}/cancel`, jar);
     expect(direct.status).toBe(303);
-    expect(direct.location).toBe(b.path);
+    expect(direct.location).toBe(b.trackPath);
   });
 
   it('a cancel without the page’s form token (or its cookie) is refused and changes nothing', async () => {
     const b = await book();
     const jar = new CookieJar();
-    const page = await getPage(api.url, b.path, jar);
-    const csrf = csrfOf(page.html, `${b.path}/cancel`);
+    const page = await getPage(api.url, b.trackPath, jar);
+    const csrf = csrfOf(page.html, `${b.trackPath}/cancel`);
     for (const [what, fields, cookies] of [
       ['no token', { confirm: 'yes' }, jar],
       ['no cookie', { confirm: 'yes', csrf }, undefined],
       ['another browser', { confirm: 'yes', csrf }, new CookieJar()],
     ] as const) {
-      const post = await postForm(api.url, `${b.path}/cancel`, fields, cookies);
+      const post = await postForm(api.url, `${b.trackPath}/cancel`, fields, cookies);
       expect(post.status, what).toBe(403);
       expect(post.html, what).toContain('This form could not be checked');
     }
