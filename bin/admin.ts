@@ -505,6 +505,13 @@ export const COMMANDS: Record<string, Command> = {
     options: { week: { type: 'string' }, 'dry-run': { type: 'boolean' } },
     run: async (v, _p, ctx) => {
       const week = weekArg(v);
+      // Issued invoices are never changed: billing a week before it has ended would bill part of it for good.
+      if (v['dry-run'] !== true && week.end.getTime() > Date.now()) {
+        throw new CliError(
+          'invalid_input',
+          `${week.week} ends ${week.end.toISOString()}; it can be billed once it has ended (--dry-run shows it so far)`,
+        );
+      }
       if (v['dry-run'] === true) {
         return { week: week.week, dryRun: true, invoices: await previewInvoices(ctx.db, week) };
       }

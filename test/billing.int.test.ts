@@ -4,7 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BillingWeek, parseWeek, weekBefore } from '../shared/domain/billing/week.ts';
 import { londonTime } from '../shared/domain/tariffs/london-time.ts';
 import type { PaymentProvider } from '../shared/providers/payments.ts';
-import { chargeInvoices, type Invoice, issueInvoices, listInvoices } from '../shared/services/billing.ts';
+import {
+  chargeInvoices,
+  type Invoice,
+  issueInvoices,
+  listInvoices,
+  previewInvoices,
+} from '../shared/services/billing.ts';
 import { registerWeeklyBilling, runWeeklyBilling, WEEKLY_BILLING_SCHEDULER } from '../workers/billing/billing-jobs.ts';
 import type { WorkerContext } from '../workers/context.ts';
 import { startRoles } from '../workers/runner.ts';
@@ -435,7 +441,29 @@ describe('weekly billing', () => {
     ]);
   });
 
-  it('refuses a malformed week', async () => {
+  it('takes a driver without a recorded trial end as in trial for 90 days from approval', async () => {
+    const earlier = parseWeek(weekBefore(week.start)) as BillingWeek;
+    const fresh = await driver('Nia NoTrial', null);
+    await db()('drivers').where({ id: fresh }).update({ approved_at: new Date() });
+    const veteran = await driver('Vic NoTrial', null);
+    await db()('drivers')
+      .where({ id: veteran })
+      .update({ approved_at: new Date(earlier.start.getTime() - 200 * DAY) });
+    for (const id of [fresh, veteran])
+      await ride({ driverId: id }, 60_000, new Date(earlier.start.getTime() + 3_600_000));
+    const preview = await previewInvoices(db(), earlier);
+    expect(byOwner(preview, fresh).totalGBP).toBe(0);
+    expect(byOwner(preview, veteran).totalGBP).toBe(20);
+  });
+
+  it('refuses a malformed week, and a real run of a week that has not ended', async () => {
+    const current = parseWeek(weekBefore(Date.now() + 7 * DAY)) as BillingWeek;
+    const early = await admin('billing', 'run', '--week', current.week);
+    expect(early.code).toBe(1);
+    expect(JSON.parse(early.stderr).error).toMatchObject({
+      code: 'invalid_input',
+      message: expect.stringMatching(/ended/),
+    });
     for (const bad of ['2026-47', '2027-W53']) {
       const r = await admin('billing', 'run', '--week', bad);
       expect(r.code).toBe(1);

@@ -26,7 +26,7 @@ function levelOf(res: Response, err: unknown): LogLevel {
  * pay-the-driver link, a job card's signed offer code): logged as `[redacted]`, so that a log
  * reader cannot open a passenger's booking.
  */
-const SECRET_PATH = /^(\/(?:track|pay|o)\/)[^/]+/;
+const SECRET_PATH = /^(\/(?:track|pay|o)\/)[^/]+/i;
 
 export function loggedPath(path: string): string {
   return path.replace(SECRET_PATH, '$1[redacted]');

@@ -41,7 +41,10 @@ rides as (
          coalesce(sum(pj.job_fee_pence), 0)::bigint as ext_fees, count(pj.booking_id)::int as ext_jobs
     from booking_status_history h
     join bookings b on b.id = h.booking_id
-    left join partner_jobs pj on pj.booking_id = b.id and pj.job_fee_pence > 0
+    -- One fee row per booking, whatever the number of job rows that name it (never two earnings).
+    left join (select booking_id, sum(job_fee_pence) as job_fee_pence
+                 from partner_jobs where job_fee_pence > 0 and booking_id is not null
+                group by booking_id) pj on pj.booking_id = b.id
    where h.status = 'completed' and h.at >= ?::timestamptz and h.at < ?::timestamptz
      and not b.test_mode and (b.driver_id is not null or b.operator_partner_id is not null)
    group by 1, 2
@@ -87,7 +90,11 @@ priced as (
          case when t.is_partner then t.owner_id end as partner_id,
          coalesce(d.name, p.name) as owner_name,
          (t.earnings > ${FEE_THRESHOLD_PENCE}
-           and period.s >= coalesce(d.trial_ends_at, p.trial_ends_at, p.created_at + interval '30 days', '-infinity'::timestamptz)
+           and period.s >= case when t.is_partner
+                                then coalesce(p.trial_ends_at, p.created_at + interval '30 days')
+                                -- A driver without a recorded trial end: 90 days from approval, else none billed.
+                                else coalesce(d.trial_ends_at, d.approved_at + interval '90 days', 'infinity'::timestamptz)
+                           end
          ) as fee_due
     from period, ${source} t
     left join drivers d on d.id = t.owner_id and not t.is_partner
