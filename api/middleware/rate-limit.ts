@@ -123,18 +123,21 @@ export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' 
     } catch (err) {
       reply = Promise.reject(err);
     }
-    reply.then(
-      (reply) => {
+    reply
+      .then((reply) => {
+        if (!Array.isArray(reply) || reply.length !== 2 * keys.length) {
+          throw new Error(`rate-limit script answered ${Array.isArray(reply) ? reply.length : typeof reply} values`);
+        }
         let at = 0;
         for (const p of batch) {
           p.resolve(reply.slice(at, at + 2 * p.keys.length));
           at += 2 * p.keys.length;
         }
-      },
-      (err: unknown) => {
+      })
+      // Every waiting request settles, whatever went wrong (a settled one ignores this).
+      .catch((err: unknown) => {
         for (const p of batch) p.reject(err);
-      },
-    );
+      });
   };
 
   /** Count one request against each of its limiters. */
