@@ -327,6 +327,38 @@ async function benchIntake(db: ReturnType<typeof createDb>, base: string) {
   };
 }
 
+const QUOTE_BODY = { pickup: 'Manchester Piccadilly', dropoff: 'Manchester Airport', passengers: 2 };
+
+/**
+ * The quote endpoint next to its mandatory-I/O baseline (Express + a BullMQ request and reply
+ * to a no-op worker + one INSERT), the same in the full run and in BENCH_ONLY=quote. Leaves the
+ * pricing worker and the API running for what follows; `profDir` CPU-profiles the API.
+ */
+async function quoteAgainstBaseline(profDir?: string) {
+  const noop = await start(['bench/server.ts', 'noop-worker']);
+  const baseline = await start(['bench/server.ts', 'baseline']);
+  const baseR = await load(
+    'baseline: express + bullmq request/reply (no-op) + 1 INSERT',
+    `http://127.0.0.1:${baseline.port}/baseline`,
+    { pickup: 'x', dropoff: 'y' },
+  );
+  await stop(baseline.child);
+  await stop(noop.child);
+  // The pricing worker prints no PORT line: give it a moment to connect and load its data.
+  const pricing = spawn(TSX, ['workers/main.ts', 'pricing'], { cwd: ROOT, env: baseEnv, stdio: 'ignore' });
+  children.push(pricing);
+  await new Promise((r) => setTimeout(r, 3000));
+  const apiSrv = await start(
+    profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, 'bench/server.ts', 'api'] : ['bench/server.ts', 'api'],
+  );
+  const quoteR = await load(
+    'POST /api/public/v1/quote',
+    `http://127.0.0.1:${apiSrv.port}/api/public/v1/quote`,
+    QUOTE_BODY,
+  );
+  return { baseR, quoteR, apiSrv, pricing };
+}
+
 async function main(): Promise<void> {
   const db = createDb(config);
   await db.raw('create schema if not exists ??', [config.databaseSchema]);
@@ -359,27 +391,7 @@ async function main(): Promise<void> {
   if (process.env.BENCH_ONLY === 'quote') {
     // The quote endpoint next to its mandatory-I/O baseline, measured exactly as in the full
     // run (nothing is written to the results files). BENCH_CPU_PROF=dir profiles the API.
-    const noop = await start(['bench/server.ts', 'noop-worker']);
-    const baseline = await start(['bench/server.ts', 'baseline']);
-    const baseR = await load(
-      'baseline: express + bullmq request/reply (no-op) + 1 INSERT',
-      `http://127.0.0.1:${baseline.port}/baseline`,
-      { pickup: 'x', dropoff: 'y' },
-    );
-    await stop(baseline.child);
-    await stop(noop.child);
-    const pricing = spawn(TSX, ['workers/main.ts', 'pricing'], { cwd: ROOT, env: baseEnv, stdio: 'ignore' });
-    children.push(pricing);
-    await new Promise((r) => setTimeout(r, 3000));
-    const prof = process.env.BENCH_CPU_PROF;
-    const apiSrv = await start(
-      prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, 'bench/server.ts', 'api'] : ['bench/server.ts', 'api'],
-    );
-    const quoteR = await load('POST /api/public/v1/quote', `http://127.0.0.1:${apiSrv.port}/api/public/v1/quote`, {
-      pickup: 'Manchester Piccadilly',
-      dropoff: 'Manchester Airport',
-      passengers: 2,
-    });
+    const { baseR, quoteR, apiSrv, pricing } = await quoteAgainstBaseline(process.env.BENCH_CPU_PROF);
     await stop(apiSrv.child);
     await stop(pricing);
     process.stdout.write(`${JSON.stringify({ http: [baseR, quoteR], quoteVsBaseline: ratio(quoteR, baseR) })}\n`);
@@ -476,25 +488,8 @@ async function main(): Promise<void> {
   http.push(await load('bare express', `http://127.0.0.1:${bare.port}/bare`, { a: 1 }));
   await stop(bare.child);
 
-  const noop = await start(['bench/server.ts', 'noop-worker']);
-  const baseline = await start(['bench/server.ts', 'baseline']);
-  http.push(
-    await load(
-      'baseline: express + bullmq request/reply (no-op) + 1 INSERT',
-      `http://127.0.0.1:${baseline.port}/baseline`,
-      { pickup: 'x', dropoff: 'y' },
-    ),
-  );
-  await stop(baseline.child);
-  await stop(noop.child);
-
-  // The pricing worker prints no PORT line: give it a moment to connect and load its data.
-  const pricing = spawn(TSX, ['workers/main.ts', 'pricing'], { cwd: ROOT, env: baseEnv, stdio: 'ignore' });
-  children.push(pricing);
-  await new Promise((r) => setTimeout(r, 3000));
-  const apiSrv = await start(['bench/server.ts', 'api']);
-  const quoteBody = { pickup: 'Manchester Piccadilly', dropoff: 'Manchester Airport', passengers: 2 };
-  http.push(await load('POST /api/public/v1/quote', `http://127.0.0.1:${apiSrv.port}/api/public/v1/quote`, quoteBody));
+  const { baseR: baselineR, quoteR: quoteHttp, apiSrv, pricing } = await quoteAgainstBaseline();
+  http.push(baselineR, quoteHttp);
   const departAt = new Date(Date.now() + 48 * 3600_000).toISOString();
   const bookingR = await loadBookings(
     'POST /api/public/v1/booking (priced by the worker, stored, outbox, e-mail)',
@@ -513,7 +508,7 @@ async function main(): Promise<void> {
     await fetch(`http://127.0.0.1:${apiSrv.port}/api/public/v1/quote`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ ...quoteBody, departAt }),
+      body: JSON.stringify({ ...QUOTE_BODY, departAt }),
     })
   ).json()) as { quoteId: string };
   const quoteIds = await cloneQuotes(db, seedQuote.quoteId, 120_000);
@@ -548,7 +543,7 @@ async function main(): Promise<void> {
 
   // 3. Dispatch: presence search over 100,000 drivers, and booking commit → job card at Twilio.
   results.matching = await benchMatching({ redisUrl: config.redisUrl, prefix: `bench-matching-${id}` });
-  results.jobCard = await benchJobCard(db, quoteBody);
+  results.jobCard = await benchJobCard(db, QUOTE_BODY);
   // 4. Billing: the weekly invoice run over 100,000 drivers × 20 rides, next to a bare aggregate.
   results.billing = await benchBilling({ databaseUrl: config.databaseUrl });
 
