@@ -273,29 +273,22 @@ export async function jobFeed(db: Db, holder: JobHolder, now = new Date()): Prom
     })
     .orderBy('pickup_time')
     .limit(200);
-  const fare = (b: DispatchBooking) => (b.fare_pence === null ? null : b.fare_pence / 100);
+  /** What every feed entry says of its booking; an offer shows no passenger until accepted. */
+  const job = (b: DispatchBooking, state: string, offerExpiresAt: Date | null) => ({
+    bookingReference: b.reference,
+    state,
+    offerExpiresAt: offerExpiresAt?.toISOString() ?? null,
+    pickup: place(b.pickup),
+    dropoff: place(b.dropoff),
+    pickupTime: b.pickup_time.toISOString(),
+    passengers: b.passengers,
+    vehicleType: b.vehicle_type,
+    fareGBP: b.fare_pence === null ? null : b.fare_pence / 100,
+  });
   return [
-    ...offers.map((b) => ({
-      bookingReference: b.reference,
-      state: 'offered',
-      offerExpiresAt: b.expires_at.toISOString(),
-      pickup: place(b.pickup),
-      dropoff: place(b.dropoff),
-      pickupTime: b.pickup_time.toISOString(),
-      passengers: b.passengers,
-      vehicleType: b.vehicle_type,
-      fareGBP: fare(b),
-    })),
+    ...offers.map((b) => job(b, 'offered', b.expires_at)),
     ...held.map((b) => ({
-      bookingReference: b.reference,
-      state: b.status === 'driver_assigned' ? 'accepted' : b.status,
-      offerExpiresAt: null,
-      pickup: place(b.pickup),
-      dropoff: place(b.dropoff),
-      pickupTime: b.pickup_time.toISOString(),
-      passengers: b.passengers,
-      vehicleType: b.vehicle_type,
-      fareGBP: fare(b),
+      ...job(b, b.status === 'driver_assigned' ? 'accepted' : b.status, null),
       passenger: { name: b.passenger_name, phone: b.passenger_phone },
       notes: (b as unknown as { notes: string | null }).notes,
       flightNumber: (b as unknown as { flight_number: string | null }).flight_number,
