@@ -5,9 +5,11 @@ import type { ApiDeps } from './deps.ts';
 import { mcpRouter } from './mcp/router.ts';
 import { jsonBody } from './middleware/body.ts';
 import { errorHandler, notFoundHandler } from './middleware/errors.ts';
+import { httpMetrics, metricsHandler } from './middleware/metrics.ts';
 import { createRateLimits } from './middleware/rate-limit.ts';
 import { requestLog } from './middleware/request-log.ts';
 import { mountRoutes } from './mount.ts';
+import { operatorRouter } from './pages/operator/router.ts';
 import { websiteRouter } from './pages/router.ts';
 import type { RouteDef } from './route.ts';
 import { bookingEventRoutes } from './routes/booking-events.ts';
@@ -22,6 +24,7 @@ import { partnerJobRoutes } from './routes/partner-jobs.ts';
 import { passengerVerifyRoutes } from './routes/passenger-verify.ts';
 import { payPageRoutes } from './routes/pay-page.ts';
 import { quoteRoutes } from './routes/quotes.ts';
+import { sandboxRoutes } from './routes/sandbox.ts';
 import { supplierHookRoutes } from './routes/supplier-hooks.ts';
 import { whoamiRoutes } from './routes/whoami.ts';
 
@@ -40,6 +43,7 @@ export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
     ...supplierHookRoutes(),
     ...bookingStatusHookRoutes(),
     ...payPageRoutes(),
+    ...sandboxRoutes(),
   ];
 }
 
@@ -82,6 +86,7 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
   app.set('etag', false);
 
   app.use(requestLog(app, deps.logger));
+  app.use(httpMetrics(deps.metrics));
   app.use(securityHeaders({ contentSecurityPolicy: { directives: { defaultSrc: ["'self'"] } } }));
   app.use(
     '/api/public',
@@ -95,16 +100,21 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
         config.apiKeyHeader,
         'Idempotency-Key',
         'X-Request-Id',
+        'X-Test-Scenario',
       ],
       exposedHeaders: ['X-Request-Id', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Idempotency-Replayed'],
       maxAge: 600,
     }),
   );
+  // Prometheus metrics (bearer METRICS_TOKEN, else loopback only).
+  app.get('/metrics', metricsHandler(deps));
   const limits = createRateLimits(deps.redis, config);
   // The MCP tool server and its OAuth endpoints, which parse their own bodies (OAuth posts forms).
   app.use(mcpRouter(deps, limits));
   // The passenger website (/book, /track) and /docs, whose forms also post form bodies.
   app.use(websiteRouter(deps, limits));
+  // The operator pages (/operator, behind operator sign-in) and the BullMQ board (/operator/queues).
+  app.use(operatorRouter(deps, limits));
   app.use(jsonBody(config.http.bodyLimitBytes));
 
   const routes: RouteDef[] = [...healthRoutes, ...publicRoutes(config), ...(opts.extraRoutes ?? [])];

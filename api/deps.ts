@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../shared/config.ts';
 import type { Db } from '../shared/db/knex.ts';
 import type { Logger } from '../shared/logger.ts';
+import type { Metrics } from '../shared/metrics.ts';
 import type { Queues } from '../shared/queues/connection.ts';
 import type { PricingClient } from '../shared/services/pricing-client.ts';
 
@@ -13,6 +14,7 @@ export interface ApiDeps {
   queues: Queues;
   logger: Logger;
   pricing: PricingClient;
+  metrics: Metrics;
   /** Migrations this build expects, for /readyz. */
   expectedMigrations: readonly string[];
 }

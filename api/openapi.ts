@@ -30,8 +30,11 @@ function parameters(schema: TSchema | undefined, where: 'path' | 'query') {
 /** The error codes a route can answer with, beyond those it declares. */
 function implicitErrors(route: RouteDef): ErrorCode[] {
   const codes: ErrorCode[] = ['internal_error'];
-  if (route.body || route.query || route.params) codes.push('invalid_input');
-  if (route.body) codes.push('payload_too_large', 'unsupported_media_type');
+  // A request that carries a body is parsed as JSON whatever the route reads (api/middleware/body.ts):
+  // malformed JSON is 400, another media type 415, too large 413. Clients send no body with GET.
+  const takesBody = route.body !== undefined || route.method !== 'get';
+  if (takesBody || route.query || route.params) codes.push('invalid_input');
+  if (takesBody) codes.push('payload_too_large', 'unsupported_media_type');
   if (route.auth !== 'none') codes.push('unauthorized', 'service_unavailable');
   if (route.rateLimit !== false) codes.push('rate_limited', 'service_unavailable');
   return codes;
@@ -76,12 +79,18 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
       byStatus.set(status, set);
     }
     for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
+      // A route may answer an error status with a body of its own too (a partner batch's single
+      // job answers with its own status, in the results shape): either body is documented.
+      const own = route.responses[status];
+      const envelope = { $ref: '#/components/schemas/Error' };
       responses[String(status)] = {
-        description: `Error: ${[...codes].map((c) => `\`${c}\``).join(', ')}`,
+        description: `${own ? `${own.description}. ` : ''}Error: ${[...codes].map((c) => `\`${c}\``).join(', ')}`,
         ...(status === 429
           ? { headers: { 'Retry-After': { $ref: '#/components/headers/RetryAfter' }, ...RATE_HEADERS } }
           : {}),
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        content: {
+          'application/json': { schema: own?.schema ? { anyOf: [envelope, plain(own.schema)] } : envelope },
+        },
       };
     }
     const keySchemes = [{ ApiKeyHeader: [] }, { BearerAuth: [] }, { XApiKey: [] }];

@@ -280,16 +280,33 @@ async function benchIntake(db: ReturnType<typeof createDb>, base: string) {
   const partner = await createPartner(db, config, { name: 'Bench Fleet', dailyLimit: 100_000_000, actor: 'bench' });
   const pickupTime = new Date(Date.now() + 48 * 3600_000).toISOString();
   let n = 0;
+  // Journeys of every kind of address the geocoder takes, so a batch is not one route repeated.
+  const journeys = [
+    ['Manchester Piccadilly', 'Manchester Airport'],
+    ['Leeds station', 'LBA'],
+    ['Heathrow T5', 'SW1A 2AA'],
+    ['Birmingham New Street', 'BHX'],
+    ['Liverpool Lime Street', 'L1 8JQ'],
+    ['Bristol Temple Meads', 'Bath'],
+    ['EH1 1YZ', 'Edinburgh Airport'],
+    ['Glasgow Central', 'G2 3AA'],
+    ['York', 'Harrogate'],
+    ['Oxford', 'Heathrow Airport'],
+    ['Cambridge', 'Stansted'],
+    ['10 Downing Street, London SW1A 2AA', 'Gatwick'],
+  ] as const;
   const batch = () =>
     Array.from({ length: 100 }, () => {
       n += 1;
+      const [pickup, dropoff] = journeys[n % journeys.length] as readonly [string, string];
       return {
         jobRef: `BENCH-${n}`,
-        pickup: 'Manchester Piccadilly',
-        dropoff: 'Manchester Airport',
+        pickup,
+        dropoff,
         pickupTime,
         passengerName: `Bench ${n}`,
-        passengerPhone: '+447700900123',
+        passengerPhone: `+4477009${String(n % 100_000).padStart(5, '0')}`,
+        passengers: 1 + (n % 4),
       };
     });
   const latencies: number[] = [];
@@ -327,7 +344,70 @@ async function benchIntake(db: ReturnType<typeof createDb>, base: string) {
   };
 }
 
+/**
+ * The booking endpoints under load: v1 booking priced in the request, and the two redemptions
+ * of a priced quote (the ones comparable to Express + one INSERT), each request a different booking.
+ */
+async function bookingEndpoints(db: ReturnType<typeof createDb>, apiPort: number) {
+  const departAt = new Date(Date.now() + 48 * 3600_000).toISOString();
+  const bookingR = await loadBookings(
+    'POST /api/public/v1/booking (priced by the worker, stored, outbox, e-mail)',
+    `http://127.0.0.1:${apiPort}/api/public/v1/booking`,
+    (n) => ({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      departAt,
+      passengerName: `Bench Passenger ${n}`,
+      passengerEmail: `bench-${n}@example.org`,
+      passengerPhone: '+447700900123',
+    }),
+  );
+  // Redeeming a quote prices nothing: the booking endpoints comparable to Express + one INSERT.
+  const seedQuote = (await (
+    await fetch(`http://127.0.0.1:${apiPort}/api/public/v1/quote`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...QUOTE_BODY, departAt }),
+    })
+  ).json()) as { quoteId: string };
+  const quoteIds = await cloneQuotes(db, seedQuote.quoteId, 120_000);
+  const redeemR = await loadBookings(
+    'POST /api/public/bookings/create (redeem a quote)',
+    `http://127.0.0.1:${apiPort}/api/public/bookings/create`,
+    (n) => ({
+      quote_id: quoteIds[n % quoteIds.length],
+      passenger_name: `Bench Passenger ${n}`,
+      passenger_phone: '+447700900123',
+      payment_method: 'cash',
+    }),
+  );
+  const redeemV1R = await loadBookings(
+    'POST /api/public/v1/booking with quote_id (redeem, confirmation e-mail)',
+    `http://127.0.0.1:${apiPort}/api/public/v1/booking`,
+    (n) => ({
+      quote_id: quoteIds[(n + 60_000) % quoteIds.length],
+      passenger_name: `Bench Passenger ${n}`,
+      passenger_email: `bench-${n}@example.org`,
+      passenger_phone: '+447700900123',
+      payment_method: 'cash',
+    }),
+  );
+  return { bookingR, redeemR, redeemV1R };
+}
+
 const QUOTE_BODY = { pickup: 'Manchester Piccadilly', dropoff: 'Manchester Airport', passengers: 2 };
+
+/** The pricing worker and the API, each in its own process; `profDir` CPU-profiles the API. */
+async function startApi(profDir?: string) {
+  // The pricing worker prints no PORT line: give it a moment to connect and load its data.
+  const pricing = spawn(TSX, ['workers/main.ts', 'pricing'], { cwd: ROOT, env: baseEnv, stdio: 'ignore' });
+  children.push(pricing);
+  await new Promise((r) => setTimeout(r, 3000));
+  const apiSrv = await start(
+    profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, 'bench/server.ts', 'api'] : ['bench/server.ts', 'api'],
+  );
+  return { apiSrv, pricing };
+}
 
 /**
  * The quote endpoint next to its mandatory-I/O baseline (Express + a BullMQ request and reply
@@ -344,13 +424,7 @@ async function quoteAgainstBaseline(profDir?: string) {
   );
   await stop(baseline.child);
   await stop(noop.child);
-  // The pricing worker prints no PORT line: give it a moment to connect and load its data.
-  const pricing = spawn(TSX, ['workers/main.ts', 'pricing'], { cwd: ROOT, env: baseEnv, stdio: 'ignore' });
-  children.push(pricing);
-  await new Promise((r) => setTimeout(r, 3000));
-  const apiSrv = await start(
-    profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, 'bench/server.ts', 'api'] : ['bench/server.ts', 'api'],
-  );
+  const { apiSrv, pricing } = await startApi(profDir);
   const quoteR = await load(
     'POST /api/public/v1/quote',
     `http://127.0.0.1:${apiSrv.port}/api/public/v1/quote`,
@@ -376,10 +450,8 @@ async function main(): Promise<void> {
   };
 
   if (process.env.BENCH_ONLY === 'intake') {
-    const pricing = spawn(TSX, ['workers/main.ts', 'pricing'], { cwd: ROOT, env: baseEnv, stdio: 'ignore' });
-    children.push(pricing);
-    await new Promise((r) => setTimeout(r, 3000));
-    const apiSrv = await start(['bench/server.ts', 'api']);
+    // BENCH_CPU_PROF=dir profiles the API, as for BENCH_ONLY=quote.
+    const { apiSrv, pricing } = await startApi(process.env.BENCH_CPU_PROF);
     process.stdout.write(`${JSON.stringify(await benchIntake(db, `http://127.0.0.1:${apiSrv.port}`))}\n`);
     await stop(apiSrv.child);
     await stop(pricing);
@@ -395,6 +467,24 @@ async function main(): Promise<void> {
     await stop(apiSrv.child);
     await stop(pricing);
     process.stdout.write(`${JSON.stringify({ http: [baseR, quoteR], quoteVsBaseline: ratio(quoteR, baseR) })}\n`);
+    await db.raw('drop schema if exists ?? cascade', [config.databaseSchema]);
+    await db.destroy();
+    await deleteKeys(config.redisUrl, `${config.queuePrefix}:*`);
+    return;
+  }
+  if (process.env.BENCH_ONLY === 'bookings') {
+    // The booking endpoints next to Express + one INSERT, as in the full run (results files untouched).
+    // BENCH_CPU_PROF=dir profiles the API, as for BENCH_ONLY=quote.
+    const { apiSrv, pricing } = await startApi(process.env.BENCH_CPU_PROF);
+    const { bookingR, redeemR, redeemV1R } = await bookingEndpoints(db, apiSrv.port);
+    await stop(apiSrv.child);
+    await stop(pricing);
+    const insert = await start(['bench/server.ts', 'insert']);
+    const insertR = await load('baseline: express + 1 INSERT', `http://127.0.0.1:${insert.port}/insert`, { a: 1 });
+    await stop(insert.child);
+    const http = [insertR, redeemR, redeemV1R, bookingR];
+    const ratios = { redeemVsInsert: ratio(redeemR, insertR), redeemV1VsInsert: ratio(redeemV1R, insertR) };
+    process.stdout.write(`${JSON.stringify({ http, ratios })}\n`);
     await db.raw('drop schema if exists ?? cascade', [config.databaseSchema]);
     await db.destroy();
     await deleteKeys(config.redisUrl, `${config.queuePrefix}:*`);
@@ -490,49 +580,7 @@ async function main(): Promise<void> {
 
   const { baseR: baselineR, quoteR: quoteHttp, apiSrv, pricing } = await quoteAgainstBaseline();
   http.push(baselineR, quoteHttp);
-  const departAt = new Date(Date.now() + 48 * 3600_000).toISOString();
-  const bookingR = await loadBookings(
-    'POST /api/public/v1/booking (priced by the worker, stored, outbox, e-mail)',
-    `http://127.0.0.1:${apiSrv.port}/api/public/v1/booking`,
-    (n) => ({
-      pickup: 'Manchester Piccadilly',
-      dropoff: 'Manchester Airport',
-      departAt,
-      passengerName: `Bench Passenger ${n}`,
-      passengerEmail: `bench-${n}@example.org`,
-      passengerPhone: '+447700900123',
-    }),
-  );
-  // Redeeming a quote prices nothing: the booking endpoints comparable to Express + one INSERT.
-  const seedQuote = (await (
-    await fetch(`http://127.0.0.1:${apiSrv.port}/api/public/v1/quote`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ ...QUOTE_BODY, departAt }),
-    })
-  ).json()) as { quoteId: string };
-  const quoteIds = await cloneQuotes(db, seedQuote.quoteId, 120_000);
-  const redeemR = await loadBookings(
-    'POST /api/public/bookings/create (redeem a quote)',
-    `http://127.0.0.1:${apiSrv.port}/api/public/bookings/create`,
-    (n) => ({
-      quote_id: quoteIds[n % quoteIds.length],
-      passenger_name: `Bench Passenger ${n}`,
-      passenger_phone: '+447700900123',
-      payment_method: 'cash',
-    }),
-  );
-  const redeemV1R = await loadBookings(
-    'POST /api/public/v1/booking with quote_id (redeem, confirmation e-mail)',
-    `http://127.0.0.1:${apiSrv.port}/api/public/v1/booking`,
-    (n) => ({
-      quote_id: quoteIds[(n + 60_000) % quoteIds.length],
-      passenger_name: `Bench Passenger ${n}`,
-      passenger_email: `bench-${n}@example.org`,
-      passenger_phone: '+447700900123',
-      payment_method: 'cash',
-    }),
-  );
+  const { bookingR, redeemR, redeemV1R } = await bookingEndpoints(db, apiSrv.port);
   results.intake = await benchIntake(db, `http://127.0.0.1:${apiSrv.port}`);
   await stop(apiSrv.child);
   const insert = await start(['bench/server.ts', 'insert']);

@@ -6,7 +6,7 @@ import { createDb, type Db } from '../shared/db/knex.ts';
 import { type BillingWeek, parseWeek } from '../shared/domain/billing/week.ts';
 import { VEHICLE_TYPES, type VehicleType } from '../shared/domain/tariffs/types.ts';
 import { configOrExit } from '../shared/lifecycle.ts';
-import { createApiKey, listApiKeys, revokeApiKey } from '../shared/services/api-keys.ts';
+import { issueApiKey, listApiKeys, revokeApiKeyAs } from '../shared/services/api-keys.ts';
 import { invoicesCsv, listInvoices, previewInvoices, runBilling } from '../shared/services/billing.ts';
 import { normalisePhone } from '../shared/services/bookings.ts';
 import {
@@ -25,7 +25,8 @@ import {
   rejectDriver,
   suspendDriver,
 } from '../shared/services/drivers.ts';
-import { createPartner } from '../shared/services/partners.ts';
+import { createOperator, disableOperator, listOperators, OperatorInputError } from '../shared/services/operators.ts';
+import { createPartner, extendPartnerTrial } from '../shared/services/partners.ts';
 import {
   type RateCardInput,
   RateCardOwnerNotFound,
@@ -196,6 +197,40 @@ async function webhookAction<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 export const COMMANDS: Record<string, Command> = {
+  'operator create': {
+    usage: 'operator create --email E [--name N]',
+    options: { email: { type: 'string' }, name: { type: 'string' } },
+    run: async (v, _p, ctx) => {
+      try {
+        const created = await createOperator(ctx.db, {
+          email: required(v, 'email'),
+          name: typeof v.name === 'string' ? v.name : undefined,
+          actor: ctx.actor,
+        });
+        // The password is shown this once: only its scrypt hash is stored.
+        return { id: created.id, email: created.email, password: created.password };
+      } catch (err) {
+        if (err instanceof OperatorInputError) throw new CliError('invalid_input', err.message);
+        throw err;
+      }
+    },
+  },
+  'operator list': {
+    usage: 'operator list',
+    options: {},
+    run: (_v, _p, ctx) => listOperators(ctx.db),
+  },
+  'operator disable': {
+    usage: 'operator disable ID',
+    options: {},
+    positionals: 1,
+    run: async (_v, p, ctx) => {
+      const id = uuidArg(p[0], 'ID');
+      const disabled = await disableOperator(ctx.db, id, ctx.actor);
+      if (!disabled) throw new CliError('not_found', `no operator ${id}`);
+      return disabled;
+    },
+  },
   'partner create': {
     usage:
       'partner create --name N [--can-set-fares] [--daily-limit N] [--webhook-url U] [--operator --fleet-classes saloon,mpv --fleet-capacity N]',
@@ -253,22 +288,14 @@ export const COMMANDS: Record<string, Command> = {
     options: { name: { type: 'string' }, partner: { type: 'string' }, test: { type: 'boolean' } },
     run: async (v, _p, ctx) => {
       const partnerId = v.partner === undefined ? null : uuidArg(String(v.partner), '--partner');
-      if (partnerId && !(await ctx.db('partners').where({ id: partnerId }).first('id'))) {
-        throw new CliError('not_found', `no partner ${partnerId}`);
-      }
-      const created = await createApiKey(ctx.db, {
+      const created = await issueApiKey(ctx.db, {
         serviceCode: ctx.config.serviceCode,
         name: required(v, 'name'),
         partnerId,
         mode: v.test === true ? 'test' : 'live',
-      });
-      await ctx.db('audit_log').insert({
         actor: ctx.actor,
-        action: 'key.create',
-        subject_type: 'api_key',
-        subject_id: created.id,
-        details: JSON.stringify({ prefix: created.prefix, partnerId }),
       });
+      if (!created) throw new CliError('not_found', `no partner ${partnerId}`);
       return created;
     },
   },
@@ -293,11 +320,8 @@ export const COMMANDS: Record<string, Command> = {
     positionals: 1,
     run: async (_v, p, ctx) => {
       const id = uuidArg(p[0], 'ID');
-      const revoked = await revokeApiKey(ctx.db, id);
+      const revoked = await revokeApiKeyAs(ctx.db, id, ctx.actor);
       if (!revoked) throw new CliError('not_found', `no API key ${id}`);
-      await ctx
-        .db('audit_log')
-        .insert({ actor: ctx.actor, action: 'key.revoke', subject_type: 'api_key', subject_id: id });
       return revoked;
     },
   },
@@ -379,28 +403,9 @@ export const COMMANDS: Record<string, Command> = {
       // A partner's trial is 30 days from its creation (SPEC.md 2.10) unless already set; the
       // extension runs from its end, or from now when it has ended.
       const id = uuidArg(String(v.partner), '--partner');
-      return ctx.db.transaction(async (trx) => {
-        const [row] = await trx('partners')
-          .where({ id })
-          .update({
-            trial_ends_at: trx.raw(
-              "greatest(coalesce(trial_ends_at, created_at + interval '30 days'), now()) + make_interval(days => ?)",
-              [days],
-            ),
-            updated_at: trx.fn.now(),
-          })
-          .returning<Array<{ trial_ends_at: Date }>>(['trial_ends_at']);
-        if (!row) throw new CliError('not_found', `no partner ${id}`);
-        const trialEndsAt = row.trial_ends_at.toISOString();
-        await trx('audit_log').insert({
-          actor: ctx.actor,
-          action: 'partner.trial_extend',
-          subject_type: 'partner',
-          subject_id: id,
-          details: JSON.stringify({ days, trialEndsAt }),
-        });
-        return { id, trialEndsAt };
-      });
+      const extended = await extendPartnerTrial(ctx.db, id, days, ctx.actor);
+      if (!extended) throw new CliError('not_found', `no partner ${id}`);
+      return extended;
     },
   },
   block: {

@@ -21,17 +21,29 @@ const tariffsAdded = await syncBuiltInTariffs(rt.db);
 if (tariffsAdded > 0) rt.logger.info({ tariffsAdded }, 'built-in council tariffs loaded');
 await waitForRedis(rt.redis);
 const seeded = config.seedDemo ? await seedDemo(rt.db, config, rt.logger) : null;
-const workers = startRoles([...WORKER_ROLES], rt);
+// The simulator (simulated drivers serving test-mode bookings) talks to the API over HTTP, so it
+// starts once the API listens; it runs with the demo data only (SEED_DEMO=0 starts empty).
+const roles = WORKER_ROLES.filter((r) => r !== 'simulator');
+const workers = startRoles(roles, rt);
 const web = await startWeb(rt);
+const simulator = config.seedDemo ? startRoles(['simulator'], rt) : null;
 
 const base = config.publicBaseUrls[0] ?? `http://localhost:${web.port}`;
 const lines = [
   '',
-  `${config.serviceName} is running: API on port ${web.port}, worker roles ${WORKER_ROLES.join(', ')}.`,
+  `${config.serviceName} is running: API on port ${web.port}, worker roles ${[...roles, ...(simulator ? ['simulator'] : [])].join(', ')}.`,
   `  readiness:   curl ${base}/readyz`,
   `  OpenAPI:     curl ${base}/api/public/v1/openapi.json`,
   `  a quote:     curl -X POST ${base}/api/public/v1/quote -H 'Content-Type: application/json' -d '{"pickup":"Manchester Piccadilly","dropoff":"Manchester Airport","passengers":2}'`,
   `  your key:    curl -H "${config.apiKeyHeader}: <key>" ${base}/api/public/v1/whoami`,
+  `  sandbox:     send a test key (dtn_test_…) with the quote; its bookingUrl is the booking page (${base}/book/<quoteId>),`,
+  `               booking there leads to the tracking page (${base}/track/<token>), where simulated drivers take the ride to completed`,
+  `  test SMS/e-mail: curl -H "${config.apiKeyHeader}: <test key>" ${base}/api/public/v1/test/messages`,
+  `  operators:   ${base}/operator (an account: npm run admin -- operator create --email E)`,
+  `  MCP:         ${base}/mcp (OAuth 2.1; metadata at ${base}/.well-known/oauth-protected-resource/mcp)`,
+  simulator
+    ? `  simulator:   ${config.simulator.fleetSize} simulated drivers around ${config.simulator.cities.join(', ')} (test-mode bookings only)`
+    : '  simulator:   off (SEED_DEMO=0); run it with: npm run worker -- simulator',
 ];
 if (seeded && Object.keys(seeded.created).length > 0) {
   lines.push('  demo data created (secrets are shown this once):');
@@ -40,9 +52,32 @@ if (seeded && Object.keys(seeded.created).length > 0) {
   lines.push('  demo data already present; make a new key with: npm run admin -- key create --name me');
 }
 process.stdout.write(`${lines.join('\n')}\n\n`);
-
 handleShutdown(rt.logger, config.shutdownTimeoutMs, async () => {
+  await simulator?.close();
   await web.close();
   await workers.close();
   await rt.close();
 });
+
+const demoKey = seeded?.created.demoApiKey;
+if (demoKey) void demoQuote(demoKey);
+
+async function demoQuote(demoKey: string): Promise<void> {
+  // A real sandbox quote with the new demo key, so its booking page can be opened at once.
+  try {
+    const res = await fetch(`http://127.0.0.1:${web.port}/api/public/v1/quote`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', [config.apiKeyHeader]: demoKey },
+      body: JSON.stringify({ pickup: 'Manchester Piccadilly', dropoff: 'Manchester Airport', passengers: 2 }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const quote = (await res.json()) as { bookingUrl?: string; fareGBP?: number };
+    if (quote.bookingUrl) {
+      process.stdout.write(
+        `  booking page of a sandbox quote (£${quote.fareGBP?.toFixed(2)}): ${quote.bookingUrl}\n  book there and follow the tracking page: a simulated driver takes the ride to completed\n\n`,
+      );
+    }
+  } catch (err) {
+    rt.logger.warn({ err }, 'could not make the demo sandbox quote');
+  }
+}

@@ -55,6 +55,12 @@ export interface Config {
     /** Trust proxy setting for Express (hops), so `req.ip` is the client behind a load balancer. */
     readonly trustProxy: number;
   };
+  readonly metrics: {
+    /** Bearer token `GET /metrics` requires; empty: only loopback clients may read it. */
+    readonly token: string;
+    /** A worker process started alone serves its /metrics on this port (0: none). */
+    readonly workerPort: number;
+  };
   readonly rateLimit: {
     readonly perKeyPerMinute: number;
     readonly perIpPerMinute: number;
@@ -111,6 +117,23 @@ export interface Config {
   /** 32-byte key for sealing secrets at rest (signing secrets, drivers' map keys). */
   readonly dataEncryptionKey: Buffer;
   readonly seedDemo: boolean;
+  /** The `simulator` worker role: simulated drivers that serve test-mode bookings through the driver API. */
+  readonly simulator: {
+    /** Where the driver API is (default http://127.0.0.1:$PORT). */
+    readonly apiUrl: string;
+    readonly fleetSize: number;
+    /** Cities the fleet is spread over, round robin (each a place the gazetteer knows). */
+    readonly cities: readonly string[];
+    /** Chance of accepting an offer of a booking without a scenario (0 to 1). */
+    readonly acceptProbability: number;
+    /** A decision on an offer (and each progress step) waits a random time in this range. */
+    readonly delayMinMs: number;
+    readonly delayMaxMs: number;
+    /** Simulated seconds per real second: driving, waiting at pickup and the ride itself. */
+    readonly timeScale: number;
+    /** How often each driver reports presence and reads its feed. */
+    readonly tickMs: number;
+  };
 }
 
 type Env = Record<string, string | undefined>;
@@ -140,6 +163,30 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   if (['0', 'false', 'no', 'off'].includes(raw)) return false;
   throw new ConfigError(name, `must be 1 or 0 (true or false), got "${env[name]}"`);
 }
+
+function fraction(env: Env, name: string, fallback: number): number {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === '') return fallback;
+  const n = /^(?:0|1|0?\.\d+|1\.0+)$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!(n >= 0 && n <= 1)) throw new ConfigError(name, `must be a number from 0 to 1, got "${raw}"`);
+  return n;
+}
+
+/** The simulator's default cities: the UK's main cities, one council tariff each where we have it. */
+export const SIMULATOR_CITIES = [
+  'London',
+  'Birmingham',
+  'Manchester',
+  'Leeds',
+  'Glasgow',
+  'Liverpool',
+  'Bristol',
+  'Sheffield',
+  'Edinburgh',
+  'Newcastle upon Tyne',
+  'Cardiff',
+  'Nottingham',
+];
 
 function url(env: Env, name: string, fallback: string, protocols: readonly string[]): string {
   const value = str(env, name, fallback);
@@ -272,6 +319,10 @@ export function loadConfig(env: Env = process.env): Config {
       bodyLimitBytes: int(env, 'HTTP_BODY_LIMIT_BYTES', 1_048_576, 1024, 50 * 1_048_576),
       trustProxy: int(env, 'TRUST_PROXY_HOPS', 0, 0, 10),
     }),
+    metrics: Object.freeze({
+      token: env.METRICS_TOKEN?.trim() ?? '',
+      workerPort: int(env, 'METRICS_PORT', 0, 0, 65_535),
+    }),
     rateLimit: Object.freeze({
       perKeyPerMinute: int(env, 'RATE_LIMIT_PER_KEY_PER_MINUTE', 600, 1, 1_000_000),
       perIpPerMinute: int(env, 'RATE_LIMIT_PER_IP_PER_MINUTE', 120, 1, 1_000_000),
@@ -326,6 +377,26 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownTimeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 25_000, 100, 600_000),
     dataEncryptionKey: encryptionKey(env, mode),
     seedDemo: bool(env, 'SEED_DEMO', false),
+    simulator: Object.freeze({
+      apiUrl: url(env, 'SIMULATOR_API_URL', `http://127.0.0.1:${port}`, ['http:', 'https:']).replace(/\/+$/, ''),
+      fleetSize: int(env, 'SIMULATOR_FLEET_SIZE', 24, 0, 10_000),
+      cities: Object.freeze(
+        str(env, 'SIMULATOR_CITIES', SIMULATOR_CITIES.join(','))
+          .split(',')
+          .map((c) => c.trim())
+          .filter(Boolean),
+      ),
+      acceptProbability: fraction(env, 'SIMULATOR_ACCEPT_PROBABILITY', 0.85),
+      ...(() => {
+        const delayMinMs = int(env, 'SIMULATOR_DELAY_MIN_MS', 2_000, 0, 600_000);
+        const delayMaxMs = int(env, 'SIMULATOR_DELAY_MAX_MS', 8_000, 0, 600_000);
+        if (delayMaxMs < delayMinMs)
+          throw new ConfigError('SIMULATOR_DELAY_MAX_MS', `must be at least SIMULATOR_DELAY_MIN_MS (${delayMinMs})`);
+        return { delayMinMs, delayMaxMs };
+      })(),
+      timeScale: int(env, 'SIMULATOR_TIME_SCALE', 30, 1, 1_000_000),
+      tickMs: int(env, 'SIMULATOR_TICK_MS', 2_000, 20, 600_000),
+    }),
   };
   return Object.freeze(config);
 }

@@ -1,14 +1,15 @@
 import type { Redis } from 'ioredis';
 import type { Config } from './config.ts';
 import { createDb, type Db } from './db/knex.ts';
+import { defaultGazetteer } from './geo/gazetteer.ts';
+import { createRouteEstimator } from './geo/route-estimate.ts';
 import { createLogger, type Logger } from './logger.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
 import { createMailer, type Mailer } from './providers/mailer.ts';
 import { createGoogleMapProvider } from './providers/map-provider.ts';
 import { builtinPaymentProvider, type PaymentProvider } from './providers/payments.ts';
 import { createTwilioSender, type SmsSender } from './providers/sms.ts';
 import { closeQueues, createQueues, createRedis, type Queues } from './queues/connection.ts';
-import { defaultGazetteer } from './geo/gazetteer.ts';
-import { createRouteEstimator } from './geo/route-estimate.ts';
 import { createPricer, type Pricer } from './services/pricer.ts';
 import { createPricingClient, type PricingClient } from './services/pricing-client.ts';
 import { createTariffStore } from './services/tariff-store.ts';
@@ -32,6 +33,8 @@ export interface Runtime {
   pricing: PricingClient;
   /** The pricing engine with its data loaded (pricing worker side); built on first use. */
   pricer(): Pricer;
+  /** This process's Prometheus metrics (shared/metrics.ts). */
+  metrics: Metrics;
   close(): Promise<void>;
 }
 
@@ -64,6 +67,7 @@ export function createRuntime(config: Config, name: string, opts: { logger?: Log
     sms,
     payments: builtinPaymentProvider(),
     pricing,
+    metrics: createMetrics(),
     pricer() {
       pricer ??= createPricer({
         db,

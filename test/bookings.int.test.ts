@@ -97,9 +97,13 @@ describe('dispatch through the outbox', () => {
       .orderBy('seq')
       .pluck('status');
     expect(history).toEqual(['pending', 'dispatching', 'no_driver_available']);
-    const jobs = (await env.rt.queues.dispatch.getJobs(['completed', 'waiting', 'active', 'delayed'])).filter(
-      (j) => j.data.bookingId === row.id,
-    );
+    // The retry is an outbox row committed with that status: the relay moves it just after.
+    const jobs = await eventually(async () => {
+      const all = (await env.rt.queues.dispatch.getJobs(['completed', 'waiting', 'active', 'delayed'])).filter(
+        (j) => j.data.bookingId === row.id,
+      );
+      return all.some((j) => j.id?.startsWith(`dispatch-${row.id}-retry-`)) ? all : null;
+    });
     expect(jobs.filter((j) => j.id === `dispatch-${row.id}`)).toHaveLength(1);
     expect(jobs.filter((j) => j.id?.startsWith(`dispatch-${row.id}-retry-`))).toHaveLength(1);
   });
@@ -116,6 +120,44 @@ describe('dispatch through the outbox', () => {
 });
 
 describe('POST /api/public/bookings/create', () => {
+  it('redeems many quotes at once, each once, when redemptions share a statement', async () => {
+    const quotes = await Promise.all(Array.from({ length: 12 }, () => quote(4)));
+    const statements: string[] = [];
+    const watch = (q: { sql: string }) => statements.push(q.sql);
+    env.rt.db.on('query', watch);
+    // Each quote redeemed by two passengers at the same moment: one of them gets it.
+    const results = await Promise.all(
+      quotes.flatMap((quoteId, i) =>
+        ['+447700900801', '+447700900802'].map(async (phone) => ({
+          quoteId,
+          r: await post('/api/public/bookings/create', {
+            quote_id: quoteId,
+            passenger_name: `Batch ${i} ${phone.slice(-1)}`,
+            passenger_phone_whatsapp: phone,
+            payment_method: 'cash',
+          }),
+        })),
+      ),
+    );
+    env.rt.db.off('query', watch);
+    for (const quoteId of quotes) {
+      const mine = results.filter((x) => x.quoteId === quoteId).map((x) => x.r);
+      expect(mine.map((r) => r.status).sort(), JSON.stringify(mine.map((r) => r.json))).toEqual([200, 409]);
+      expect(mine.find((r) => r.status === 409)?.json.error?.code).toBe('quote_already_redeemed');
+      const rows = await env.rt.db('bookings').where({ quote_id: quoteId });
+      expect(rows).toHaveLength(1);
+      expect(rows[0].reference).toBe(mine.find((r) => r.status === 200)?.json.booking_reference);
+      expect(
+        await env.rt
+          .db('outbox')
+          .where({ job_name: 'dispatch-booking' })
+          .whereRaw("payload->>'bookingId' = ?", [rows[0].id]),
+      ).toHaveLength(1);
+    }
+    // 24 requests arriving together were not written one statement each.
+    expect(statements.filter((q) => q.includes('json_array_elements_text')).length).toBeGreaterThan(0);
+  });
+
   it('redeems a quote into a booking with a DTN reference, and the same passenger again gets the same booking', async () => {
     const q = await quote();
     const first = await post('/api/public/bookings/create', { ...ada, quote_id: q });
@@ -339,6 +381,30 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     ]);
   });
 
+  it('books 12 different instant requests arriving together, each once, with its own quote', async () => {
+    const statements: string[] = [];
+    const watch = (q: { sql: string }) => statements.push(q.sql);
+    env.rt.db.on('query', watch);
+    const names = Array.from({ length: 12 }, (_, i) => `Together Tess ${i}`);
+    const results = await Promise.all(
+      names.map((name) =>
+        post('/api/public/bookings/instant', { ...instant, passenger_name: name, depart_at: inHours(8) }),
+      ),
+    );
+    env.rt.db.off('query', watch);
+    expect(results.map((r) => r.status)).toEqual(names.map(() => 200));
+    for (const [i, name] of names.entries()) {
+      const rows = await env.rt.db('bookings').where({ passenger_name: name });
+      expect(rows).toHaveLength(1);
+      expect(rows[0].reference).toBe(results[i]?.json.booking_reference);
+      expect(await env.rt.db('quotes').where({ id: rows[0].quote_id }).whereNotNull('redeemed_at')).toHaveLength(1);
+    }
+    // Priced together, they were written by shared statements, not one each.
+    expect(
+      statements.filter((q) => q.includes('json_array_elements(') && q.includes('booking_repeat_guard')).length,
+    ).toBeGreaterThan(0);
+  });
+
   it('stores only the winning quote when identical requests race, and books again once the 15 minutes have passed', async () => {
     const body = { ...instant, passenger_name: 'Window Wanda', depart_at: inHours(9) };
     const quotesBefore = Number((await env.rt.db('quotes').count({ n: '*' }))[0]?.n);
@@ -511,6 +577,26 @@ describe('blocked passengers', () => {
     });
     expect(create.status).toBe(403);
     expect(create.json.error?.code).toBe('account_blocked');
+    // The other paths that redeem or price: v1 with a quote_id (blocked e-mail), instant (blocked phone).
+    const v1Redeem = await post('/api/public/v1/booking', {
+      quote_id: await quote(),
+      passenger_name: 'Blocked Bill',
+      passenger_email: 'BLOCKED@example.org',
+      passenger_phone: '+447700900111',
+    });
+    expect(v1Redeem.status).toBe(403);
+    expect(v1Redeem.json.error?.details).toEqual([{ field: '/passengerEmail', problem: 'blocked' }]);
+    const instant = await post('/api/public/bookings/instant', {
+      ...ada,
+      passenger_phone_whatsapp: '+447700900666',
+      pickup_address: 'Leeds',
+      dropoff_address: 'York',
+      depart_at: inHours(12),
+    });
+    expect(instant.status).toBe(403);
+    expect(instant.json.error?.code).toBe('account_blocked');
+    // Nothing was booked for either.
+    expect(await env.rt.db('bookings').whereIn('passenger_phone', ['+447700900666', '+447700900111'])).toEqual([]);
   });
 });
 

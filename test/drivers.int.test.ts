@@ -324,6 +324,7 @@ describe('operator CLI: drivers and trials', () => {
       name: 'Amina Khan',
       status: 'approved',
       partnerId: null,
+      testMode: false,
     });
 
     const again = JSON.parse((await admin('driver', 'approve', id)).stdout);
@@ -438,5 +439,5 @@ describe('operator CLI: drivers and trials', () => {
       const err = JSON.parse(r.stderr.trim().split('\n').pop() as string);
       expect(err.error.code, args.join(' ')).toBe(code);
     }
-  });
+  }, 180_000);
 });

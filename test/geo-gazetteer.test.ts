@@ -583,3 +583,19 @@ describe('behaviour', () => {
     expect(await other.geocode('KGX')).toEqual(await gazetteer.geocode('KGX'));
   });
 });
+
+describe('repeated queries', () => {
+  it('answers a repeated query the same, whatever a caller did to an earlier answer', () => {
+    const fresh = createGazetteer();
+    const first = fresh.geocodeSync('Manchester Airport');
+    if (!first.ok) throw new Error('Manchester Airport not found');
+    const copy = { ...first.place };
+    first.place.lat = 0;
+    first.place.name = 'changed by a caller';
+    expect(fresh.geocodeSync('Manchester Airport')).toEqual({ ok: true, place: copy });
+    // The worldwide flag is part of the question: a place abroad is refused without it, cached or not.
+    expect(fresh.geocodeSync('Paris CDG', { worldwide: true }).ok).toBe(true);
+    expect(fresh.geocodeSync('Paris CDG').ok).toBe(false);
+    expect(fresh.geocodeSync('Paris CDG', { worldwide: true }).ok).toBe(true);
+  });
+});

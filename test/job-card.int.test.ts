@@ -205,7 +205,7 @@ describe('GET /o/{code}', () => {
     }
   });
 
-  it('answers a browser an HTML page with everything escaped', async () => {
+  it('answers a browser the driver offer page, with everything escaped', async () => {
     const hostile = (name: string): StoredPlace => ({ query: 'x', name, kind: 'station', lat: 53.48, lng: -2.24 });
     const o = await insertOffer({
       pickup: hostile(`<img src=x onerror=alert(1)>"&'Lime St'`),
@@ -214,16 +214,19 @@ describe('GET /o/{code}', () => {
     const res = await get(code(o.offerId), 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8');
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('text/html; charset=utf-8');
-    expect(res.headers.get('content-security-policy')).toContain("default-src 'self'");
+    expect(res.headers.get('content-security-policy')).toContain("default-src 'none'");
     expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(res.headers.get('vary')).toMatch(/Accept/i);
     const html = await res.text();
     expect(html).toMatch(/^<!doctype html>/);
-    expect(html).not.toMatch(/<script|<img/i);
+    // Only our own countdown script; nothing the places carried.
+    expect(html).not.toMatch(/<img|<script>/i);
     expect(html).toContain('<dd>&lt;img src=x onerror=alert(1)&gt;&quot;&amp;&#39;Lime St&#39;</dd>');
     expect(html).toContain('<dd>&lt;script&gt;alert(1)&lt;/script&gt;</dd>');
-    expect(html).toContain(`Job ${o.reference}`);
-    expect(html).toContain('Sat 5 Dec 14:30 (UK time)');
-    expect(html).toContain('driver app to accept or decline');
+    expect(html).toContain(`Job offer ${o.reference}`);
+    expect(html).toContain(`<time datetime="${o.pickupTime.toISOString()}">`);
+    // Not signed in: the driver signs in with their token to accept or decline (website-driver.int.test.ts).
+    expect(html).toContain('<form method="post" action="/driver/sign-in">');
     expectNoPassengerData(html);
   });
 

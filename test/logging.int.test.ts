@@ -5,12 +5,15 @@ import { buildApp } from '../api/app.ts';
 import { knownMigrations } from '../shared/db/knex.ts';
 import { REDACT_PATHS } from '../shared/logger.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
-import { createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
+import { startRoles } from '../workers/runner.ts';
+import { createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 
 /** Request logs carry ids, methods, paths and statuses; never keys, tokens, e-mails or phones. */
 let env: TestEnv;
 let http: Served;
 const lines: string[] = [];
+let appLogger: pino.Logger;
 
 beforeAll(async () => {
   env = await createTestEnv();
@@ -20,8 +23,8 @@ beforeAll(async () => {
       cb();
     },
   });
-  const logger = pino({ level: 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
-  http = await serve(buildApp({ ...env.rt, logger, expectedMigrations: await knownMigrations() }));
+  appLogger = pino({ level: 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
+  http = await serve(buildApp({ ...env.rt, logger: appLogger, expectedMigrations: await knownMigrations() }));
 });
 afterAll(async () => {
   await http?.close();
@@ -72,5 +75,48 @@ describe('logs', () => {
       'oops',
     );
     expect(out.join('')).not.toMatch(/ada@example\.org|7700900123|dtn_live_x/);
+  });
+
+  it('carry the request id across the hop from the API to the workers', async () => {
+    await syncBuiltInTariffs(env.rt.db);
+    const roles = startRoles(['pricing', 'outbox-relay', 'dispatch'], { ...env.rt, logger: appLogger });
+    try {
+      const res = await fetch(`${http.url}/api/public/v1/booking`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'X-Request-Id': 'trace-check-42' },
+        body: JSON.stringify({
+          pickup: 'Leeds station',
+          dropoff: 'York',
+          // Within the dispatch lead time (30 minutes), so it is dispatched at once.
+          departAt: new Date(Date.now() + 20 * 60_000).toISOString(),
+          passengerName: 'Trace Test',
+          passengerEmail: 'trace@example.org',
+          passengerPhone: '+447700900777',
+        }),
+      });
+      expect(res.status).toBe(201);
+      const booking = await env.rt.db('bookings').where({ passenger_email: 'trace@example.org' }).first('id');
+      const bookingId = booking?.id as string;
+      // The dispatch worker's log of this booking names the request it came from.
+      const step = await eventually(async () =>
+        lines
+          .join('')
+          .split('\n')
+          .filter((l) => l.startsWith('{'))
+          .map((l) => JSON.parse(l) as Record<string, unknown>)
+          .find((l) => l.msg === 'dispatch step' && l.bookingId === bookingId),
+      );
+      expect(step.requestId).toBe('trace-check-42');
+      expect(step.jobId).toBe(`dispatch-${bookingId}`);
+      // The confirmation e-mail's job (not run here) carries it too, beside its payload.
+      const mailJob = await eventually(async () =>
+        (await env.rt.queues.notify.getJobs(['waiting', 'delayed', 'prioritized', 'active', 'completed'])).find(
+          (j) => j.data._requestId === 'trace-check-42',
+        ),
+      );
+      expect(Object.keys(mailJob.data).sort()).toEqual(['_requestId', 'messageId']);
+    } finally {
+      await roles.close();
+    }
   });
 });

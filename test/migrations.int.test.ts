@@ -32,6 +32,8 @@ const DOMAIN_TABLES = [
   'email_verifications',
   'idempotency_keys',
   'invoices',
+  'operator_sessions',
+  'operators',
   'outbound_messages',
   'outbox',
   'partner_jobs',

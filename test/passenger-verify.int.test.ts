@@ -11,6 +11,7 @@ import { createApiKey } from '../shared/services/api-keys.ts';
 import { isEmailVerified } from '../shared/services/email-verification.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { expectSafePage, getPage, postForm } from './helpers/pages.ts';
 import { type CapturedMail, startSmtpCapture } from './helpers/smtp-capture.ts';
 
 /**
@@ -172,6 +173,37 @@ describe('POST /api/public/v1/passenger-verify', () => {
     expect(await isEmailVerified(env.rt.db, 'grace@example.net')).toBe(true);
     // Opening it again answers the same.
     expect((await get(pathOf(link))).json).toEqual({ email: 'grace@example.net', verified: true });
+  });
+
+  it('in a browser, shows the address and verifies only when the passenger confirms', async () => {
+    const h = await caller();
+    expect((await post({ email: 'Katherine@Example.net' }, h)).json.verificationSent).toBe(true);
+    const { link } = await received('katherine@example.net');
+    const page = await getPage(api.url, pathOf(link));
+    expect(page.status).toBe(200);
+    expectSafePage(page);
+    expect(page.html).toContain('katherine@example.net');
+    expect(page.html).toContain('Confirm my e-mail address');
+    // Opening the page (as a mail scanner does) verifies nothing.
+    expect(await isEmailVerified(env.rt.db, 'katherine@example.net')).toBe(false);
+
+    const token = new URL(link).searchParams.get('token') as string;
+    const action = /<form method="post" action="([^"]+)"/.exec(page.html)?.[1];
+    expect(action).toBe(PASSENGER_VERIFY_LINK_PATH);
+    const confirmed = await postForm(api.url, action as string, { token });
+    expect(confirmed.status).toBe(200);
+    expect(confirmed.html).toContain('Your e-mail address is verified');
+    expect(await isEmailVerified(env.rt.db, 'katherine@example.net')).toBe(true);
+    // Again: the page says it is verified, without a form.
+    const again = await getPage(api.url, pathOf(link));
+    expect(again.html).toContain('Your e-mail address is verified');
+    expect(again.html).not.toContain('<form');
+
+    // An unknown or malformed token is a 404 page, posted or opened.
+    const unknown = await getPage(api.url, `${PASSENGER_VERIFY_LINK_PATH}?token=${'B'.repeat(43)}`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.html).toContain('This link has expired');
+    expect((await postForm(api.url, PASSENGER_VERIFY_LINK_PATH, { token: '<script>' })).status).toBe(404);
   });
 
   it('answers 404 for an unknown or expired link, and 400 for an expired code', async () => {

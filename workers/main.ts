@@ -1,5 +1,10 @@
+import { once } from 'node:events';
+import express from 'express';
+import { errorHandler } from '../api/middleware/errors.ts';
+import { metricsHandler } from '../api/middleware/metrics.ts';
 import { configOrExit, handleShutdown, isMain } from '../shared/lifecycle.ts';
 import { WORKER_ROLES, type WorkerRole } from '../shared/queues/registry.ts';
+import type { Runtime } from '../shared/runtime.ts';
 import { createRuntime } from '../shared/runtime.ts';
 import { startRoles } from './runner.ts';
 
@@ -27,10 +32,27 @@ async function main(): Promise<void> {
   const config = await configOrExit();
   const rt = createRuntime(config, roles.length === 1 ? (roles[0] as string) : 'workers');
   const running = startRoles(roles, rt);
+  const metrics = config.metrics.workerPort > 0 ? await serveMetrics(rt, config.metrics.workerPort) : null;
   handleShutdown(rt.logger, config.shutdownTimeoutMs, async () => {
+    metrics?.close();
     await running.close();
     await rt.close();
   });
+}
+
+/**
+ * A worker process started alone serves its own `GET /metrics` on METRICS_PORT (job durations
+ * and failures happen here, not in the API), with the API's rule: bearer METRICS_TOKEN, else
+ * loopback clients only.
+ */
+async function serveMetrics(rt: Runtime, port: number) {
+  const app = express();
+  app.get('/metrics', metricsHandler(rt));
+  app.use(errorHandler());
+  const server = app.listen(port);
+  await once(server, 'listening');
+  rt.logger.info({ port }, 'worker metrics served');
+  return server;
 }
 
 if (isMain(import.meta.url)) await main();

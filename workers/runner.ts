@@ -12,10 +12,12 @@ import {
 } from '../shared/queues/registry.ts';
 import type { Runtime } from '../shared/runtime.ts';
 import { presenceIndex } from '../shared/services/dispatch.ts';
+import { untracedData, withTrace } from '../shared/trace.ts';
 import { registerWeeklyBilling } from './billing/billing-jobs.ts';
 import type { WorkerContext } from './context.ts';
 import { startOutboxRelay } from './outbox-relay/relay.ts';
 import { ROLE_CONCURRENCY, ROLE_HANDLERS } from './roles.ts';
+import { startSimulator } from './simulator/simulator.ts';
 
 export interface RunningRoles {
   roles: WorkerRole[];
@@ -51,18 +53,25 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
       log.info('outbox relay started');
       continue;
     }
+    if (role === 'simulator') {
+      const simulator = startSimulator({ db: rt.db, config: rt.config, logger: log });
+      closers.push(() => simulator.stop());
+      continue;
+    }
     // The pricing engine loads its data (gazetteer, tariffs) now, not on the first job, so the
     // first callers do not wait for it.
     if (role === 'pricing') ctx.pricer();
     // Dispatch keeps the live presence index tidy: drivers silent for longer than the presence
     // time-out are removed (searches already ignore them; this bounds the index's size).
     if (role === 'dispatch') {
-      const presence = presenceIndex(rt.redis, rt.config);
+      const indexes = [presenceIndex(rt.redis, rt.config), presenceIndex(rt.redis, rt.config, true)];
       const timer = setInterval(() => {
-        presence
-          .sweep(Date.now())
-          .then((n) => n > 0 && log.info({ removed: n }, 'swept stale drivers from the presence index'))
-          .catch((err: unknown) => log.warn({ err }, 'presence sweep failed'));
+        for (const presence of indexes) {
+          presence
+            .sweep(Date.now())
+            .then((n) => n > 0 && log.info({ removed: n }, 'swept stale drivers from the presence index'))
+            .catch((err: unknown) => log.warn({ err }, 'presence sweep failed'));
+        }
       }, rt.config.dispatch.presenceTtlSeconds * 1000);
       timer.unref();
       closers.push(async () => clearInterval(timer));
@@ -80,16 +89,30 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
         if (!isJobName(job.name) || queueOf(job.name) !== role) {
           throw new UnrecoverableError(`queue ${role} has no job named ${job.name}`);
         }
+        // The request this job comes from, if any, rides beside the payload (shared/trace.ts).
+        const { payload: data, requestId } = untracedData(job.data);
         let payload: unknown;
         try {
-          payload = assertPayload(job.name as JobName, job.data);
+          payload = assertPayload(job.name as JobName, data);
         } catch (err) {
           if (err instanceof InvalidPayloadError) throw new UnrecoverableError(err.message);
           throw err;
         }
         const handler = handlers[job.name];
         if (!handler) throw new UnrecoverableError(`no handler for ${job.name}`);
-        return handler(payload, { ...ctx, logger: log.child({ job: job.name, jobId: job.id }) }, job);
+        const end = rt.metrics.jobDuration.startTimer({ queue: role, job: job.name });
+        try {
+          const logger = log.child({ job: job.name, jobId: job.id, ...(requestId ? { requestId } : {}) });
+          // Jobs this one enqueues carry the same request id on.
+          const result = await withTrace({ requestId: requestId ?? `job:${job.id}` }, () =>
+            handler(payload, { ...ctx, logger }, job),
+          );
+          end({ outcome: 'completed' });
+          return result;
+        } catch (err) {
+          end({ outcome: 'failed' });
+          throw err;
+        }
       },
       {
         connection: rt.workerRedis(),
@@ -102,6 +125,7 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
     );
     worker.on('failed', (job, err) => {
       const final = !job || err instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
+      rt.metrics.jobFailures.inc({ queue: role, job: job?.name ?? 'unknown', final: String(final) });
       const fields = { job: job?.name, jobId: job?.id, attempts: job?.attemptsMade, err };
       if (final) log.error(fields, 'job failed for good');
       else log.warn(fields, 'job failed; will retry');

@@ -9,6 +9,7 @@ import type { OAuthMetadata, OAuthProtectedResourceMetadata } from '@modelcontex
 import cors from 'cors';
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { AppError } from '../../shared/errors.ts';
+import { type ApiKeyIdentity, findApiKey, keyPattern } from '../../shared/services/api-keys.ts';
 import { authenticateClient, MCP_SCOPES } from '../../shared/services/oauth.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
@@ -253,6 +254,8 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
         'Mcp-Protocol-Version',
         'Mcp-Session-Id',
         'Last-Event-ID',
+        config.apiKeyHeader,
+        'X-Test-Scenario',
       ],
       exposedHeaders: [
         'WWW-Authenticate',
@@ -299,7 +302,18 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
       counted.set(tool, [...(counted.get(tool) ?? []), outcome]);
     }
     if (calls.other || calls.tools.includes(null)) await general(req, res, subject);
+    // An API key in the key header (beside the OAuth token) chooses the mode: a test key is the sandbox.
+    const rawKey = req.get(config.apiKeyHeader)?.trim();
+    let apiKey: ApiKeyIdentity | null = null;
+    if (rawKey) {
+      apiKey = keyPattern(config.serviceCode).test(rawKey) ? await findApiKey(deps.db, rawKey) : null;
+      if (!apiKey) {
+        await limits.countAuthFailure(req.ip ?? 'unknown');
+        throw new AppError('unauthorized', `The API key in ${config.apiKeyHeader} is not valid or has been revoked.`);
+      }
+    }
     const server = buildMcpServer({
+      apiKey,
       deps,
       req,
       base: baseUrlFor(req, config),

@@ -15,11 +15,13 @@ import {
   repeatedBooking,
   viewOf,
 } from '../../shared/services/bookings.ts';
+import type { ApiKeyIdentity } from '../../shared/services/api-keys.ts';
 import type { McpScope } from '../../shared/services/oauth.ts';
 import { createQuote, gbp, priceQuote, type Quote } from '../../shared/services/quotes.ts';
 import type { ApiDeps } from '../deps.ts';
 import { contentHash, screen } from '../routes/bookings.ts';
 import { v1Body } from '../routes/quotes.ts';
+import { scenarioHeader } from '../sandbox.ts';
 import type { McpGrant } from './provider.ts';
 
 /**
@@ -47,6 +49,11 @@ export interface ToolContext {
   grant: McpGrant & { clientId: string };
   /** Count the call against the passenger's limits; throws 429 rate_limited. */
   limit(tool: ToolName): Promise<void>;
+  /**
+   * The API key sent beside the token in the service's key header (X-…-AI-Key), if any: a test
+   * key (`dtn_test_…`) makes the tools' quotes and bookings test-mode (sandbox), and attributes them to it.
+   */
+  apiKey?: ApiKeyIdentity | null;
 }
 
 const INSTRUCTIONS = [
@@ -286,9 +293,21 @@ function quoteOut(q: Quote) {
   return out;
 }
 
-/** Quotes and bookings made through a token belong to no API key or partner, in live mode. */
+/**
+ * Quotes and bookings made through a token belong to no API key or partner, in live mode;
+ * with an API key in the key header, to that key and its mode (a test key: the sandbox, where the
+ * `X-Test-Scenario` header or `scenario:<name>` in the notes may ask for a scenario).
+ */
+function quoteCallerOf(ctx: ToolContext) {
+  const key = ctx.apiKey;
+  return key
+    ? { apiKeyId: key.id, partnerId: key.partnerId, testMode: key.mode === 'test' }
+    : { apiKeyId: null, partnerId: null, testMode: false };
+}
+
 function callerOf(ctx: ToolContext): BookingCaller {
-  return { apiKeyId: null, partnerId: null, testMode: false, scope: `mcp:${ctx.grant.email}` };
+  const qc = quoteCallerOf(ctx);
+  return { ...qc, scope: `mcp:${ctx.grant.email}`, testScenario: scenarioHeader(ctx.req, qc.testMode) };
 }
 
 async function estimateFare(ctx: ToolContext, a: z.infer<z.ZodObject<typeof estimateInput>>) {
@@ -307,7 +326,7 @@ async function estimateFare(ctx: ToolContext, a: z.infer<z.ZodObject<typeof esti
       meetAndGreet: a.meetAndGreet ?? false,
       worldwide: a.worldwide ?? false,
     },
-    { apiKeyId: null, partnerId: null, testMode: false },
+    quoteCallerOf(ctx),
     ctx.base,
   );
   return quoteOut(quote);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Express, NextFunction, Request, Response } from 'express';
 import type { Logger } from '../../shared/logger.ts';
+import { withTrace } from '../../shared/trace.ts';
 
 declare module 'http' {
   interface IncomingMessage {
@@ -95,6 +96,7 @@ export function requestLog(app: Express, logger: Logger) {
     // A response always emits 'close' (after 'finish' when it completed); 'error' carries the error.
     res.on('close', onDone);
     res.on('error', onDone);
-    next();
+    // Work this request starts (outbox rows, hence jobs) carries its id into the workers' logs.
+    withTrace({ requestId: id }, next);
   };
 }

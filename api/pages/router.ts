@@ -2,12 +2,26 @@ import express, { type NextFunction, type Request, type Response, type Router } 
 import { AppError } from '../../shared/errors.ts';
 import type { ApiDeps } from '../deps.ts';
 import type { RateLimits } from '../middleware/rate-limit.ts';
+import { OFFER_LINK_PATH } from '../routes/offers.ts';
+import { PASSENGER_VERIFY_LINK_PATH } from '../routes/passenger-verify.ts';
 import { sendAsset } from './assets.ts';
 import { BOOK_PATH, bookHandlers, REQUOTE_PATH } from './book-page.ts';
 import { DOCS_PATH, DOCS_SCRIPT_FILE, docsHandlers, docsScript, SWAGGER_ASSET_PATH } from './docs-page.ts';
+import {
+  DRIVER_ACCEPT_PATH,
+  DRIVER_DECLINE_PATH,
+  DRIVER_HOME_PATH,
+  DRIVER_JOB_PATH,
+  DRIVER_SIGN_IN_PATH,
+  DRIVER_SIGN_OUT_PATH,
+  DRIVER_STATUS_PATH,
+  driverHandlers,
+} from './driver-pages.ts';
+import { driverScript, driverScriptPath } from './driver-script.ts';
 import { pageHandler, pageLimiter } from './site.ts';
 import { TRACK_CANCEL_PATH, TRACK_PATH, trackHandlers } from './track-page.ts';
 import { trackScript, trackScriptPath } from './track-script.ts';
+import { verifyLinkHandlers } from './verify-page.ts';
 
 /** The largest form the website accepts (its forms carry a few short fields). */
 const FORM_LIMIT = '16kb';
@@ -15,7 +29,8 @@ const FORM_LIMIT = '16kb';
 /**
  * The passenger website and the API documentation, served by the API process on every
  * connected domain: `/book/{quoteId}` (a quote's bookingUrl), `/track/{token}` (a booking's
- * trackingUrl), `/docs` (Swagger UI over the OpenAPI document), and their static assets.
+ * trackingUrl), the driver pages (`/o/{code}` for a browser, `/driver…`), `/docs` (Swagger UI
+ * over the OpenAPI document), and their static assets.
  *
  * Mounted before the API's JSON body parser (its forms post `application/x-www-form-urlencoded`),
  * as the MCP authorization page is. Pages are limited by the API's Redis limiter per client
@@ -59,6 +74,31 @@ export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
   router.get(TRACK_CANCEL_PATH, handle(track.confirm));
   router.post(TRACK_CANCEL_PATH, handle(withForm(track.cancel)));
 
+  // The driver pages: the job card's short link for a browser (JSON callers go on to the API
+  // route of the same path), sign-in, the feed and dashboard, a job and its forms.
+  const driver = driverHandlers(deps, { page, rateLimits: limits });
+  const offerPage = handle(driver.offer);
+  router.get(OFFER_LINK_PATH, (req: Request, res: Response, next: NextFunction) =>
+    req.accepts(['application/json', 'text/html']) === 'text/html' ? offerPage(req, res) : next(),
+  );
+  router.get(DRIVER_SIGN_IN_PATH, handle(driver.signInPage));
+  router.post(DRIVER_SIGN_IN_PATH, handle(withForm(driver.signIn)));
+  router.post(DRIVER_SIGN_OUT_PATH, handle(withForm(driver.signOut)));
+  router.get(DRIVER_HOME_PATH, handle(driver.home));
+  router.get(DRIVER_JOB_PATH, handle(driver.job));
+  router.post(DRIVER_ACCEPT_PATH, handle(withForm(driver.accept)));
+  router.post(DRIVER_DECLINE_PATH, handle(withForm(driver.decline)));
+  router.post(DRIVER_STATUS_PATH, handle(withForm(driver.status)));
+
+  // The e-mail verification link opened in a browser: a page with a Confirm button (JSON
+  // callers go on to the API route of the same path).
+  const verify = verifyLinkHandlers(deps, { page });
+  const verifyPage = handle(verify.show);
+  router.get(PASSENGER_VERIFY_LINK_PATH, (req: Request, res: Response, next: NextFunction) =>
+    req.accepts(['application/json', 'text/html']) === 'text/html' ? verifyPage(req, res) : next(),
+  );
+  router.post(PASSENGER_VERIFY_LINK_PATH, handle(withForm(verify.confirm)));
+
   const docs = docsHandlers(deps, { page });
   router.get(DOCS_PATH, handle(docs.page));
   router.get(SWAGGER_ASSET_PATH, (req: Request, res: Response, next: NextFunction) =>
@@ -69,6 +109,7 @@ export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
   router.get('/assets/:file', (req: Request, res: Response, next: NextFunction) => {
     const file = `/assets/${String(req.params.file)}`;
     if (file === trackScriptPath()) return sendAsset(req, res, trackScript(), { immutable: true });
+    if (file === driverScriptPath()) return sendAsset(req, res, driverScript(), { immutable: true });
     if (file === `/assets/${DOCS_SCRIPT_FILE}`) return sendAsset(req, res, docsScript(), { immutable: true });
     next();
   });

@@ -30,6 +30,7 @@ import {
   normalisePhone,
   type Passenger,
   passengerStanding,
+  type QuoteRow,
   redeemQuote,
   repeatedBooking,
   trackingToken,
@@ -41,6 +42,7 @@ import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
 import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
+import { scenarioHeader } from '../sandbox.ts';
 import { quoteCaller } from './quotes.ts';
 
 const unverifiedLimiters = new WeakMap<object, RateLimiterRedis>();
@@ -120,15 +122,17 @@ export async function v1Passenger(
   email: string | undefined,
   phone: string | undefined,
   emailPointer: string,
-): Promise<{ passenger: Passenger; emailVerified: boolean }> {
+  /** The quote to redeem: read with the passenger's standing (`passengerStanding`). */
+  quoteId?: string,
+): Promise<{ passenger: Passenger; emailVerified: boolean; preloaded?: { quote: QuoteRow | null } }> {
   const passenger: Passenger = {
     name: name as string,
     email: await acceptEmail(deps, email as string, emailPointer),
     phone: normalisePhone(phone as string),
   };
-  const { emailVerified } = await passengerStanding(deps.db, passenger);
+  const { emailVerified, quote } = await passengerStanding(deps.db, passenger, quoteId);
   if (!emailVerified) await limitUnverified(deps, passenger.email as string);
-  return { passenger, emailVerified };
+  return { passenger, emailVerified, ...(quote !== undefined ? { preloaded: { quote } } : {}) };
 }
 
 /** The passenger on the alias endpoints: WhatsApp (or plain) phone required, e-mail optional. */
@@ -143,19 +147,26 @@ async function aliasPassenger(
 ): Promise<Passenger> {
   const phone = body.passenger_phone_whatsapp ?? body.passenger_phone;
   requireFields({ passenger_phone_whatsapp: phone });
-  const passenger: Passenger = {
+  return {
     name: body.passenger_name,
     email:
       body.passenger_email === undefined ? null : await acceptEmail(deps, body.passenger_email, '/passenger_email'),
     phone: normalisePhone(phone as string),
   };
-  await assertNotBlocked(deps.db, passenger);
-  return passenger;
 }
 
-export function bookingCaller(caller: Caller): BookingCaller {
-  return { ...quoteCaller(caller), scope: callerScope(caller) };
+/** Who books: the key, its partner and mode; with a request, the test scenario its header names. */
+export function bookingCaller(caller: Caller, req?: Request): BookingCaller {
+  const qc = quoteCaller(caller);
+  return {
+    ...qc,
+    scope: callerScope(caller),
+    ...(req ? { testScenario: scenarioHeader(req, qc.testMode) } : {}),
+  };
 }
+
+/** Lookups and cancellations see the caller's mode only: a test key its test bookings, anyone else live ones. */
+const testModeOf = (caller: Caller) => caller.kind === 'api_key' && caller.key.mode === 'test';
 
 function payment(raw: keyof typeof PAYMENT_SPELLINGS | undefined) {
   return raw ? PAYMENT_SPELLINGS[raw] : 'cash';
@@ -262,7 +273,7 @@ export function bookingRoutes(): RouteDef[] {
           { pointer: '/flightNumber', kind: 'flightNumber', value: body.flightNumber },
         ]);
         const base = baseUrlFor(req, deps.config);
-        const bc = bookingCaller(caller);
+        const bc = bookingCaller(caller, req);
         const quoteId = body.quote_id ?? body.quoteId;
         const name = body.passengerName ?? body.passenger_name;
         const email = body.passengerEmail ?? body.passenger_email;
@@ -271,7 +282,14 @@ export function bookingRoutes(): RouteDef[] {
         const emailPointer = body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email';
         if (quoteId !== undefined) {
           requireFields({ passengerName: name, passengerEmail: email, passengerPhone: phone });
-          const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer);
+          const { passenger, emailVerified, preloaded } = await v1Passenger(
+            deps,
+            name,
+            email,
+            phone,
+            emailPointer,
+            quoteId,
+          );
           const view = await redeemQuote(
             deps,
             {
@@ -286,6 +304,7 @@ export function bookingRoutes(): RouteDef[] {
             },
             bc,
             base,
+            preloaded,
           );
           return { status: 201, body: v1Body(view) };
         }
@@ -380,6 +399,8 @@ export function bookingRoutes(): RouteDef[] {
           { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
         ]);
         const passenger = await aliasPassenger(deps, body);
+        // Not blocked (403), and the quote, in one query.
+        const { quote } = await passengerStanding(deps.db, passenger, body.quote_id);
         const view = await redeemQuote(
           deps,
           {
@@ -390,8 +411,9 @@ export function bookingRoutes(): RouteDef[] {
             flightNumber: body.flight_number,
             notes: body.notes,
           },
-          bookingCaller(caller),
+          bookingCaller(caller, req),
           baseUrlFor(req, deps.config),
+          { quote: quote ?? null },
         );
         return { status: 200, body: aliasBody(view) };
       },
@@ -427,8 +449,9 @@ export function bookingRoutes(): RouteDef[] {
           { pointer: '/agent', kind: 'agent', value: body.agent },
         ]);
         const base = baseUrlFor(req, deps.config);
-        const bc = bookingCaller(caller);
+        const bc = bookingCaller(caller, req);
         const passenger = await aliasPassenger(deps, body);
+        await assertNotBlocked(deps.db, passenger);
         const method = payment(body.payment_method);
         const departAt = body.depart_at ?? new Date().toISOString();
         const hash = contentHash(bc.scope, {
@@ -488,8 +511,14 @@ export function bookingRoutes(): RouteDef[] {
       responses: {
         200: { description: 'Status, pickup time, driver, payment and history', schema: BookingLookupResponse },
       },
-      handler: async ({ deps, params, query, req }) => {
-        const row = await bookingForPassenger(deps.db, params.ref, query.email, deps.config.bookings.referencePrefix);
+      handler: async ({ deps, params, query, req, caller }) => {
+        const row = await bookingForPassenger(
+          deps.db,
+          params.ref,
+          query.email,
+          deps.config.bookings.referencePrefix,
+          testModeOf(caller),
+        );
         const [history, records, driver] = await Promise.all([
           deps
             .db('booking_status_history')
@@ -587,8 +616,14 @@ export function bookingRoutes(): RouteDef[] {
       body: CancelRequest,
       errors: ['booking_not_found', 'email_mismatch', 'cannot_cancel'],
       responses: { 200: { description: 'The booking is cancelled', schema: CancelResponse } },
-      handler: async ({ deps, params, body }) => {
-        const row = await bookingForPassenger(deps.db, params.ref, body.email, deps.config.bookings.referencePrefix);
+      handler: async ({ deps, params, body, caller }) => {
+        const row = await bookingForPassenger(
+          deps.db,
+          params.ref,
+          body.email,
+          deps.config.bookings.referencePrefix,
+          testModeOf(caller),
+        );
         const cancelled = await cancelBooking(deps.db, row.id, body.reason ?? null, 'passenger');
         await publishBookingEvent(deps.redis, deps.config.queuePrefix, row.id);
         return {

@@ -1,11 +1,13 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { AppError } from '../../shared/errors.ts';
+import { TEST_SCENARIOS } from '../../shared/domain/sandbox.ts';
 import { DateTime, StringEnum } from '../../shared/schemas/common.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import { DASHBOARD_WEEKS, type DriverDashboard, driverDashboard } from '../../shared/services/driver-dashboard.ts';
 import {
   acceptOffer,
   declineOffer,
+  handBackJob,
   type JobHolder,
   jobFeed,
   reportPresence,
@@ -23,7 +25,8 @@ import { defineRoute, type RouteDef } from '../route.ts';
  */
 const Presence = Type.Object({
   available: Type.Boolean(),
-  lat: Type.Number({ minimum: -90, maximum: 90 }),
+  // The live presence index is a Redis geo set, which holds latitudes within ±85.05112878 (Web Mercator).
+  lat: Type.Number({ minimum: -85.05112878, maximum: 85.05112878 }),
   lng: Type.Number({ minimum: -180, maximum: 180 }),
 });
 
@@ -56,6 +59,18 @@ const FeedJob = Type.Object({
   passenger: Type.Optional(Type.Object({ name: Type.String(), phone: Type.Union([Type.String(), Type.Null()]) })),
   notes: Type.Optional(Type.Union([Type.String(), Type.Null()])),
   flightNumber: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  sandbox: Type.Optional(
+    Type.Object(
+      {
+        scenario: Type.Union([StringEnum(TEST_SCENARIOS), Type.Null()]),
+        move: Type.Union([StringEnum(['accept', 'decline', 'hand_back']), Type.Null()]),
+      },
+      {
+        description:
+          'Test-mode jobs only: the sandbox scenario the booking asked for and the move it asks of you now (null: your own choice). The simulator follows it.',
+      },
+    ),
+  ),
 });
 const Feed = Type.Object({ jobs: Type.Array(FeedJob) });
 type Feed = Static<typeof Feed>;
@@ -121,7 +136,8 @@ const MapKeyStored = Type.Object({
 
 function holderOf(caller: Caller): JobHolder {
   if (caller.kind === 'driver') return { kind: 'driver', id: caller.driver.id };
-  if (caller.kind === 'api_key' && caller.key.partnerId) return { kind: 'partner', id: caller.key.partnerId };
+  if (caller.kind === 'api_key' && caller.key.partnerId)
+    return { kind: 'partner', id: caller.key.partnerId, testMode: caller.key.mode === 'test' };
   throw new AppError('forbidden', 'Jobs belong to drivers (driver token) and partner operators (partner key).');
 }
 
@@ -147,7 +163,7 @@ export function driverAppRoutes(): RouteDef[] {
       handler: async ({ deps, caller, body }) => {
         if (caller.kind !== 'driver') throw new AppError('forbidden', 'Drivers only.');
         const now = new Date();
-        await reportPresence(deps, caller.driver.id, body, now);
+        await reportPresence(deps, caller.driver.id, body, now, caller.driver.testMode === true);
         return { status: 200, body: { available: body.available, at: now.toISOString() } };
       },
     }),
@@ -208,6 +224,31 @@ export function driverAppRoutes(): RouteDef[] {
           deps.config.bookings.referencePrefix,
         );
         return { status: 200, body: { bookingReference: declined.reference, state: 'declined' } };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/public/v1/jobs/:ref/hand-back',
+      operationId: 'handBackJob',
+      summary: 'Hand a job back before the passenger is on board (it is dispatched to another driver)',
+      description:
+        'For a job you hold that is assigned, en route or arrived: you no longer hold it, you are not offered it again, and the booking goes back to dispatching at once (its history shows dispatching with handedBack). After passenger_on_board it is 409 conflict.',
+      tags: ['drivers'],
+      auth: 'driver_or_key',
+      params: RefParams,
+      body: Decline,
+      errors: ['forbidden', 'job_not_found', 'conflict'],
+      responses: { 200: { description: 'Handed back' } },
+      handler: async ({ deps, caller, params, body }) => {
+        const back = await handBackJob(
+          deps,
+          holderOf(caller),
+          params.ref,
+          body.reason ?? null,
+          deps.config.bookings.referencePrefix,
+        );
+        await announce(deps, back.bookingId);
+        return { status: 200, body: { bookingReference: back.reference, state: 'handed_back' } };
       },
     }),
     defineRoute({

@@ -1,12 +1,11 @@
 import { type Static, Type } from '@sinclair/typebox';
-import type { Response } from 'express';
-import { type CardPlace, londonWhen, pickupArea, verifyOfferCode } from '../../shared/domain/dispatch/job-card.ts';
+import { type CardPlace, pickupArea, verifyOfferCode } from '../../shared/domain/dispatch/job-card.ts';
 import { AppError } from '../../shared/errors.ts';
 import { nearestDistrict } from '../../shared/geo/gazetteer.ts';
 import { DateTime, StringEnum } from '../../shared/schemas/common.ts';
 import { gbp } from '../../shared/services/quotes.ts';
-import { escapeHtml } from '../pages/layout.ts';
-import { defineRoute, type HandlerResult, type RouteDef } from '../route.ts';
+import type { ApiDeps } from '../deps.ts';
+import { defineRoute, type RouteDef } from '../route.ts';
 
 export const OFFER_LINK_PATH = '/o/:code';
 
@@ -43,6 +42,9 @@ interface OfferJobRow {
   state: (typeof OFFER_STATES)[number];
   expires_at: Date;
   tier: number;
+  driver_id: string | null;
+  partner_id: string | null;
+  booking_id: string;
   reference: string;
   pickup: CardPlace;
   dropoff: CardPlace;
@@ -58,53 +60,71 @@ function lookupDistrict(lat: number, lng: number): { district: string; town: str
   return nd ? { district: nd.district.district, town: nd.district.postTowns[0] ?? null } : null;
 }
 
-function offerPage(view: OfferLinkResponse, serviceName: string): string {
-  const { offer, job } = view;
-  const rows: Array<[string, string]> = [
-    ['Pickup', job.pickupArea],
-    ['Drop-off', job.dropoffArea],
-    ['When', `${londonWhen(new Date(job.pickupTime))} (UK time)`],
-    ['Passengers', String(job.passengers)],
-    ['Vehicle', job.vehicleType],
-    ['Fare', job.fareGBP === null ? 'shown in the app' : `£${job.fareGBP.toFixed(2)}, paid to you, 0% commission`],
-    [
-      'Offer',
-      offer.state === 'offered' ? `open until ${londonWhen(new Date(offer.expiresAt))} (UK time)` : offer.state,
-    ],
-  ];
-  const action =
-    offer.state === 'offered'
-      ? `Open the ${serviceName} driver app to accept or decline this job.`
-      : offer.state === 'accepted'
-        ? `This job is yours: the passenger's details are in the ${serviceName} driver app.`
-        : 'This offer is closed.';
-  return [
-    '<!doctype html>',
-    '<html lang="en"><head><meta charset="utf-8">',
-    '<meta name="viewport" content="width=device-width, initial-scale=1">',
-    '<meta name="robots" content="noindex">',
-    `<title>Job ${escapeHtml(job.bookingReference)} | ${escapeHtml(serviceName)}</title>`,
-    '</head><body><main>',
-    `<h1>Job ${escapeHtml(job.bookingReference)}</h1>`,
-    '<dl>',
-    ...rows.map(([k, v]) => `<dt>${escapeHtml(k)}</dt><dd>${escapeHtml(v)}</dd>`),
-    '</dl>',
-    `<p>${escapeHtml(action)}</p>`,
-    '</main></body></html>',
-  ].join('\n');
+/** An offer opened by its short link: what the link answers, and whose offer it is. */
+export interface FoundOffer {
+  view: OfferLinkResponse;
+  offerId: string;
+  bookingId: string;
+  /** The driver the offer went to (null for an offer to a partner operator). */
+  driverId: string | null;
+  partnerId: string | null;
 }
 
 /**
- * mountRoutes answers every route with JSON. For a browser this one response is an HTML page
- * instead: its `send` is replaced, for this response only, by one that sends the page.
+ * The offer and its job for a short-link code, without passenger details; null when the code
+ * is forged, altered or unknown (checked before touching the database). An open offer past
+ * its expiry reads `expired`. The JSON answer of `GET /o/{code}` and the driver offer page
+ * (api/pages/driver-pages.ts) both come from here.
  */
-function answerHtml(res: Response, html: string, headers: Record<string, string>): HandlerResult {
-  const send = res.send.bind(res);
-  res.send = (() => {
-    res.setHeader('Content-Type', 'text/html; charset=utf-8');
-    return send(html);
-  }) as Response['send'];
-  return { status: 200, body: null, headers };
+export async function findOfferByCode(
+  deps: Pick<ApiDeps, 'db' | 'config'>,
+  code: string,
+  now = new Date(),
+): Promise<FoundOffer | null> {
+  const offerId = verifyOfferCode(code, deps.config.dataEncryptionKey);
+  if (!offerId) return null;
+  const row = await deps
+    .db('dispatch_offers as o')
+    .join('bookings as b', 'b.id', 'o.booking_id')
+    .where('o.id', offerId)
+    .first<OfferJobRow | undefined>(
+      'o.state',
+      'o.expires_at',
+      'o.tier',
+      'o.driver_id',
+      'o.partner_id',
+      'b.id as booking_id',
+      'b.reference',
+      'b.pickup',
+      'b.dropoff',
+      'b.pickup_time',
+      'b.passengers',
+      'b.vehicle_type',
+      'b.fare_pence',
+    );
+  if (!row) return null;
+  const state = row.state === 'offered' && row.expires_at.getTime() <= now.getTime() ? 'expired' : row.state;
+  const jobPath = `/api/public/v1/jobs/${encodeURIComponent(row.reference)}`;
+  return {
+    view: {
+      offer: { state, expiresAt: row.expires_at.toISOString(), tier: row.tier },
+      job: {
+        bookingReference: row.reference,
+        pickupArea: pickupArea(row.pickup, { lookupDistrict }),
+        dropoffArea: pickupArea(row.dropoff, { lookupDistrict }),
+        pickupTime: row.pickup_time.toISOString(),
+        passengers: row.passengers,
+        vehicleType: row.vehicle_type,
+        fareGBP: row.fare_pence === null ? null : gbp(row.fare_pence),
+      },
+      accept: { method: 'POST', path: `${jobPath}/accept`, auth: 'driver bearer token' },
+      decline: { method: 'POST', path: `${jobPath}/decline`, auth: 'driver bearer token' },
+    },
+    offerId,
+    bookingId: row.booking_id,
+    driverId: row.driver_id,
+    partnerId: row.partner_id,
+  };
 }
 
 /**
@@ -112,7 +132,8 @@ function answerHtml(res: Response, html: string, headers: Record<string, string>
  * The code (shared/domain/dispatch/job-card.ts) carries the offer id and a MAC, so nothing is
  * stored for it and a forged or altered code is 404 without touching the database. The answer
  * has the job's areas, time, size and fare and how to accept or decline it, never the passenger's
- * personal data. A browser (Accept preferring text/html) gets a minimal page saying the same.
+ * personal data. A browser (Accept preferring text/html) gets the driver offer page instead, with
+ * accept and decline for the signed-in driver: the website router answers it before this route.
  */
 export function offerRoutes(): RouteDef[] {
   return [
@@ -134,49 +155,16 @@ export function offerRoutes(): RouteDef[] {
       }),
       errors: ['not_found'],
       responses: { 200: { description: 'The offer and its job', schema: OfferLinkResponse } },
-      handler: async ({ params, deps, req, res }) => {
-        const notFound = new AppError('not_found', 'This job link is not valid. Open the job in the driver app.');
-        const offerId = verifyOfferCode(params.code, deps.config.dataEncryptionKey);
-        if (!offerId) throw notFound;
-        const row = await deps
-          .db('dispatch_offers as o')
-          .join('bookings as b', 'b.id', 'o.booking_id')
-          .where('o.id', offerId)
-          .first<OfferJobRow | undefined>(
-            'o.state',
-            'o.expires_at',
-            'o.tier',
-            'b.reference',
-            'b.pickup',
-            'b.dropoff',
-            'b.pickup_time',
-            'b.passengers',
-            'b.vehicle_type',
-            'b.fare_pence',
-          );
-        if (!row) throw notFound;
-        const state = row.state === 'offered' && row.expires_at.getTime() <= Date.now() ? 'expired' : row.state;
-        const jobPath = `/api/public/v1/jobs/${encodeURIComponent(row.reference)}`;
-        const view: OfferLinkResponse = {
-          offer: { state, expiresAt: row.expires_at.toISOString(), tier: row.tier },
-          job: {
-            bookingReference: row.reference,
-            pickupArea: pickupArea(row.pickup, { lookupDistrict }),
-            dropoffArea: pickupArea(row.dropoff, { lookupDistrict }),
-            pickupTime: row.pickup_time.toISOString(),
-            passengers: row.passengers,
-            vehicleType: row.vehicle_type,
-            fareGBP: row.fare_pence === null ? null : gbp(row.fare_pence),
-          },
-          accept: { method: 'POST', path: `${jobPath}/accept`, auth: 'driver bearer token' },
-          decline: { method: 'POST', path: `${jobPath}/decline`, auth: 'driver bearer token' },
+      handler: async ({ params, deps }) => {
+        const found = await findOfferByCode(deps, params.code);
+        if (!found) throw new AppError('not_found', 'This job link is not valid. Open the job in the driver app.');
+        // The offer changes (accepted, expired): never cached; the answer depends on Accept
+        // (a browser gets the driver offer page, api/pages/driver-pages.ts, before this route).
+        return {
+          status: 200,
+          body: found.view,
+          headers: { 'Cache-Control': 'no-store', Vary: 'Accept', 'X-Robots-Tag': 'noindex' },
         };
-        // The offer changes (accepted, expired): never cached; the answer depends on Accept.
-        const headers = { 'Cache-Control': 'no-store', Vary: 'Accept', 'X-Robots-Tag': 'noindex' };
-        if (req.accepts(['application/json', 'text/html']) === 'text/html') {
-          return answerHtml(res, offerPage(view, deps.config.serviceName), headers);
-        }
-        return { status: 200, body: view, headers };
       },
     }),
   ];

@@ -7,7 +7,8 @@ const VERSION = '1.0.0';
 const DESCRIPTION =
   'Zero-commission taxi network: fixed fares on regulated council tariffs, bookings that are never ' +
   'duplicated, dispatch to licensed local drivers. Errors are JSON `{"error": {code, message, details}, "requestId"}` ' +
-  'with stable codes. Creating POSTs honour `Idempotency-Key`. Every connected domain serves the same interface.';
+  'with stable codes; text (bodies, query strings, paths) must be well-formed Unicode without NUL characters, ' +
+  'else 400 `invalid_input`. Creating POSTs honour `Idempotency-Key`. Every connected domain serves the same interface.';
 
 /**
  * The OpenAPI documents, generated on request from the live route list (so they cannot drift).

@@ -1,5 +1,5 @@
 import { AppError } from '../../shared/errors.ts';
-import { PartnerJobsRequest, PartnerJobsResponse } from '../../shared/schemas/partner-jobs.ts';
+import { PartnerJobsRequest, partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
 import {
   assertActive,
   type IntakeCaller,
@@ -12,6 +12,7 @@ import {
 import { baseUrlFor } from '../base-url.ts';
 import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
+import { scenarioHeader } from '../sandbox.ts';
 
 /**
  * POST /api/public/v1/jobs: partner job intake (SPEC.md 2.9, CONTRACT.md section 6).
@@ -40,11 +41,7 @@ export function partnerJobRoutes(): RouteDef[] {
         caller.kind === 'api_key' ? `key:${caller.key.id}` : `hmac:${req.get('x-partner') ?? ''}:${caller.ip}`,
       body: PartnerJobsRequest,
       errors: ['forbidden', 'daily_limit_reached', 'idempotency_in_progress', 'idempotency_key_reused'],
-      responses: {
-        200: { description: 'Every job succeeded', schema: PartnerJobsResponse },
-        201: { description: 'A single new job was created', schema: PartnerJobsResponse },
-        207: { description: 'Mixed result: see each job', schema: PartnerJobsResponse },
-      },
+      responses: partnerJobsResponses(),
       handler: async ({ req, deps, caller, body }) => {
         let partner: IntakePartner | undefined;
         let apiKeyId: string | null = null;
@@ -74,6 +71,7 @@ export function partnerJobRoutes(): RouteDef[] {
           apiKeyId,
           testMode,
           scope: caller.kind === 'api_key' ? callerScope(caller) : `partner:${partner.id}`,
+          testScenario: scenarioHeader(req, testMode),
         };
         const single = !Array.isArray(body);
         const jobs: unknown[] = single ? [body] : (body as unknown[]);

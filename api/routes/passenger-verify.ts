@@ -85,8 +85,9 @@ function tooManyForAddress(res: Response, limit: number, oldest: Date | null): A
  * - `POST /api/public/v1/passenger-verify` `{email}`: check the address (syntax, disposable,
  *   role, mail server), then e-mail a code and a link unless it is already verified.
  * - the same with `{email, code}`: verify by the code.
- * - `GET /api/public/v1/passenger-verify/link?token=…`: verify by the link (JSON for now; the
- *   website adds its page).
+ * - `GET /api/public/v1/passenger-verify/link?token=…`: verify by the link (JSON). A browser
+ *   opening it gets the website's page instead, which verifies only when the passenger
+ *   presses Confirm (api/pages/verify-page.ts).
  */
 export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] {
   const limitPerHour = opts.limitPerHour ?? 10;

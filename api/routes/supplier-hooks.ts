@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { unseal } from '../../shared/crypto.ts';
 import { AppError } from '../../shared/errors.ts';
-import { PartnerJobsResponse } from '../../shared/schemas/partner-jobs.ts';
+import { partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
 import { processJobs, summarise } from '../../shared/services/intake.ts';
 import { ADAPTERS, activeSupplierBySlug } from '../../shared/services/suppliers.ts';
 import { baseUrlFor } from '../base-url.ts';
@@ -28,11 +28,7 @@ export function supplierHookRoutes(): RouteDef[] {
       auth: 'public',
       params: Type.Object({ supplier: Type.String({ description: 'The supplier slug' }) }),
       errors: ['unauthorized', 'not_found', 'invalid_input'],
-      responses: {
-        200: { description: 'Every job succeeded', schema: PartnerJobsResponse },
-        201: { description: 'A single new job was created', schema: PartnerJobsResponse },
-        207: { description: 'Mixed result: see each job', schema: PartnerJobsResponse },
-      },
+      responses: partnerJobsResponses(),
       handler: async ({ req, deps, params, body }) => {
         const slug = params.supplier;
         const supplier = await activeSupplierBySlug(deps.db, slug);

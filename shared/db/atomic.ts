@@ -62,3 +62,51 @@ export async function insertAllIf(
   const guardRow = result.rows[0]?.guard_row ?? null;
   return { passed: guard === null || guardRow !== null, guardRow };
 }
+
+/** A row that belongs to a key: written only when the guard returned that key. */
+export interface KeyedRowInsert extends RowInsert {
+  key: string;
+}
+
+/**
+ * Many rows of several tables in ONE statement, each written only when its key is among the
+ * `key` values the guard statement returns (`... returning <expr> as key`): several
+ * independent units (say, one per partner job) share one round trip and one commit, and a
+ * unit the guard refuses (a conflict) writes nothing. Rows of a table with the same columns
+ * travel as one JSON array parameter typed by the table (`json_populate_record`), so every value
+ * is a bind parameter and columns left out keep their defaults. Foreign keys between the rows
+ * hold (checked at the end of the statement). Returns the keys the guard passed.
+ */
+export async function insertManyIf(
+  db: Queryable,
+  guard: Guard,
+  inserts: readonly KeyedRowInsert[],
+): Promise<Set<string>> {
+  const groups = new Map<string, { table: string; cols: string[]; items: { k: string; r: unknown }[] }>();
+  for (const ins of inserts) {
+    const cols = Object.keys(ins.row);
+    if (cols.length === 0) throw new Error(`no columns for ${ins.table}`);
+    const id = `${ins.table}(${cols.join(',')})`;
+    let group = groups.get(id);
+    if (!group) {
+      group = { table: ins.table, cols: cols.map(ident), items: [] };
+      groups.set(id, group);
+    }
+    const record: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(ins.row)) record[k] = jsonValue(v);
+    group.items.push({ k: ins.key, r: record });
+  }
+  const ctes = [`g as (${guard.sql})`];
+  const bindings: Knex.RawBinding[] = [...guard.bindings];
+  let i = 0;
+  for (const { table, cols, items } of groups.values()) {
+    const t = ident(table);
+    ctes.push(
+      `i${i++} as (insert into ${t} (${cols.join(', ')}) select ${cols.map((c) => `r.${c}`).join(', ')} from json_array_elements(?::json) e cross join lateral json_populate_record(null::${t}, e->'r') r where (e->>'k') in (select key::text from g) returning 1)`,
+    );
+    bindings.push(JSON.stringify(items));
+  }
+  const sql = `with ${ctes.join(',\n')}\nselect coalesce(json_agg(key::text), '[]'::json) as keys from g`;
+  const result = await db.raw<{ rows: { keys: string[] }[] }>(sql, bindings);
+  return new Set(result.rows[0]?.keys ?? []);
+}

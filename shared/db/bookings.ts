@@ -26,6 +26,8 @@ export interface BookingRow {
   status_seq: number;
   created_at: Date;
   test_mode: boolean;
+  /** Test mode only: the sandbox scenario the booking asked for (shared/domain/sandbox.ts). */
+  test_scenario?: string | null;
 }
 
 export async function findBookingByRef(db: Queryable, reference: string): Promise<BookingRow | undefined> {

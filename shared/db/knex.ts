@@ -5,6 +5,7 @@ import knexFactory, { type Knex } from 'knex';
 import pg from 'pg';
 import type { Config } from '../config.ts';
 import type { Logger } from '../logger.ts';
+import { outboxWake } from './outbox.ts';
 
 // Postgres BIGINT (int8) and COUNT(*) come back as strings by default; every bigint we store
 // (ids, pence) fits in a JS number, so parse them as numbers.
@@ -62,18 +63,29 @@ export function createDb(
   config: Pick<Config, 'databaseUrl' | 'databaseSchema'>,
   opts: { poolMax?: number; appName?: string; acquireTimeoutMs?: number; logger?: Logger } = {},
 ): Db {
-  return knexFactory({
+  // Every connection is watched for commits that wrote the outbox, which wake the relay.
+  const wake = outboxWake(config.databaseSchema);
+  const db = knexFactory({
     client: 'pg',
     connection: {
       connectionString: config.databaseUrl,
       application_name: opts.appName ?? 'dtn',
     },
     searchPath: [config.databaseSchema],
-    pool: { min: 0, max: opts.poolMax ?? 10 },
+    pool: {
+      min: 0,
+      max: opts.poolMax ?? 10,
+      afterCreate(connection: Parameters<typeof wake.watch>[0], done: (err: Error | null, c: unknown) => void) {
+        wake.watch(connection);
+        done(null, connection);
+      },
+    },
     acquireConnectionTimeout: opts.acquireTimeoutMs ?? 10_000,
     migrations: migrationConfig(),
     ...(opts.logger ? { log: knexLog(opts.logger) } : {}),
   });
+  wake.attach(db);
+  return db;
 }
 
 /** Names of all migrations this build knows, for the readiness check. */

@@ -47,6 +47,9 @@ import type { GeocodeOptions, GeocodeResult, Geocoder, Place } from './types.ts'
 export type { District, NearestDistrict } from './districts.ts';
 
 /** <repo>/data, found from this module's own location. */
+/** Distinct query texts whose results the gazetteer keeps (a few MB at most). */
+const CACHE_SIZE = 20_000;
+
 export const DEFAULT_DATA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'data');
 
 // ---------------------------------------------------------------------------------------------
@@ -1347,9 +1350,24 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     return notFound(query);
   };
 
+  // Journeys repeat their places (stations, airports, city centres): each distinct query text
+  // is resolved once and kept, up to CACHE_SIZE entries, the oldest dropped first. Results are
+  // copied out, so a caller changing one cannot change the cache.
+  const cache = new Map<string, GeocodeResult>();
+  const cached = (query: string, opts: GeocodeOptions = {}): GeocodeResult => {
+    const key = `${opts.worldwide === true ? 'w' : 'u'}${query}`;
+    let result = cache.get(key);
+    if (!result) {
+      result = resolve(query, opts);
+      if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+      cache.set(key, result);
+    }
+    return result.ok ? { ok: true, place: { ...result.place } } : { ...result };
+  };
+
   return {
-    geocode: async (query, opts) => resolve(query, opts),
-    geocodeSync: resolve,
+    geocode: async (query, opts) => cached(query, opts),
+    geocodeSync: cached,
     nearestDistrict: (lat, lng) => locator.nearest(lat, lng),
     district: (code) => locator.get(code.replace(/\s+/g, '').toUpperCase()),
     stats: { records: recs.length, names: keyList.length },

@@ -59,9 +59,13 @@ export const DEFAULT_JOB_OPTIONS = {
 export type Queues = Record<QueueName, Queue>;
 
 export function createQueues(connection: Redis, prefix: string): Queues {
-  const entries = QUEUE_NAMES.map(
-    (name) => [name, new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS })] as const,
-  );
+  const entries = QUEUE_NAMES.map((name) => {
+    const queue = new Queue(name, { connection, prefix, defaultJobOptions: DEFAULT_JOB_OPTIONS });
+    // The connection's errors are already reported (readiness, the failing calls); without a
+    // listener BullMQ prints each one, stack and all, to stderr while Redis is away.
+    queue.on('error', () => {});
+    return [name, queue] as const;
+  });
   return Object.fromEntries(entries) as Queues;
 }
 

@@ -13,8 +13,11 @@ import { compileSchema } from '../schemas/validate.ts';
 export const QUEUE_NAMES = ['pricing', 'dispatch', 'notify', 'fanout', 'billing'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
-/** Process roles: one per queue, plus the outbox relay (reads Postgres, writes BullMQ). */
-export const WORKER_ROLES = [...QUEUE_NAMES, 'outbox-relay'] as const;
+/**
+ * Process roles: one per queue, plus the outbox relay (reads Postgres, writes BullMQ) and the
+ * driver simulator (simulated drivers serving test-mode bookings through the driver API).
+ */
+export const WORKER_ROLES = [...QUEUE_NAMES, 'outbox-relay', 'simulator'] as const;
 export type WorkerRole = (typeof WORKER_ROLES)[number];
 
 const Uuid = Type.String({ format: 'uuid' });

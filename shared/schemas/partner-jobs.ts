@@ -78,3 +78,20 @@ export const PartnerJobsResponse = Type.Object({
     failed: Type.Integer(),
   }),
 });
+
+/**
+ * The answers of a job intake endpoint (partner jobs, supplier hooks): 200 when every job
+ * succeeded, 207 for a batch with failures, and for a single job its own status, so a rejected
+ * single job answers its error status with the results shape (CONTRACT.md section 6).
+ */
+export function partnerJobsResponses(): Record<number, { description: string; schema: typeof PartnerJobsResponse }> {
+  const single = 'A single job was rejected: its result, in the same shape';
+  return {
+    200: { description: 'Every job succeeded', schema: PartnerJobsResponse },
+    201: { description: 'A single new job was created', schema: PartnerJobsResponse },
+    207: { description: 'Mixed result: see each job', schema: PartnerJobsResponse },
+    ...Object.fromEntries(
+      [400, 403, 404, 409, 422, 429, 500].map((s) => [s, { description: single, schema: PartnerJobsResponse }]),
+    ),
+  };
+}

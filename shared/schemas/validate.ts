@@ -15,6 +15,9 @@ function makeAjv(coerceTypes: boolean): Ajv {
     // written without additionalProperties: false unless a payload is internal.
     removeAdditional: false,
     strict: false,
+    // `multipleOf: 0.01` means two decimals: 19.99 / 0.01 is 1998.9999999999998 in binary
+    // floating point, which ajv would otherwise refuse as "not a multiple".
+    multipleOfPrecision: 9,
   });
   addFormats(ajv);
   return ajv;

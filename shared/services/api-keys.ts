@@ -1,6 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
 import { randomBase62, sha256 } from '../crypto.ts';
-import type { Queryable } from '../db/knex.ts';
+import type { Db, Queryable } from '../db/knex.ts';
 
 /**
  * API keys: `<code>_<mode>_<32 base62>` (e.g. `dtn_live_…`, about 190 random bits). Only the
@@ -133,4 +133,44 @@ export async function revokeApiKey(db: Queryable, id: string): Promise<{ id: str
   const row = await db('api_keys').where({ id }).first<{ revoked_at: Date | null } | undefined>('revoked_at');
   if (!row?.revoked_at) return null;
   return { id, revokedAt: row.revoked_at.toISOString() };
+}
+
+/**
+ * An operator's new API key (the CLI's `key create`, the operator pages): for a partner when
+ * `partnerId` is given (null when that partner does not exist), written to the audit log with
+ * its prefix. The key is returned once.
+ */
+export async function issueApiKey(
+  db: Db,
+  opts: { serviceCode: string; name: string; partnerId: string | null; mode: KeyMode; actor: string },
+): Promise<{ id: string; key: string; prefix: string } | null> {
+  return db.transaction(async (trx) => {
+    if (opts.partnerId && !(await trx('partners').where({ id: opts.partnerId }).first('id'))) return null;
+    const created = await createApiKey(trx, {
+      serviceCode: opts.serviceCode,
+      name: opts.name,
+      partnerId: opts.partnerId,
+      mode: opts.mode,
+    });
+    await trx('audit_log').insert({
+      actor: opts.actor,
+      action: 'key.create',
+      subject_type: 'api_key',
+      subject_id: created.id,
+      details: JSON.stringify({ prefix: created.prefix, partnerId: opts.partnerId }),
+    });
+    return created;
+  });
+}
+
+/** An operator revokes a key (`revokeApiKey`), written to the audit log. Null if unknown. */
+export async function revokeApiKeyAs(
+  db: Db,
+  id: string,
+  actor: string,
+): Promise<{ id: string; revokedAt: string } | null> {
+  const revoked = await revokeApiKey(db, id);
+  if (!revoked) return null;
+  await db('audit_log').insert({ actor, action: 'key.revoke', subject_type: 'api_key', subject_id: id });
+  return revoked;
 }

@@ -2,12 +2,13 @@ import { createHmac } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { sha256 } from '../crypto.ts';
-import { insertAllIf, type RowInsert } from '../db/atomic.ts';
+import { type Guard, insertAllIf, insertManyIf, type RowInsert } from '../db/atomic.ts';
 import { appendStatus, type BookingRow, findBookingByRef } from '../db/bookings.ts';
 import type { Db, Queryable } from '../db/knex.ts';
 import { enqueueJob, outboxRow } from '../db/outbox.ts';
 import { normaliseEmail } from '../domain/email-acceptance.ts';
 import { newReference, normaliseReference } from '../domain/reference.ts';
+import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
 import { verificationRow } from './email-verification.ts';
 import { messageRows, type NewMessage } from './messages.ts';
@@ -28,6 +29,8 @@ export interface BookingCaller {
   testMode: boolean;
   /** Rate-limit and idempotency scope: the key, else the client IP. */
   scope: string;
+  /** Test mode: the scenario the request asked for (X-Test-Scenario); else `scenario:<name>` in the notes. */
+  testScenario?: TestScenario | null;
 }
 
 export interface BookingView {
@@ -102,7 +105,7 @@ export function viewOf(row: BookingRow, baseUrl: string, key: Buffer, created: b
   };
 }
 
-interface QuoteRow {
+export interface QuoteRow {
   id: string;
   expires_at: Date;
   redeemed_at: Date | null;
@@ -168,17 +171,18 @@ export async function redeemQuote(
   input: NewBooking,
   caller: BookingCaller,
   baseUrl: string,
+  /** The quote as `passengerStanding` already read it (null: no such quote), saving a round trip. */
+  preloaded?: { quote: QuoteRow | null },
 ): Promise<BookingView> {
   const { db, config } = deps;
-  const quoteId = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(input.quoteId)
-    ? input.quoteId.toLowerCase()
-    : null;
+  const quoteId = quoteIdOf(input.quoteId);
   if (!quoteId) throw quoteNotFound(input.quoteId);
   const readQuote = () => db<QuoteRow>('quotes').where({ id: quoteId }).first();
 
-  let quote = await readQuote();
+  let quote = preloaded ? (preloaded.quote ?? undefined) : await readQuote();
   for (let attempt = 0; ; attempt++) {
-    if (!quote) throw quoteNotFound(input.quoteId);
+    // Test and live are kept apart: a key never redeems a quote of the other mode.
+    if (!quote || (caller.apiKeyId !== null && quote.test_mode !== caller.testMode)) throw quoteNotFound(input.quoteId);
     if (quote.redeemed_at) {
       const existing = await db<BookingRow>('bookings').where({ quote_id: quote.id }).first();
       if (existing && samePassenger(existing, input.passenger))
@@ -202,9 +206,8 @@ export async function redeemQuote(
       ]);
     }
     const write = bookingWrite(deps, quote, input, caller, baseUrl, new Date());
-    const passed = await writeOnce(() =>
-      insertAllIf(db, { sql: REDEEM_GUARD, bindings: [quote?.id ?? ''] }, write.inserts),
-    );
+    const quoteKey = quote.id;
+    const passed = await writeOnce(() => redeemWriter(db)(quoteKey, write.inserts));
     if (passed === 'collision' && attempt < 5) continue;
     if (passed === true) return viewOf(write.row, baseUrl, config.dataEncryptionKey, true);
     // Another request redeemed it (or it expired) between the read and the write: decide again.
@@ -230,11 +233,12 @@ export async function bookPricedQuote(
     const now = new Date();
     const write = bookingWrite(deps, q, { ...input, quoteId: q.id }, caller, baseUrl, now);
     const guard = {
-      sql: REPEAT_GUARD,
-      bindings: [input.contentHash, write.row.id, new Date(now.getTime() + REPEAT_WINDOW_MS)],
+      hash: input.contentHash,
+      bookingId: write.row.id,
+      expiresAt: new Date(now.getTime() + REPEAT_WINDOW_MS),
     };
     const passed = await writeOnce(() =>
-      insertAllIf(db, guard, [{ table: 'quotes', row: { ...priced.row, redeemed_at: now } }, ...write.inserts]),
+      repeatWriter(db)(guard, [{ table: 'quotes', row: { ...priced.row, redeemed_at: now } }, ...write.inserts]),
     );
     if (passed === 'collision' && attempt < 5) continue;
     if (passed === true) return viewOf(write.row, baseUrl, config.dataEncryptionKey, true);
@@ -259,6 +263,135 @@ export async function pruneRepeatGuards(db: Db): Promise<number> {
 }
 
 /** Run the booking statement: true when written, false when its guard refused, 'collision' on a reference clash. */
+/** Most bookings one statement carries. */
+const MAX_WRITE_BATCH = 100;
+
+const REDEEM_MANY_GUARD = `update quotes set redeemed_at = now()
+  where id in (select json_array_elements_text(?::json)::uuid) and redeemed_at is null and expires_at > now()
+  returning id::text as key`;
+
+const REPEAT_MANY_GUARD = `insert into booking_repeat_guard (content_hash, booking_id, expires_at)
+  select decode(g->>'hash', 'hex'), (g->>'booking')::uuid, (g->>'expires')::timestamptz from json_array_elements(?::json) g
+  on conflict (content_hash) do update set booking_id = excluded.booking_id, expires_at = excluded.expires_at
+  where booking_repeat_guard.expires_at <= now() returning booking_id::text as key`;
+
+/** One booking to write: its rows, guarded by the statement `single` names, known in a batch by `key`. */
+interface PendingWrite {
+  key: string;
+  single: Guard;
+  /** What the batch guard needs of this booking (a quote id, or a repeat hash and booking id). */
+  batchItem: unknown;
+  inserts: RowInsert[];
+  resolve(r: { passed: boolean }): void;
+  reject(err: unknown): void;
+}
+
+type BookingWriter = (
+  w: Pick<PendingWrite, 'key' | 'single' | 'batchItem' | 'inserts'>,
+) => Promise<{ passed: boolean }>;
+
+const bookingWriters = new WeakMap<Db, Map<string, BookingWriter>>();
+
+/**
+ * Writes bookings, coalescing those that reach it in the same turn of the event loop into ONE
+ * statement (`insertManyIf`): the batch guard (`manyGuard`, over every booking's `batchItem`)
+ * returns the keys it let through, and only those bookings are written. Each commit waits for
+ * the WAL to reach the disk, and under load that flush, not the work, is what bounds bookings
+ * a second; one commit for many bookings shares it. A key appears once per statement (a second
+ * booking with it waits for the next); when a statement fails (a reference collision, a row's
+ * content, a guard hit twice) each booking of it is written with its own guard, so only its
+ * own caller sees the error.
+ */
+function bookingWriter(db: Db, kind: string, manyGuard: (items: unknown[]) => Guard): BookingWriter {
+  let writers = bookingWriters.get(db);
+  if (!writers) {
+    writers = new Map();
+    bookingWriters.set(db, writers);
+  }
+  const existing = writers.get(kind);
+  if (existing) return existing;
+  let pending: PendingWrite[] = [];
+  let scheduled = false;
+
+  const single = async (p: PendingWrite): Promise<void> => {
+    try {
+      p.resolve(await insertAllIf(db, p.single, p.inserts));
+    } catch (err) {
+      p.reject(err);
+    }
+  };
+
+  const write = async (batch: PendingWrite[]): Promise<void> => {
+    if (batch.length === 1) return single(batch[0] as PendingWrite);
+    let passed: Set<string>;
+    try {
+      passed = await insertManyIf(
+        db,
+        manyGuard(batch.map((p) => p.batchItem)),
+        batch.flatMap((p) => p.inserts.map((ins) => ({ ...ins, key: p.key }))),
+      );
+    } catch {
+      await Promise.all(batch.map(single));
+      return;
+    }
+    for (const p of batch) p.resolve({ passed: passed.has(p.key) });
+  };
+
+  const flush = () => {
+    scheduled = false;
+    const all = pending;
+    pending = [];
+    const batch: PendingWrite[] = [];
+    const keys = new Set<string>();
+    for (const p of all) {
+      // The same key twice in one statement would let one guard pass for two bookings.
+      if (keys.has(p.key) || batch.length >= MAX_WRITE_BATCH) {
+        pending.push(p);
+        continue;
+      }
+      keys.add(p.key);
+      batch.push(p);
+    }
+    if (pending.length > 0) schedule();
+    void write(batch);
+  };
+  const schedule = () => {
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
+
+  const writer: BookingWriter = (w) =>
+    new Promise((resolve, reject) => {
+      pending.push({ ...w, resolve, reject });
+      schedule();
+    });
+  writers.set(kind, writer);
+  return writer;
+}
+
+/** Redemptions: guarded by marking the quote redeemed, keyed by quote id. */
+function redeemWriter(db: Db): (quoteId: string, inserts: RowInsert[]) => Promise<{ passed: boolean }> {
+  const write = bookingWriter(db, 'redeem', (ids) => ({ sql: REDEEM_MANY_GUARD, bindings: [JSON.stringify(ids)] }));
+  return (quoteId, inserts) =>
+    write({ key: quoteId, single: { sql: REDEEM_GUARD, bindings: [quoteId] }, batchItem: quoteId, inserts });
+}
+
+/** Priced bookings (instant, v1): guarded by the 15-minute repeat rule on the content hash, keyed by booking id. */
+function repeatWriter(
+  db: Db,
+): (guard: { hash: Buffer; bookingId: string; expiresAt: Date }, inserts: RowInsert[]) => Promise<{ passed: boolean }> {
+  const write = bookingWriter(db, 'repeat', (items) => ({ sql: REPEAT_MANY_GUARD, bindings: [JSON.stringify(items)] }));
+  return (g, inserts) =>
+    write({
+      key: g.bookingId,
+      single: { sql: REPEAT_GUARD, bindings: [g.hash, g.bookingId, g.expiresAt] },
+      batchItem: { hash: g.hash.toString('hex'), booking: g.bookingId, expires: g.expiresAt.toISOString() },
+      inserts,
+    });
+}
+
 async function writeOnce(run: () => Promise<{ passed: boolean }>): Promise<boolean | 'collision'> {
   try {
     return (await run()).passed;
@@ -292,6 +425,7 @@ export function bookingWrite(
   const id = uuidv7();
   const fare = input.farePenceOverride ?? quote.fare_pence;
   const pickupTime = quote.depart_at;
+  const testMode = caller.testMode || quote.test_mode;
   const values = {
     id,
     reference: newReference(deps.config.bookings.referencePrefix),
@@ -321,7 +455,8 @@ export function bookingWrite(
     agent: input.agent ?? null,
     tracking_token_hash: sha256(trackingToken(id, deps.config.dataEncryptionKey)),
     content_hash: input.contentHash ?? null,
-    test_mode: caller.testMode || quote.test_mode,
+    test_mode: testMode,
+    test_scenario: testMode ? (caller.testScenario ?? scenarioInNotes(input.notes)) : null,
     status_seq: 1,
     created_at: now,
     updated_at: now,
@@ -393,11 +528,21 @@ function confirmation(row: BookingRow, view: BookingView, verifyLink: string | n
   };
 }
 
-/** The booking a passenger asks about, checked against their e-mail (case-insensitive). */
-export async function bookingForPassenger(db: Db, rawRef: string, email: string, prefix: string): Promise<BookingRow> {
+/**
+ * The booking a passenger asks about, checked against their e-mail (case-insensitive). Test and
+ * live are kept apart: a test-mode booking is found only with a test key (`testMode`), a live
+ * one only without one; the other mode's bookings are 404 as if they did not exist.
+ */
+export async function bookingForPassenger(
+  db: Db,
+  rawRef: string,
+  email: string,
+  prefix: string,
+  testMode = false,
+): Promise<BookingRow> {
   const ref = normaliseReference(rawRef, prefix);
   const row = ref ? await findBookingByRef(db, ref) : undefined;
-  if (!row)
+  if (!row || row.test_mode !== testMode)
     throw new AppError('booking_not_found', `No booking ${rawRef}.`, [
       { field: '/ref', problem: 'unknown booking reference' },
     ]);
@@ -450,17 +595,37 @@ export async function cancelBooking(
  * Whether the passenger may book (403 account_blocked when an operator blocked their e-mail or
  * phone: `npm run admin -- block`) and whether their e-mail is confirmed, in one query.
  */
-export async function passengerStanding(db: Db, passenger: Passenger): Promise<{ emailVerified: boolean }> {
+/** A quote id as stored (lower-case UUID), or null when the text cannot be one. */
+export function quoteIdOf(raw: string): string | null {
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw) ? raw.toLowerCase() : null;
+}
+
+/**
+ * Whether the passenger may book (403 `account_blocked` if not) and whether their e-mail is
+ * verified. With `quoteId`, the quote to redeem is read by the same query (`quote`: null when
+ * there is none), for `redeemQuote`'s `preloaded`: a redemption then costs two round trips.
+ */
+export async function passengerStanding(
+  db: Db,
+  passenger: Passenger,
+  quoteId?: string,
+): Promise<{ emailVerified: boolean; quote?: QuoteRow | null }> {
   const email = passenger.email ? normaliseEmail(passenger.email) : null;
-  const { rows } = await db.raw<{ rows: { blocked: string | null; verified: boolean }[] }>(
-    `select (select kind from blocked_contacts
+  const id = quoteId === undefined ? null : quoteIdOf(quoteId);
+  const standing = `select (select kind from blocked_contacts
               where (kind = 'phone' and value = ?) or (kind = 'email' and value = ?) limit 1) as blocked,
-            exists (select 1 from email_verifications where email = ? and verified_at is not null) as verified`,
-    [passenger.phone, email, email],
+            exists (select 1 from email_verifications where email = ? and verified_at is not null) as verified`;
+  const { rows } = await db.raw<{ rows: (Partial<QuoteRow> & { blocked: string | null; verified: boolean })[] }>(
+    id ? `select s.blocked, s.verified, q.* from (${standing}) s left join quotes q on q.id = ?` : standing,
+    id ? [passenger.phone, email, email, id] : [passenger.phone, email, email],
   );
-  const blocked = rows[0]?.blocked ?? null;
-  if (blocked) throw blockedError(blocked);
-  return { emailVerified: rows[0]?.verified === true };
+  const row = rows[0];
+  if (row?.blocked) throw blockedError(row.blocked);
+  const emailVerified = row?.verified === true;
+  if (quoteId === undefined) return { emailVerified };
+  if (!row?.id) return { emailVerified, quote: null };
+  const { blocked: _b, verified: _v, ...quote } = row;
+  return { emailVerified, quote: quote as QuoteRow };
 }
 
 function blockedError(kind: string): AppError {
@@ -480,4 +645,34 @@ export async function assertNotBlocked(db: Db, passenger: Passenger): Promise<vo
     })
     .first('kind');
   if (hit) throw blockedError(hit.kind);
+}
+
+/**
+ * `assertNotBlocked` for many passengers in one query: the error for each blocked one, by its
+ * position in `passengers` (absent when not blocked).
+ */
+export async function blockedAmong(
+  db: Db,
+  passengers: readonly { phone: string | null; email: string | null }[],
+): Promise<Map<number, AppError>> {
+  const phones = [...new Set(passengers.flatMap((p) => (p.phone ? [p.phone] : [])))];
+  const emails = [...new Set(passengers.flatMap((p) => (p.email ? [p.email.toLowerCase()] : [])))];
+  const out = new Map<number, AppError>();
+  if (phones.length === 0 && emails.length === 0) return out;
+  const hits = await db('blocked_contacts')
+    .where((q) => {
+      q.where('kind', 'phone').whereIn('value', phones);
+    })
+    .orWhere((q) => {
+      q.where('kind', 'email').whereIn('value', emails);
+    })
+    .select<{ kind: string; value: string }[]>('kind', 'value');
+  if (hits.length === 0) return out;
+  const blocked = new Set(hits.map((h) => `${h.kind}:${h.value}`));
+  passengers.forEach((p, i) => {
+    // The phone is checked first, as assertNotBlocked reports whichever row it finds.
+    if (p.phone && blocked.has(`phone:${p.phone}`)) out.set(i, blockedError('phone'));
+    else if (p.email && blocked.has(`email:${p.email.toLowerCase()}`)) out.set(i, blockedError('email'));
+  });
+  return out;
 }

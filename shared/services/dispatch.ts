@@ -42,17 +42,31 @@ export interface DispatchDeps {
   config: Pick<Config, 'dispatch' | 'queuePrefix' | 'dataEncryptionKey' | 'publicBaseUrls'>;
 }
 
-const presenceIndexes = new WeakMap<Redis, PresenceIndex>();
+const presenceIndexes = new WeakMap<Redis, { live?: PresenceIndex; test?: PresenceIndex }>();
 
-/** The live presence index for this deployment (one per Redis connection). */
-export function presenceIndex(redis: Redis, config: Pick<Config, 'dispatch' | 'queuePrefix'>): PresenceIndex {
-  let index = presenceIndexes.get(redis);
+/**
+ * The presence index for this deployment (one per Redis connection). Test-mode drivers (the
+ * simulator's fleet, sandbox drivers) report into an index of their own, so they never crowd
+ * the nearest-driver search of live bookings, and test bookings search only them.
+ */
+export function presenceIndex(
+  redis: Redis,
+  config: Pick<Config, 'dispatch' | 'queuePrefix'>,
+  testMode = false,
+): PresenceIndex {
+  let indexes = presenceIndexes.get(redis);
+  if (!indexes) {
+    indexes = {};
+    presenceIndexes.set(redis, indexes);
+  }
+  const mode = testMode ? 'test' : 'live';
+  let index = indexes[mode];
   if (!index) {
     index = createPresenceIndex(redis, {
-      prefix: `${config.queuePrefix}:dispatch`,
+      prefix: `${config.queuePrefix}:dispatch${testMode ? '-test' : ''}`,
       ttlMs: config.dispatch.presenceTtlSeconds * 1000,
     });
-    presenceIndexes.set(redis, index);
+    indexes[mode] = index;
   }
   return index;
 }
@@ -111,7 +125,7 @@ async function candidates(
   booking: DispatchBooking,
   nowMs: number,
 ): Promise<{ drivers: DriverCandidate[]; partners: PartnerCandidate[]; distanceMiles: number }> {
-  const presence = presenceIndex(deps.redis, deps.config);
+  const presence = presenceIndex(deps.redis, deps.config, booking.test_mode);
   const distanceMiles = roadMiles(booking.pickup, booking.dropoff);
   const near = await presence.nearest(booking.pickup.lat, booking.pickup.lng, {
     want: LOCAL_CANDIDATES,
@@ -180,8 +194,10 @@ async function candidates(
       corridors: r.corridors,
     };
   });
+  // Tier 3 operators are real fleets: a test-mode booking is never offered to them.
   const operators = await trx('partners')
     .where({ is_operator: true, status: 'active' })
+    .whereRaw('not ?', [booking.test_mode])
     .where('fleet_capacity', '>', 0)
     .select<{ id: string; fleet_classes: VehicleType[]; fleet_capacity: number }[]>(
       'id',

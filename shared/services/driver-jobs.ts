@@ -2,6 +2,7 @@ import { appendStatus } from '../db/bookings.ts';
 import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { normaliseReference } from '../domain/reference.ts';
+import { isTestScenario, type SandboxMove, sandboxMove, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
 import {
   ACTIVE_JOB_STATUSES,
@@ -16,7 +17,10 @@ import {
  * What drivers (and tier-3 operators, with their key) do with jobs: the feed of offered and
  * accepted jobs, accept and decline, progress to completion with how the fare was paid.
  */
-export type JobHolder = { kind: 'driver'; id: string } | { kind: 'partner'; id: string };
+export type JobHolder =
+  | { kind: 'driver'; id: string }
+  /** A tier-3 operator with its key: `testMode` (the key's mode) limits it to that mode's bookings. */
+  | { kind: 'partner'; id: string; testMode?: boolean };
 
 const holderColumn = (h: JobHolder) => (h.kind === 'driver' ? 'driver_id' : 'partner_id');
 const actorOf = (h: JobHolder) => `${h.kind}:${h.id}`;
@@ -27,12 +31,15 @@ function jobNotFound(ref: string): AppError {
   ]);
 }
 
-async function lockBooking(trx: Tx, rawRef: string, prefix: string): Promise<DispatchBooking> {
+async function lockBooking(trx: Tx, rawRef: string, prefix: string, holder: JobHolder): Promise<DispatchBooking> {
   const ref = normaliseReference(rawRef, prefix);
   const booking = ref
     ? await trx<DispatchBooking>('bookings').where({ reference: ref }).forUpdate().first()
     : undefined;
   if (!booking) throw jobNotFound(rawRef);
+  // A partner's key sees only its own mode's jobs (test and live are kept apart).
+  if (holder.kind === 'partner' && holder.testMode !== undefined && booking.test_mode !== holder.testMode)
+    throw jobNotFound(rawRef);
   return booking;
 }
 
@@ -66,7 +73,7 @@ export async function acceptOffer(
   now = new Date(),
 ): Promise<Accepted> {
   const accepted = await deps.db.transaction(async (trx) => {
-    const booking = await lockBooking(trx, rawRef, prefix);
+    const booking = await lockBooking(trx, rawRef, prefix, holder);
     const offer = await latestOffer(trx, booking.id, holder, rawRef);
     if (offer.state === 'accepted') {
       return {
@@ -89,7 +96,10 @@ export async function acceptOffer(
     let deadMiles: number | null = null;
     let vehicleId: string | null = null;
     if (holder.kind === 'driver') {
-      const live = await presenceIndex(deps.redis, deps.config).positions([holder.id], now.getTime());
+      const live = await presenceIndex(deps.redis, deps.config, booking.test_mode).positions(
+        [holder.id],
+        now.getTime(),
+      );
       const at =
         live.get(holder.id) ??
         (offer.driver_lat !== null && offer.driver_lng !== null
@@ -139,7 +149,7 @@ export async function declineOffer(
   now = new Date(),
 ): Promise<{ bookingId: string; reference: string }> {
   return deps.db.transaction(async (trx) => {
-    const booking = await lockBooking(trx, rawRef, prefix);
+    const booking = await lockBooking(trx, rawRef, prefix, holder);
     const offer = await latestOffer(trx, booking.id, holder, rawRef);
     if (offer.state === 'declined') return { bookingId: booking.id, reference: booking.reference };
     if (offer.state !== 'offered' || offer.expires_at.getTime() <= now.getTime()) {
@@ -157,6 +167,59 @@ export async function declineOffer(
       'dispatch-booking',
       { bookingId: booking.id },
       { jobId: `dispatch-${booking.id}-after-${offer.id}` },
+    );
+    return { bookingId: booking.id, reference: booking.reference };
+  });
+}
+
+/** Statuses from which a driver may hand a job back (before the passenger is on board). */
+const HAND_BACK_FROM = new Set(['driver_assigned', 'driver_en_route', 'driver_arrived']);
+
+/**
+ * The driver (or operator) gives a job in hand back before the passenger is on board (a
+ * breakdown, running late): they no longer hold it, their accepted offer is closed as declined
+ * ("handed back", so dispatch never asks them again), the booking is `dispatching` again and a
+ * dispatch step is queued in the same transaction. Handing back a job already handed back is 404.
+ */
+export async function handBackJob(
+  deps: DispatchDeps,
+  holder: JobHolder,
+  rawRef: string,
+  reason: string | null,
+  prefix: string,
+  now = new Date(),
+): Promise<{ bookingId: string; reference: string }> {
+  return deps.db.transaction(async (trx) => {
+    const booking = await lockBooking(trx, rawRef, prefix, holder);
+    const holds =
+      holder.kind === 'driver' ? booking.driver_id === holder.id : booking.operator_partner_id === holder.id;
+    if (!holds) throw jobNotFound(rawRef);
+    if (!HAND_BACK_FROM.has(booking.status)) {
+      throw new AppError('conflict', `A job that is ${booking.status.replace(/_/g, ' ')} cannot be handed back.`, [
+        { field: '/ref', problem: `not allowed after ${booking.status}` },
+      ]);
+    }
+    const offer = await trx<OfferRow>('dispatch_offers')
+      .where({ booking_id: booking.id, [holderColumn(holder)]: holder.id, state: 'accepted' })
+      .first();
+    const why = `handed back${reason ? `: ${reason.slice(0, 180)}` : ''}`;
+    if (offer) {
+      await trx('dispatch_offers')
+        .where({ id: offer.id })
+        .update({ state: 'declined', responded_at: now, decline_reason: why });
+    }
+    await trx('bookings')
+      .where({ id: booking.id })
+      .update({ driver_id: null, vehicle_id: null, operator_partner_id: null, dead_miles: null });
+    await appendStatus(trx, booking.id, 'dispatching', actorOf(holder), {
+      handedBack: true,
+      ...(reason ? { reason: reason.slice(0, 180) } : {}),
+    });
+    await enqueueJob(
+      trx,
+      'dispatch-booking',
+      { bookingId: booking.id },
+      { jobId: `dispatch-${booking.id}-handback-${offer?.id ?? now.getTime()}` },
     );
     return { bookingId: booking.id, reference: booking.reference };
   });
@@ -198,7 +261,7 @@ export async function reportProgress(
   prefix: string,
 ): Promise<{ bookingId: string; reference: string; status: Progress; changed: boolean }> {
   return deps.db.transaction(async (trx) => {
-    const booking = await lockBooking(trx, rawRef, prefix);
+    const booking = await lockBooking(trx, rawRef, prefix, holder);
     const holds =
       holder.kind === 'driver' ? booking.driver_id === holder.id : booking.operator_partner_id === holder.id;
     if (!holds) throw jobNotFound(rawRef);
@@ -249,6 +312,31 @@ export interface FeedJob {
   passenger?: { name: string; phone: string | null };
   notes?: string | null;
   flightNumber?: string | null;
+  /**
+   * Test-mode jobs only: the sandbox scenario the booking asked for and the move it asks of the
+   * driver who sees it now (accept, decline, hand_back, or null: the driver's own choice).
+   */
+  sandbox?: { scenario: TestScenario | null; move: SandboxMove };
+}
+
+/** Declined offers and hand-backs so far, per test-mode booking (what scenarios depend on). */
+async function sandboxHistory(
+  db: Db,
+  bookingIds: string[],
+): Promise<Map<string, { declined: number; handedBack: number }>> {
+  const out = new Map<string, { declined: number; handedBack: number }>();
+  if (bookingIds.length === 0) return out;
+  const rows = await db('dispatch_offers')
+    .whereIn('booking_id', bookingIds)
+    .where('state', 'declined')
+    .groupBy('booking_id')
+    .select<Array<{ booking_id: string; declined: number; handed_back: number }>>(
+      'booking_id',
+      db.raw(`count(*) filter (where coalesce(decline_reason, '') not like 'handed back%')::int as declined`),
+      db.raw(`count(*) filter (where decline_reason like 'handed back%')::int as handed_back`),
+    );
+  for (const r of rows) out.set(r.booking_id, { declined: r.declined, handedBack: r.handed_back });
+  return out;
 }
 
 /**
@@ -262,17 +350,34 @@ export async function jobFeed(db: Db, holder: JobHolder, now = new Date()): Prom
     .where({ [`o.${holderColumn(holder)}`]: holder.id, 'o.state': 'offered' })
     .where('o.expires_at', '>', now)
     .where('b.status', 'dispatching')
+    .modify((q) => {
+      if (holder.kind === 'partner' && holder.testMode !== undefined) q.where('b.test_mode', holder.testMode);
+    })
     .orderBy('o.expires_at')
     .select<Array<DispatchBooking & { expires_at: Date }>>('b.*', 'o.expires_at');
   const heldColumn = holder.kind === 'driver' ? 'driver_id' : 'operator_partner_id';
-  const held = await db<DispatchBooking>('bookings')
+  const held: DispatchBooking[] = await db<DispatchBooking>('bookings')
     .where((q) => {
       q.where(heldColumn, holder.id).whereIn('status', ACTIVE_JOB_STATUSES);
       if (holder.kind === 'partner')
         q.orWhere((p) => p.where('partner_id', holder.id).whereNotIn('status', ['completed', 'cancelled']));
     })
+    .modify((q) => {
+      if (holder.kind === 'partner' && holder.testMode !== undefined) q.where('test_mode', holder.testMode);
+    })
     .orderBy('pickup_time')
     .limit(200);
+  const history = await sandboxHistory(
+    db,
+    [...offers, ...held].filter((b) => b.test_mode).map((b) => b.id),
+  );
+  const sandbox = (b: DispatchBooking, state: 'offered' | 'held') => {
+    if (!b.test_mode) return {};
+    const scenario = isTestScenario(b.test_scenario) ? b.test_scenario : null;
+    return {
+      sandbox: { scenario, move: sandboxMove(scenario, state, history.get(b.id) ?? { declined: 0, handedBack: 0 }) },
+    };
+  };
   /** What every feed entry says of its booking; an offer shows no passenger until accepted. */
   const job = (b: DispatchBooking, state: string, offerExpiresAt: Date | null) => ({
     bookingReference: b.reference,
@@ -286,12 +391,13 @@ export async function jobFeed(db: Db, holder: JobHolder, now = new Date()): Prom
     fareGBP: b.fare_pence === null ? null : b.fare_pence / 100,
   });
   return [
-    ...offers.map((b) => job(b, 'offered', b.expires_at)),
+    ...offers.map((b) => ({ ...job(b, 'offered', b.expires_at), ...sandbox(b, 'offered') })),
     ...held.map((b) => ({
       ...job(b, b.status === 'driver_assigned' ? 'accepted' : b.status, null),
       passenger: { name: b.passenger_name, phone: b.passenger_phone },
       notes: (b as unknown as { notes: string | null }).notes,
       flightNumber: (b as unknown as { flight_number: string | null }).flight_number,
+      ...sandbox(b, 'held'),
     })),
   ];
 }
@@ -305,8 +411,9 @@ export async function reportPresence(
   driverId: string,
   report: { available: boolean; lat: number; lng: number },
   now = new Date(),
+  testMode = false,
 ): Promise<void> {
-  await presenceIndex(deps.redis, deps.config).report(driverId, report, now.getTime());
+  await presenceIndex(deps.redis, deps.config, testMode).report(driverId, report, now.getTime());
   await deps
     .db('drivers')
     .where({ id: driverId })

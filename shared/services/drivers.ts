@@ -43,6 +43,8 @@ export interface DriverIdentity {
   status: DriverStatus;
   /** Set for a fleet driver of a partner operator. */
   partnerId: string | null;
+  /** A sandbox driver (applied with a test key, or one of the simulator's fleet): offered test-mode bookings only. */
+  testMode?: boolean;
 }
 
 export interface DriverApplication {
@@ -440,7 +442,14 @@ export async function approveDriver(db: Db, id: string, actor: string): Promise<
         updated_at: trx.fn.now(),
       })
       .returning<
-        Array<{ status: DriverStatus; trial_ends_at: Date; name: string; phone: string; email: string; test_mode: boolean }>
+        Array<{
+          status: DriverStatus;
+          trial_ends_at: Date;
+          name: string;
+          phone: string;
+          email: string;
+          test_mode: boolean;
+        }>
       >(['status', 'trial_ends_at', 'name', 'phone', 'email', 'test_mode']);
     if (!row) return null;
     const trialEndsAt = row.trial_ends_at.toISOString();
@@ -552,12 +561,9 @@ export async function authenticateDriver(db: Queryable, token: string): Promise<
   if (!DRIVER_TOKEN.test(token)) return null;
   const row = await db('drivers')
     .where({ token_hash: sha256(token), status: 'approved' })
-    .first<{ id: string; name: string; status: DriverStatus; partner_id: string | null } | undefined>(
-      'id',
-      'name',
-      'status',
-      'partner_id',
-    );
+    .first<
+      { id: string; name: string; status: DriverStatus; partner_id: string | null; test_mode: boolean } | undefined
+    >('id', 'name', 'status', 'partner_id', 'test_mode');
   if (!row) return null;
-  return { id: row.id, name: row.name, status: row.status, partnerId: row.partner_id };
+  return { id: row.id, name: row.name, status: row.status, partnerId: row.partner_id, testMode: row.test_mode };
 }

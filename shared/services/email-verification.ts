@@ -162,6 +162,25 @@ export async function verifyByLink(
   return { email: row.email, verificationId: row.id };
 }
 
+/**
+ * What a verification link stands for, without using it (the page that asks the passenger to
+ * confirm shows this): unknown or expired unused, already verified, or waiting.
+ */
+export async function linkState(
+  db: Queryable,
+  token: string,
+  opts: { now?: Date } = {},
+): Promise<{ state: 'unknown' } | { state: 'verified' | 'pending'; email: string }> {
+  const now = opts.now ?? new Date();
+  const row = await db<VerificationRow>('email_verifications')
+    .where({ link_token_hash: sha256(token) })
+    .first('email', 'verified_at', 'expires_at');
+  if (!row) return { state: 'unknown' };
+  if (row.verified_at) return { state: 'verified', email: row.email };
+  if (row.expires_at.getTime() <= now.getTime()) return { state: 'unknown' };
+  return { state: 'pending', email: row.email };
+}
+
 /** Whether the address (normalised) has ever been verified, for any purpose. */
 export async function isEmailVerified(db: Queryable, email: string): Promise<boolean> {
   const row = await db('email_verifications')

@@ -2,21 +2,29 @@ import { createHmac } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { safeEqual, sha256, unseal } from '../crypto.ts';
-import { insertAllIf } from '../db/atomic.ts';
+import { insertAllIf, insertManyIf, type KeyedRowInsert } from '../db/atomic.ts';
 import type { BookingRow } from '../db/bookings.ts';
 import type { Db } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { screenFields } from '../domain/content-screen.ts';
 import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../domain/email-acceptance.ts';
+import type { TestScenario } from '../domain/sandbox.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { parseVehicleType } from '../domain/tariffs/vehicle.ts';
 import { AppError, type ErrorDetail } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
 import { compileSchema } from '../schemas/validate.ts';
-import { assertNotBlocked, type BookingCaller, bookingWrite, cancelBooking, normalisePhone } from './bookings.ts';
+import {
+  assertNotBlocked,
+  type BookingCaller,
+  blockedAmong,
+  bookingWrite,
+  cancelBooking,
+  normalisePhone,
+} from './bookings.ts';
 import type { PricingClient } from './pricing-client.ts';
-import { priceQuote } from './quotes.ts';
+import { type PricedQuote, priceQuote, rateCardOf } from './quotes.ts';
 
 /**
  * Partner job intake (SPEC.md 2.9, CONTRACT.md section 6): one job or a batch of up to 100,
@@ -49,6 +57,8 @@ export interface IntakeCaller {
   testMode: boolean;
   /** Rate-limit and idempotency scope of the request. */
   scope: string;
+  /** Test mode: the scenario the request's X-Test-Scenario header names (else each job's notes may name one). */
+  testScenario?: TestScenario | null;
 }
 
 export interface IntakeDeps {
@@ -87,6 +97,7 @@ interface PartnerJobRow {
   last_action: Action;
   reference: string;
   status: string;
+  test_mode: boolean;
 }
 
 /** A booking may be amended until the passenger is on board (same states as a cancellation). */
@@ -329,19 +340,72 @@ function sourceOf(caller: IntakeCaller): Source {
   };
 }
 
+/** The columns of a received job and its booking that intake decides on. */
+const JOB_COLUMNS = [
+  'j.id',
+  'j.job_ref',
+  'j.booking_id',
+  'j.content_hash',
+  'j.last_action',
+  'b.reference',
+  'b.status',
+  'b.test_mode',
+] as const;
+
 async function findJob(db: Db, source: Source, jobRef: string): Promise<PartnerJobRow | undefined> {
-  return db('partner_jobs as j')
+  return (await findJobs(db, source, [jobRef])).get(jobRef);
+}
+
+/** The jobs of these jobRefs already received from the source, by jobRef (one query). */
+async function findJobs(db: Db, source: Source, jobRefs: readonly string[]): Promise<Map<string, PartnerJobRow>> {
+  if (jobRefs.length === 0) return new Map();
+  const rows = await db('partner_jobs as j')
     .join('bookings as b', 'b.id', 'j.booking_id')
-    .where({ [`j.${source.column}`]: source.id, 'j.job_ref': jobRef })
-    .first<PartnerJobRow | undefined>(
-      'j.id',
-      'j.job_ref',
-      'j.booking_id',
-      'j.content_hash',
-      'j.last_action',
-      'b.reference',
-      'b.status',
-    );
+    .where(`j.${source.column}`, source.id)
+    .whereIn('j.job_ref', jobRefs)
+    .select<PartnerJobRow[]>(...JOB_COLUMNS);
+  return new Map(rows.map((r) => [r.job_ref, r]));
+}
+
+/** Looked up once for a batch's new jobs: blocked passengers by job index, and the caller's rate card. */
+interface BatchLookups {
+  blocked: Map<number, AppError>;
+  rateCard: { id: string } | null;
+}
+
+/** The guard of a batch of new jobs: their partner_jobs rows, skipping jobRefs that exist; returns the bookings written. */
+const BATCH_GUARDS = {
+  partner_id: `insert into partner_jobs (id, partner_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, created_at, updated_at)
+    select id, partner_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, created_at, updated_at
+    from json_populate_recordset(null::partner_jobs, ?::json)
+    on conflict (partner_id, job_ref) where partner_id is not null do nothing returning booking_id as key`,
+  supplier_id: `insert into partner_jobs (id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, created_at, updated_at)
+    select id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, created_at, updated_at
+    from json_populate_recordset(null::partner_jobs, ?::json)
+    on conflict (supplier_id, job_ref) where supplier_id is not null do nothing returning booking_id as key`,
+} as const;
+
+/** A job result that is not a rejection. */
+function accepted(
+  index: number,
+  job: NormJob,
+  outcome: PartnerJobResult['outcome'],
+  status: number,
+  ref: string,
+): PartnerJobResult {
+  return { index, jobRef: job.jobRef, action: job.action, outcome, status, bookingReference: ref, error: null };
+}
+
+/** The outcome of a job that failed for a reason other than its content: the rest of the batch stands. */
+function failed(deps: IntakeDeps, index: number, job: NormJob, err: unknown): PartnerJobResult {
+  if (err instanceof AppError) return rejected(index, job.jobRef, job.action, err);
+  deps.logger?.error({ err, jobRef: job.jobRef }, 'partner job failed');
+  return rejected(
+    index,
+    job.jobRef,
+    job.action,
+    new AppError('internal_error', 'This job could not be processed; retry it.'),
+  );
 }
 
 const PARTNER_JOB_GUARD = `insert into partner_jobs (id, partner_id, job_ref, booking_id, last_action, content_hash, payload, created_at, updated_at)
@@ -373,6 +437,7 @@ class Intake {
       partnerId: this.partnerId,
       testMode: this.caller.testMode,
       scope: this.caller.scope,
+      testScenario: this.caller.testScenario ?? null,
     };
   }
 
@@ -387,7 +452,7 @@ class Intake {
     }
   }
 
-  private async price(job: NormJob) {
+  private async price(job: NormJob, rateCard?: { id: string } | null, now = new Date()) {
     return priceQuote(
       this.deps,
       {
@@ -399,9 +464,42 @@ class Intake {
         meetAndGreet: false,
         worldwide: false,
       },
-      { apiKeyId: this.caller.apiKeyId, partnerId: this.partnerId, testMode: this.caller.testMode },
+      this.quoteCaller(),
       this.baseUrl,
+      now,
+      rateCard,
     );
+  }
+
+  /** A job's booking rows (`bookingWrite`), the booking naming its supplier when it came from one. */
+  private bookingRows(job: NormJob, priced: PricedQuote, now: Date) {
+    const write = bookingWrite(
+      this.deps,
+      priced.row as unknown as Parameters<typeof bookingWrite>[1],
+      {
+        origin: this.source.supplier ? 'supplier' : 'partner',
+        quoteId: priced.quote.id,
+        // bookings.passenger_phone is nullable: a partner job may come without a phone.
+        passenger: { name: job.passengerName, phone: job.passengerPhone as string, email: job.passengerEmail },
+        paymentMethod: 'account',
+        flightNumber: job.flightNumber,
+        notes: job.notes,
+        farePenceOverride: job.farePence,
+      },
+      this.bookingCaller(),
+      this.baseUrl,
+      now,
+    );
+    // bookingWrite knows partners only: the booking row names its supplier.
+    const supplier = this.source.supplier;
+    if (supplier) {
+      for (const insert of write.inserts) if (insert.table === 'bookings') insert.row.supplier_id = supplier.id;
+    }
+    return write;
+  }
+
+  private quoteCaller() {
+    return { apiKeyId: this.caller.apiKeyId, partnerId: this.partnerId, testMode: this.caller.testMode };
   }
 
   private async checkPassenger(job: NormJob): Promise<void> {
@@ -415,16 +513,17 @@ class Intake {
   }
 
   async run(index: number, job: NormJob, overLimit: AppError | null): Promise<PartnerJobResult> {
-    const ok = (outcome: PartnerJobResult['outcome'], status: number, ref: string): PartnerJobResult => ({
-      index,
-      jobRef: job.jobRef,
-      action: job.action,
-      outcome,
-      status,
-      bookingReference: ref,
-      error: null,
-    });
+    const ok = (outcome: PartnerJobResult['outcome'], status: number, ref: string) =>
+      accepted(index, job, outcome, status, ref);
     const existing = await findJob(this.deps.db, this.source, job.jobRef);
+    // Test and live jobs are kept apart: a key never reads or changes the other mode's job.
+    if (existing && existing.test_mode !== this.caller.testMode) {
+      throw new AppError(
+        'conflict',
+        `jobRef "${job.jobRef}" is already used by a ${existing.test_mode ? 'test-mode' : 'live'} job of yours; test and live jobs are kept apart, so use another jobRef.`,
+        [{ field: '/jobRef', problem: `used in ${existing.test_mode ? 'test' : 'live'} mode` }],
+      );
+    }
     if (job.action === 'new') {
       if (!existing) {
         if (overLimit) throw overLimit;
@@ -467,23 +566,7 @@ class Intake {
     const priced = await this.price(job);
     for (let attempt = 0; ; attempt++) {
       const now = new Date();
-      const write = bookingWrite(
-        this.deps,
-        priced.row as unknown as Parameters<typeof bookingWrite>[1],
-        {
-          origin: this.source.supplier ? 'supplier' : 'partner',
-          quoteId: priced.quote.id,
-          // bookings.passenger_phone is nullable: a partner job may come without a phone.
-          passenger: { name: job.passengerName, phone: job.passengerPhone as string, email: job.passengerEmail },
-          paymentMethod: 'account',
-          flightNumber: job.flightNumber,
-          notes: job.notes,
-          farePenceOverride: job.farePence,
-        },
-        this.bookingCaller(),
-        this.baseUrl,
-        now,
-      );
+      const write = this.bookingRows(job, priced, now);
       const supplier = this.source.supplier;
       const common = [uuidv7(), this.source.id, job.jobRef, write.row.id, job.hash, JSON.stringify(job.payload)];
       const guard = supplier
@@ -493,12 +576,6 @@ class Intake {
             bindings: [...common, supplier.externalPlatform ? supplier.jobFeePence : 0, now, now],
           }
         : { sql: PARTNER_JOB_GUARD, bindings: [...common, now, now] };
-      if (supplier) {
-        // bookingWrite knows partners only: the booking row names its supplier.
-        for (const insert of write.inserts) {
-          if (insert.table === 'bookings') insert.row.supplier_id = supplier.id;
-        }
-      }
       try {
         const { passed } = await insertAllIf(this.deps.db, guard, [
           { table: 'quotes', row: { ...priced.row, redeemed_at: now } },
@@ -510,6 +587,109 @@ class Intake {
         if ((err as { constraint?: string }).constraint === 'bookings_reference_unique' && attempt < 5) continue;
         throw err;
       }
+    }
+  }
+
+  /**
+   * New jobs with jobRefs not received before, written together: the fare permission and the
+   * blocked contacts checked for all at once, every job priced by one pricing request (the
+   * pricing client coalesces them), then every booking with its quote, history, dispatch job
+   * and partner_jobs row in ONE statement whose partner_jobs insert skips jobRefs that exist
+   * (`insertManyIf`). Writes each job's outcome into `results`; returns the jobs whose jobRef
+   * a concurrent request wrote first, to be handled as repeats of that job.
+   */
+  /** What `createMany` looks up for new jobs, fetched while the batch's existing jobs are read. */
+  async lookups(items: readonly { index: number; job: NormJob }[]): Promise<BatchLookups> {
+    const [blocked, rateCard] = await Promise.all([
+      blockedAmong(
+        this.deps.db,
+        items.map(({ job }) => ({ phone: job.passengerPhone, email: job.passengerEmail })),
+      ),
+      rateCardOf(this.deps.db, this.quoteCaller()),
+    ]);
+    const byIndex = new Map<number, AppError>();
+    for (const [i, err] of blocked) byIndex.set((items[i] as { index: number }).index, err);
+    return { blocked: byIndex, rateCard };
+  }
+
+  async createMany(
+    items: readonly { index: number; job: NormJob }[],
+    results: PartnerJobResult[],
+    { blocked, rateCard }: BatchLookups,
+  ): Promise<{ index: number; job: NormJob }[]> {
+    const live: { index: number; job: NormJob }[] = [];
+    for (const it of items) {
+      try {
+        this.checkFare(it.job);
+        live.push(it);
+      } catch (err) {
+        results[it.index] = failed(this.deps, it.index, it.job, err);
+      }
+    }
+    if (live.length === 0) return [];
+    const now = new Date();
+    const priced = await Promise.all(
+      live.map(async (it) => {
+        const hit = blocked.get(it.index);
+        if (hit) {
+          results[it.index] = failed(this.deps, it.index, it.job, hit);
+          return null;
+        }
+        try {
+          return { ...it, priced: await this.price(it.job, rateCard, now) };
+        } catch (err) {
+          results[it.index] = failed(this.deps, it.index, it.job, err);
+          return null;
+        }
+      }),
+    );
+    const ready = priced.filter((p): p is NonNullable<typeof p> => p !== null);
+    if (ready.length === 0) return [];
+    const supplier = this.source.supplier;
+    for (let attempt = 0; ; attempt++) {
+      const writtenAt = new Date();
+      const guardRows: Record<string, unknown>[] = [];
+      const inserts: KeyedRowInsert[] = [];
+      const byBooking = new Map<string, { index: number; job: NormJob; reference: string }>();
+      for (const { index, job, priced: p } of ready) {
+        const write = this.bookingRows(job, p, writtenAt);
+        const key = write.row.id;
+        byBooking.set(key, { index, job, reference: write.row.reference });
+        guardRows.push({
+          id: uuidv7(),
+          [this.source.column]: this.source.id,
+          job_ref: job.jobRef,
+          booking_id: key,
+          last_action: 'new',
+          content_hash: `\\x${job.hash.toString('hex')}`,
+          payload: job.payload,
+          // SPEC.md 2.10: jobs from the named external platform carry its job fee (pass-through).
+          job_fee_pence: supplier?.externalPlatform ? supplier.jobFeePence : 0,
+          created_at: writtenAt,
+          updated_at: writtenAt,
+        });
+        inserts.push({ table: 'quotes', key, row: { ...p.row, redeemed_at: writtenAt } });
+        for (const insert of write.inserts) inserts.push({ ...insert, key });
+      }
+      let written: Set<string>;
+      try {
+        written = await insertManyIf(
+          this.deps.db,
+          { sql: BATCH_GUARDS[this.source.column], bindings: [JSON.stringify(guardRows)] },
+          inserts,
+        );
+      } catch (err) {
+        // A booking reference collision is retried with new references.
+        if ((err as { constraint?: string }).constraint === 'bookings_reference_unique' && attempt < 5) continue;
+        for (const { index, job } of ready) results[index] = failed(this.deps, index, job, err);
+        return [];
+      }
+      const raced: { index: number; job: NormJob }[] = [];
+      for (const [bookingId, { index, job, reference }] of byBooking) {
+        if (written.has(bookingId)) results[index] = accepted(index, job, 'created', 201, reference);
+        else raced.push({ index, job });
+      }
+      return raced;
     }
   }
 
@@ -647,21 +827,25 @@ export async function processJobs(
   );
   valid.sort((a, b) => a.index - b.index);
 
-  // Daily allowance for new jobs with jobRefs not seen before.
   const refs = [...new Set(valid.map((v) => v.job.jobRef))];
-  const seen = new Set<string>(
-    refs.length > 0
-      ? await deps.db('partner_jobs').where(source.column, source.id).whereIn('job_ref', refs).pluck('job_ref')
-      : [],
-  );
+  const intake = new Intake(deps, caller, baseUrl);
+  const hasNew = valid.some((v) => v.job.action === 'new');
+  // The lookups a batch needs go out together: the jobs already received, the day's allowance
+  // (the daily limit is a partner's; suppliers are configured by us), and for the new jobs the
+  // blocked contacts and the caller's rate card.
+  const [existing, allowance, lookups] = await Promise.all([
+    findJobs(deps.db, source, refs),
+    hasNew && caller.partner ? dailyAllowance(deps, caller.partner) : null,
+    hasNew ? intake.lookups(valid.filter((v) => v.job.action === 'new')) : null,
+  ]);
+  const seen = new Set(existing.keys());
+  // Daily allowance for new jobs with jobRefs not seen before.
   const fresh: string[] = [];
   for (const { job } of valid) {
     if (job.action === 'new' && !seen.has(job.jobRef) && !fresh.includes(job.jobRef)) fresh.push(job.jobRef);
   }
   const overLimit = new Map<string, AppError>();
-  // The daily limit is a partner's; suppliers are configured by us.
-  if (fresh.length > 0 && caller.partner) {
-    const allowance = await dailyAllowance(deps, caller.partner);
+  if (fresh.length > 0 && allowance) {
     if (allowance.remaining <= 0) throw dailyLimitError(allowance.limit, allowance.retryAfterSeconds);
     for (const ref of fresh.slice(allowance.remaining)) {
       overLimit.set(ref, dailyLimitError(allowance.limit, allowance.retryAfterSeconds, '/jobRef'));
@@ -670,27 +854,35 @@ export async function processJobs(
 
   const groups = new Map<string, { index: number; job: NormJob }[]>();
   for (const v of valid) groups.set(v.job.jobRef, [...(groups.get(v.job.jobRef) ?? []), v]);
-  const intake = new Intake(deps, caller, baseUrl);
-  await pool([...groups.values()], CONCURRENCY, async (group) => {
-    for (const { index, job } of group) {
-      try {
-        results[index] = await intake.run(index, job, overLimit.get(job.jobRef) ?? null);
-      } catch (err) {
-        if (err instanceof AppError) {
-          results[index] = rejected(index, job.jobRef, job.action, err);
-        } else {
-          // Other jobs of the batch may already be written: report this one as failed, not the batch.
-          deps.logger?.error({ err, jobRef: job.jobRef }, 'partner job failed');
-          results[index] = rejected(
-            index,
-            job.jobRef,
-            job.action,
-            new AppError('internal_error', 'This job could not be processed; retry it.'),
-          );
-        }
-      }
+  // A lone `new` job with an unseen jobRef within the allowance joins the batch write; the rest
+  // (amendments, cancellations, repeats, several actions on one jobRef) run job by job.
+  const batchable: { index: number; job: NormJob }[] = [];
+  const oneByOne: { index: number; job: NormJob }[][] = [];
+  for (const group of groups.values()) {
+    const first = group[0] as { index: number; job: NormJob };
+    const ref = first.job.jobRef;
+    if (group.length === 1 && first.job.action === 'new' && !seen.has(ref) && !overLimit.has(ref))
+      batchable.push(first);
+    else oneByOne.push(group);
+  }
+  const runOne = async ({ index, job }: { index: number; job: NormJob }) => {
+    try {
+      results[index] = await intake.run(index, job, overLimit.get(job.jobRef) ?? null);
+    } catch (err) {
+      // Other jobs of the batch may already be written: report this one as failed, not the batch.
+      results[index] = failed(deps, index, job, err);
     }
-  });
+  };
+  await Promise.all([
+    (async () => {
+      const raced = batchable.length > 0 && lookups ? await intake.createMany(batchable, results, lookups) : [];
+      // Written meanwhile by a concurrent request: the same as a repeat of that job.
+      await pool(raced, CONCURRENCY, runOne);
+    })(),
+    pool(oneByOne, CONCURRENCY, async (group) => {
+      for (const item of group) await runOne(item);
+    }),
+  ]);
   return results;
 }
 

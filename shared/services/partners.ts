@@ -2,9 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { randomBase62, seal } from '../crypto.ts';
-import type { Db } from '../db/knex.ts';
+import type { Db, Queryable } from '../db/knex.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { createApiKey } from './api-keys.ts';
+import { MAX_TRIAL_EXTENSION_DAYS } from './drivers.ts';
 
 export interface CreatedPartner {
   id: string;
@@ -78,5 +79,108 @@ export async function createPartner(
       }),
     });
     return { id, apiKey: key.key, signingSecret, webhookSecret };
+  });
+}
+
+/** A partner's free trial (SPEC.md 2.10) when none is set: this many days from its creation. */
+export const PARTNER_TRIAL_DAYS = 30;
+
+export interface PartnerListing {
+  id: string;
+  name: string;
+  status: string;
+  canSetFares: boolean;
+  dailyLimit: number | null;
+  isOperator: boolean;
+  fleetClasses: string[];
+  fleetCapacity: number;
+  webhookUrl: string | null;
+  createdAt: string;
+  /** Its own trial end, else 30 days from creation. */
+  trialEndsAt: string;
+}
+
+/** Partners, oldest first, with their webhook URL (never a secret). */
+export async function listPartners(db: Queryable): Promise<PartnerListing[]> {
+  const rows = await db('partners as p')
+    .orderBy([{ column: 'p.created_at' }, { column: 'p.id' }])
+    .select<
+      Array<{
+        id: string;
+        name: string;
+        status: string;
+        can_set_fares: boolean;
+        daily_job_limit: number | null;
+        is_operator: boolean;
+        fleet_classes: string[];
+        fleet_capacity: number;
+        created_at: Date;
+        trial_end: Date;
+        webhook_url: string | null;
+      }>
+    >(
+      'p.id',
+      'p.name',
+      'p.status',
+      'p.can_set_fares',
+      'p.daily_job_limit',
+      'p.is_operator',
+      'p.fleet_classes',
+      'p.fleet_capacity',
+      'p.created_at',
+      db.raw(`coalesce(p.trial_ends_at, p.created_at + interval '${PARTNER_TRIAL_DAYS} days') as trial_end`),
+      db.raw(
+        '(select e.url from webhook_endpoints e where e.partner_id = p.id and e.active order by e.created_at desc limit 1) as webhook_url',
+      ),
+    );
+  return rows.map((r) => ({
+    id: r.id,
+    name: r.name,
+    status: r.status,
+    canSetFares: r.can_set_fares,
+    dailyLimit: r.daily_job_limit,
+    isOperator: r.is_operator,
+    fleetClasses: r.fleet_classes,
+    fleetCapacity: r.fleet_capacity,
+    webhookUrl: r.webhook_url,
+    createdAt: r.created_at.toISOString(),
+    trialEndsAt: r.trial_end.toISOString(),
+  }));
+}
+
+/**
+ * Extend a partner's free trial by `days` (1 to MAX_TRIAL_EXTENSION_DAYS): from its end (its own,
+ * else 30 days from creation), or from now when it has ended. Null if unknown.
+ */
+export async function extendPartnerTrial(
+  db: Db,
+  id: string,
+  days: number,
+  actor: string,
+): Promise<{ id: string; trialEndsAt: string } | null> {
+  if (!Number.isInteger(days) || days < 1 || days > MAX_TRIAL_EXTENSION_DAYS) {
+    throw new RangeError(`days must be a whole number from 1 to ${MAX_TRIAL_EXTENSION_DAYS}`);
+  }
+  return db.transaction(async (trx) => {
+    const [row] = await trx('partners')
+      .where({ id })
+      .update({
+        trial_ends_at: trx.raw(
+          `greatest(coalesce(trial_ends_at, created_at + interval '${PARTNER_TRIAL_DAYS} days'), now()) + make_interval(days => ?)`,
+          [days],
+        ),
+        updated_at: trx.fn.now(),
+      })
+      .returning<Array<{ trial_ends_at: Date }>>(['trial_ends_at']);
+    if (!row) return null;
+    const trialEndsAt = row.trial_ends_at.toISOString();
+    await trx('audit_log').insert({
+      actor,
+      action: 'partner.trial_extend',
+      subject_type: 'partner',
+      subject_id: id,
+      details: JSON.stringify({ days, trialEndsAt }),
+    });
+    return { id, trialEndsAt };
   });
 }

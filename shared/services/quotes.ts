@@ -82,6 +82,18 @@ export interface PricedQuote {
   row: Record<string, unknown>;
 }
 
+/** The approved rate card of the partner (their key) or the driver (their token) a quote is made through. */
+export async function rateCardOf(db: Db, caller: QuoteCaller): Promise<{ id: string } | null> {
+  const cardOwner = caller.partnerId
+    ? { partner_id: caller.partnerId }
+    : caller.driverId
+      ? { driver_id: caller.driverId }
+      : null;
+  if (!cardOwner) return null;
+  const card = await db('rate_cards').where(cardOwner).whereNotNull('approved_at').first<{ id: string } | undefined>('id');
+  return card ?? null;
+}
+
 /**
  * Price a quote without storing it: check the request, have the pricing worker price it
  * (request and reply). `createQuote` stores it; a direct booking stores it with the booking.
@@ -92,19 +104,13 @@ export async function priceQuote(
   caller: QuoteCaller,
   baseUrl: string,
   now = new Date(),
+  /** The caller's rate card when already looked up (`rateCardOf`), so a batch looks it up once. */
+  knownRateCard?: { id: string } | null,
 ): Promise<PricedQuote> {
   const warnings: string[] = [];
   const departAt = departure(input.departAt, now);
   const vehicleType = chooseVehicle(input, warnings);
-  // The approved rate card of the partner (their key) or the driver (their token) the quote is made through.
-  const cardOwner = caller.partnerId
-    ? { partner_id: caller.partnerId }
-    : caller.driverId
-      ? { driver_id: caller.driverId }
-      : null;
-  const rateCard = cardOwner
-    ? await deps.db('rate_cards').where(cardOwner).whereNotNull('approved_at').first<{ id: string } | undefined>('id')
-    : undefined;
+  const rateCard = knownRateCard === undefined ? await rateCardOf(deps.db, caller) : knownRateCard;
 
   const result = await deps.pricing.price({
     pickup: input.pickup,

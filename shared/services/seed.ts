@@ -2,14 +2,18 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/knex.ts';
 import type { Logger } from '../logger.ts';
 import { createApiKey } from './api-keys.ts';
+import { createOperator } from './operators.ts';
 import { createPartner } from './partners.ts';
 
 const DEMO_PARTNER = 'Demo Partner';
+/** The demo operator of the operator pages (`/operator/login`); its password is generated and printed once. */
+export const DEMO_OPERATOR_EMAIL = 'demo-operator@localhost';
 
 /**
- * Demo data for `SEED_DEMO=1` (the README's start command): a demo partner and a test-mode
- * API key. Idempotent: a second start finds them and creates nothing. Keys are stored
- * hashed, so a key is printed only when it is created.
+ * Demo data for `SEED_DEMO=1` (the README's start command): a demo partner, a test-mode
+ * API key and a demo operator for the operator pages (`demo-operator@localhost`). Idempotent:
+ * a second start finds them and creates nothing. Keys and passwords are stored hashed, so a key
+ * or the operator's generated password is printed only when it is created (local use only).
  */
 export async function seedDemo(db: Db, config: Config, logger: Logger): Promise<{ created: Record<string, string> }> {
   const created: Record<string, string> = {};
@@ -24,6 +28,12 @@ export async function seedDemo(db: Db, config: Config, logger: Logger): Promise<
   if (!demoKey) {
     const k = await createApiKey(db, { serviceCode: config.serviceCode, name: 'demo', mode: 'test' });
     created.demoApiKey = k.key;
+  }
+  const operator = await db('operators').where({ email: DEMO_OPERATOR_EMAIL }).first('id');
+  if (!operator) {
+    const o = await createOperator(db, { email: DEMO_OPERATOR_EMAIL, name: 'Demo Operator', actor: 'seed' });
+    created.operatorEmail = o.email;
+    created.operatorPassword = o.password;
   }
   logger.info({ createdCount: Object.keys(created).length }, 'demo data seeded');
   return { created };

@@ -1,6 +1,7 @@
 import type { Job, Queue } from 'bullmq';
 import { parseWeek, weekBefore } from '../../shared/domain/billing/week.ts';
 import type { JobPayload } from '../../shared/queues/registry.ts';
+import { failpoint } from '../../shared/failpoints.ts';
 import { chargeInvoices, issueInvoices } from '../../shared/services/billing.ts';
 import type { WorkerContext } from '../context.ts';
 
@@ -60,6 +61,8 @@ export async function runWeeklyBilling(
     });
     return result;
   });
+  // Crash tests: die after the invoices committed, before charging and before the job is done.
+  failpoint('billing-after-issue');
   ctx.logger.info({ week: week.week, ...issued }, 'weekly invoices issued');
   // Every outstanding invoice, not only this week's: a charge that kept failing last week is
   // tried again with this one.

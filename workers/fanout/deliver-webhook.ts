@@ -1,4 +1,5 @@
 import { unseal } from '../../shared/crypto.ts';
+import { SCENARIO_FAILED_WEBHOOK_ATTEMPTS } from '../../shared/domain/sandbox.ts';
 import type { JobPayload } from '../../shared/queues/registry.ts';
 import { retryDelayMs, retryPolicy, signWebhook } from '../../shared/services/webhooks.ts';
 import type { WorkerContext } from '../context.ts';
@@ -13,6 +14,8 @@ const DUE_SLACK_SECONDS = 2;
 interface DeliveryRow {
   id: string;
   endpoint_id: string;
+  booking_id: string | null;
+  sequence: number | null;
   message_id: string;
   payload: unknown;
   state: 'pending' | 'delivered' | 'dead';
@@ -30,6 +33,32 @@ interface EndpointRow {
 }
 
 const jobIdFor = (deliveryId: string, attempt: number) => `webhook-${deliveryId}-${attempt}`;
+
+/**
+ * The sandbox scenario `partner_webhook_fails_twice`: the first status webhook of the test-mode
+ * booking (the lowest sequence delivered to this endpoint) has its first two attempts counted
+ * as failed whatever the endpoint answers. They are really sent, so the integrator sees the same
+ * webhook-id arrive three times (attempts 1 and 2, then the retry that counts) and can test
+ * de-duplication and retries; the delivery log records why they failed.
+ */
+async function failedOnPurpose(ctx: WorkerContext, delivery: DeliveryRow, attempt: number): Promise<boolean> {
+  if (!delivery.booking_id || attempt > SCENARIO_FAILED_WEBHOOK_ATTEMPTS) return false;
+  const booking = await ctx
+    .db('bookings')
+    .where({ id: delivery.booking_id, test_mode: true, test_scenario: 'partner_webhook_fails_twice' })
+    .first<{ id: string } | undefined>('id');
+  if (!booking) return false;
+  const earlier = await ctx
+    .db('webhook_deliveries')
+    .where({ booking_id: delivery.booking_id, endpoint_id: delivery.endpoint_id })
+    .where((q) =>
+      q
+        .where('sequence', '<', delivery.sequence ?? 0)
+        .orWhere((e) => e.where('sequence', delivery.sequence ?? 0).where('id', '<', delivery.id)),
+    )
+    .first<{ id: string } | undefined>('id');
+  return !earlier;
+}
 
 /**
  * Deliver one webhook_deliveries row. The row is the source of truth and each attempt claims
@@ -113,6 +142,11 @@ export async function deliverWebhook(payload: JobPayload<'deliver-webhook'>, ctx
     error = e.name === 'TimeoutError' ? `timed out after ${WEBHOOK_TIMEOUT_MS} ms` : (e.cause?.message ?? e.message);
   }
   const latencyMs = Math.round(performance.now() - started);
+  if (await failedOnPurpose(ctx, claimed, attempt)) {
+    error = `test scenario partner_webhook_fails_twice: attempt ${attempt} counted as failed (the endpoint answered ${
+      statusCode ?? error ?? 'nothing'
+    })`;
+  }
   const ok = error === null;
   const dead = !ok && attempt >= policy.maxAttempts;
   const delay = ok || dead ? 0 : retryDelayMs(attempt, policy);

@@ -1,4 +1,5 @@
 import { UnrecoverableError } from 'bullmq';
+import type { Knex } from 'knex';
 import type { JobPayload } from '../../shared/queues/registry.ts';
 import { PermanentSendError } from '../../shared/providers/sms.ts';
 import type { WorkerContext } from '../context.ts';
@@ -29,7 +30,9 @@ export const REDACTED_BODY = '[removed after delivery: it contained a one-time c
  * The row is locked for the duration of the send so two workers never send it twice.
  */
 export async function sendMessage(payload: JobPayload<'send-message'>, ctx: WorkerContext): Promise<void> {
-  const retry = await ctx.db.transaction(async (trx): Promise<Error | null> => {
+  // Set once the provider has taken the message: from then on it must never be sent again.
+  let accepted: { msg: MessageRow; providerId: string } | null = null;
+  const attempt = ctx.db.transaction(async (trx): Promise<Error | null> => {
     const msg = await trx<MessageRow>('outbound_messages').where({ id: payload.messageId }).forUpdate().first();
     if (!msg) throw new UnrecoverableError(`outbound message ${payload.messageId} does not exist`);
     if (msg.state !== 'queued') return null;
@@ -42,18 +45,14 @@ export async function sendMessage(payload: JobPayload<'send-message'>, ctx: Work
         msg.channel === 'email'
           ? await ctx.mailer.send({ to: msg.recipient, subject: msg.subject ?? '', text: msg.body, html: msg.html })
           : await ctx.sms.send({ channel: msg.channel, to: msg.recipient, body: msg.body });
+      accepted = { msg, providerId };
       await trx('outbound_messages')
         .where({ id: msg.id })
-        .update({
-          state: 'sent',
-          provider_id: providerId,
-          sent_at: trx.fn.now(),
-          last_error: null,
-          attempts: trx.raw('attempts + 1'),
-          ...(SECRET_PURPOSES.has(msg.purpose) ? { body: REDACTED_BODY, html: null } : {}),
-        });
+        .update(sentRow(trx, msg, providerId));
       return null;
     } catch (err) {
+      // Recording a message the provider took failed: not a send failure (see below).
+      if (accepted) throw err;
       const permanent = err instanceof PermanentSendError;
       await trx('outbound_messages')
         .where({ id: msg.id })
@@ -69,6 +68,58 @@ export async function sendMessage(payload: JobPayload<'send-message'>, ctx: Work
       return err as Error;
     }
   });
+  let retry: Error | null;
+  try {
+    retry = await attempt;
+  } catch (err) {
+    if (!accepted) throw err;
+    // The provider took the message but our record of it did not commit (Postgres went away
+    // mid-send): record it once Postgres answers again rather than letting a retry send it twice.
+    await recordSent(ctx, accepted, err as Error);
+    return;
+  }
   // A temporary failure is recorded on the row, then thrown so BullMQ retries with backoff.
   if (retry) throw retry;
+}
+
+function sentRow(db: Knex, msg: MessageRow, providerId: string) {
+  return {
+    state: 'sent',
+    provider_id: providerId,
+    sent_at: db.fn.now(),
+    last_error: null,
+    attempts: db.raw('attempts + 1'),
+    ...(SECRET_PURPOSES.has(msg.purpose) ? { body: REDACTED_BODY, html: null } : {}),
+  };
+}
+
+/** How long a worker keeps trying to record a message the provider took (then the job fails and is retried). */
+const RECORD_SENT_FOR_MS = 120_000;
+
+/**
+ * Mark a message sent after the transaction that sent it failed to commit, retrying with
+ * backoff while Postgres is away (the job stays this worker's meanwhile). Only a row still
+ * `queued` is changed: if that commit did land after all, nothing happens. Only if Postgres
+ * stays away for longer than RECORD_SENT_FOR_MS does the error reach BullMQ, whose retry may
+ * send the message again (at least once, never lost).
+ */
+async function recordSent(
+  ctx: WorkerContext,
+  { msg, providerId }: { msg: MessageRow; providerId: string },
+  cause: Error,
+): Promise<void> {
+  ctx.logger.warn({ messageId: msg.id, err: cause }, 'message sent but not recorded; recording it again');
+  const until = Date.now() + RECORD_SENT_FOR_MS;
+  for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
+    try {
+      await ctx
+        .db('outbound_messages')
+        .where({ id: msg.id, state: 'queued' })
+        .update(sentRow(ctx.db, msg, providerId));
+      return;
+    } catch (err) {
+      if (Date.now() + delay > until) throw err;
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
 }

@@ -2,14 +2,22 @@ import type { JobsOptions } from 'bullmq';
 import pg from 'pg';
 import type { Config } from '../../shared/config.ts';
 import type { Db } from '../../shared/db/knex.ts';
-import { lockUnrelayed, markRelayed, type OutboxRow, outboxJobId, pruneRelayed } from '../../shared/db/outbox.ts';
+import {
+  lockUnrelayed,
+  markRelayed,
+  type OutboxRow,
+  outboxChannel,
+  outboxJobId,
+  pruneRelayed,
+} from '../../shared/db/outbox.ts';
 import { failpoint } from '../../shared/failpoints.ts';
-import { pruneRepeatGuards } from '../../shared/services/bookings.ts';
-import { pruneIdempotencyKeys } from '../../shared/services/idempotency.ts';
-import { pruneOAuth } from '../../shared/services/oauth.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Queues } from '../../shared/queues/connection.ts';
 import { QUEUE_NAMES, type QueueName } from '../../shared/queues/registry.ts';
+import { pruneRepeatGuards } from '../../shared/services/bookings.ts';
+import { pruneIdempotencyKeys } from '../../shared/services/idempotency.ts';
+import { pruneOAuth } from '../../shared/services/oauth.ts';
+import { tracedData } from '../../shared/trace.ts';
 
 export interface OutboxRelay {
   /** Move every waiting row now; resolves with how many were moved. */
@@ -25,17 +33,14 @@ interface RelayDeps {
   logger: Logger;
 }
 
-export function outboxChannel(schema: string): string {
-  return `outbox_${schema}`;
-}
-
 /**
  * The outbox relay: moves committed outbox rows into BullMQ. Each row becomes a job whose id
  * is deterministic (`outbox-<row id>` unless the row names one), added while the row is locked
  * and marked relayed in the same transaction. A crash before the mark leaves the row to be
  * relayed again, and BullMQ ignores a job id it already holds, so a job is enqueued exactly
- * once. Relays can run in parallel: rows are taken with SKIP LOCKED. Woken at once by
- * NOTIFY on each insert; a slow poll is only the fallback.
+ * once. Relays can run in parallel: rows are taken with SKIP LOCKED. Woken at once by the
+ * NOTIFY every writer's pool sends after a commit that wrote outbox rows
+ * (`wakeRelayAfterOutboxCommits` in shared/db/outbox.ts); a slow poll is only the fallback.
  */
 export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
   const { db, queues, config, logger } = deps;
@@ -68,7 +73,7 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
           list.map((row) => {
             const opts: JobsOptions = { jobId: outboxJobId(row) };
             if (row.run_at && row.run_at.getTime() > now) opts.delay = row.run_at.getTime() - now;
-            return { name: row.job_name, data: row.payload, opts };
+            return { name: row.job_name, data: tracedData(row.payload, row.request_id), opts };
           }),
         );
       }
