@@ -1,5 +1,6 @@
 import type { Express, NextFunction, Request, Response } from 'express';
 import { AppError, errorBody } from '../shared/errors.ts';
+import { assertStorableText } from '../shared/schemas/text.ts';
 import { compileSchema, type Validator } from '../shared/schemas/validate.ts';
 import { beginIdempotent } from '../shared/services/idempotency.ts';
 import type { ApiDeps } from './deps.ts';
@@ -18,53 +19,6 @@ function check(v: Validator | null, data: unknown, where: string): void {
   if (details.length > 0) {
     const summary = details.map((d) => `${d.field} ${d.problem}`).join('; ');
     throw new AppError('invalid_input', `The ${where} is not valid: ${summary}.`, details);
-  }
-}
-
-/** NUL, or half of a surrogate pair: text no column (text or jsonb) can store, and no person types. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const unstorable = (s: string) => s.includes('\u0000') || LONE_SURROGATE.test(s);
-
-/**
- * The first string (value or property name) in `data` that is not storable text, as a JSON
- * pointer, or null. Walks without recursion: a body may be nested thousands deep.
- */
-export function unstorableText(data: unknown): string | null {
-  interface Node {
-    value: unknown;
-    key: string;
-    parent: Node | null;
-  }
-  const pointer = (n: Node): string => {
-    const keys: string[] = [];
-    for (let at: Node | null = n; at?.parent; at = at.parent)
-      keys.push(at.key.replace(/~/g, '~0').replace(/\//g, '~1'));
-    return keys.length === 0 ? '/' : `/${keys.reverse().join('/')}`;
-  };
-  const stack: Node[] = [{ value: data, key: '', parent: null }];
-  while (stack.length > 0) {
-    const node = stack.pop() as Node;
-    if (typeof node.value === 'string') {
-      if (unstorable(node.value)) return pointer(node);
-    } else if (node.value !== null && typeof node.value === 'object') {
-      for (const [key, value] of Object.entries(node.value)) {
-        const child = { value, key, parent: node };
-        if (unstorable(key)) return pointer(child);
-        stack.push(child);
-      }
-    }
-  }
-  return null;
-}
-
-function checkText(data: unknown, where: string): void {
-  const field = unstorableText(data);
-  if (field !== null) {
-    throw new AppError(
-      'invalid_input',
-      `The ${where} is not valid: ${field} contains a NUL character or an unpaired surrogate (not well-formed Unicode text).`,
-      [{ field, problem: 'must be well-formed Unicode text without NUL characters' }],
-    );
   }
 }
 
@@ -95,9 +49,10 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
       const q = { ...(req.query as Record<string, unknown>) };
       const p = { ...req.params } as Record<string, unknown>;
       const b: unknown = req.body === undefined && route.body ? {} : req.body;
-      checkText(p, 'path');
-      checkText(q, 'query string');
-      checkText(b, 'request body');
+      assertStorableText(p, 'path');
+      assertStorableText(q, 'query string');
+      // Job intake checks each job itself, so one bad job is rejected alone (not the batch).
+      if (!route.textCheckedPerJob) assertStorableText(b, 'request body');
       check(params, p, 'path');
       check(query, q, 'query string');
       check(body, b, 'request body');

@@ -78,6 +78,12 @@ export interface RouteDef<
   /** Appears in the OpenAPI document (public surface). Default true. */
   documented?: boolean;
   body?: B;
+  /**
+   * The handler checks the body's text (NUL, unpaired surrogates) job by job, so a bad job is
+   * rejected alone instead of the whole batch (partner and supplier job intake). Default false:
+   * the mount refuses such a body before the handler.
+   */
+  textCheckedPerJob?: boolean;
   query?: Q;
   params?: P;
   responses: Record<number, { description: string; schema?: TSchema; contentType?: string }>;

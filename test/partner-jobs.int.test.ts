@@ -138,6 +138,39 @@ describe('POST /api/public/v1/jobs batches', () => {
     expect(r.json.results[1]?.error?.details).toContainEqual({ field: '/passengers', problem: 'must be <= 8' });
   });
 
+  it('rejects only the job holding a NUL or an unpaired surrogate; the rest of the batch is written', async () => {
+    const r = await asPartner([
+      job('T-1'),
+      job('T-2', { notes: 'Gate 3\u0000' }),
+      job('T-3', { passengerName: 'Ada \uD800 Lovelace' }),
+      { ...job('T-4'), ['bad\uDC00key']: 'x' },
+      job('T-5'),
+    ]);
+    expect(r.status, r.text).toBe(207);
+    expect(r.json.results.map((x) => [x.jobRef, x.outcome, x.error?.code ?? null])).toEqual([
+      ['T-1', 'created', null],
+      ['T-2', 'rejected', 'invalid_input'],
+      ['T-3', 'rejected', 'invalid_input'],
+      ['T-4', 'rejected', 'invalid_input'],
+      ['T-5', 'created', null],
+    ]);
+    expect(r.json.results[1]?.error?.details).toEqual([
+      { field: '/notes', problem: 'must be well-formed Unicode text without NUL characters' },
+    ]);
+    expect(r.json.results[2]?.error?.details[0]?.field).toBe('/passengerName');
+    // The bad property name is echoed storable (U+FFFD), never as the unpaired half it was.
+    expect(r.json.results[3]?.error?.details[0]?.field).toBe('/bad\uFFFDkey');
+    const refs = (await env.rt.db('partner_jobs').where('job_ref', 'like', 'T-%').select('job_ref'))
+      .map((j: { job_ref: string }) => j.job_ref)
+      .sort();
+    expect(refs).toEqual(['T-1', 'T-5']);
+    // A body that is one job with a NUL answers with that job's own status.
+    const single = await asPartner(job('T-6', { dropoff: 'Airport\u0000' }));
+    expect(single.status, single.text).toBe(400);
+    expect(single.json.results[0]?.error?.details[0]?.field).toBe('/dropoff');
+    // Elsewhere the body check stays whole-body: a quote with a NUL is refused before the handler.
+  });
+
   it('refuses 101 jobs with 400 and writes nothing', async () => {
     const before = await countBookings(partner.id);
     const r = await asPartner(Array.from({ length: 101 }, (_, i) => job(`X-${i}`)));

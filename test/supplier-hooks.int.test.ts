@@ -24,7 +24,7 @@ type Result = {
   outcome: string;
   status: number;
   bookingReference: string | null;
-  error: { code: string } | null;
+  error: { code: string; details: Array<{ field: string; problem: string }> } | null;
 };
 type Json = {
   results: Result[];
@@ -192,6 +192,28 @@ describe('hmac adapter', () => {
 
     const created = await jetSend(jetJob('JL-3'));
     expect(created.status, created.text).toBe(201);
+  }, 60_000);
+
+  it('rejects only the job holding a NUL or an unpaired surrogate', async () => {
+    const batch = await jetSend({
+      jobs: [jetJob('JN-1'), jetJob('JN-2', { comments: 'ring\u0000' }), jetJob('JN-3', { to: '\uDBFF Airport' })],
+    });
+    expect(batch.status, batch.text).toBe(207);
+    expect(batch.json.results.map((r) => [r.outcome, r.error?.code ?? null])).toEqual([
+      ['created', null],
+      ['rejected', 'invalid_input'],
+      ['rejected', 'invalid_input'],
+    ]);
+    // Fields are named as the intake knows them (the supplier's "comments" is the job's notes).
+    expect(batch.json.results.map((r) => r.error?.details[0]?.field ?? null)).toEqual([null, '/notes', '/dropoff']);
+    expect(
+      (await env.rt.db('partner_jobs').where({ supplier_id: jetlink.id }).whereLike('job_ref', 'JN-%')).map(
+        (j) => j.job_ref,
+      ),
+    ).toEqual(['JN-1']);
+    const single = await cabcoSend({ event: 'booking.created', booking: cabcoBooking('CN-1', { notes: '\u0000' }) });
+    expect(single.status, single.text).toBe(400);
+    expect(single.json.results[0]?.error?.code).toBe('invalid_input');
   }, 60_000);
 
   it('keeps references per supplier: the same reference from two suppliers is two jobs', async () => {

@@ -40,6 +40,7 @@ export function partnerJobRoutes(): RouteDef[] {
       idempotencyScope: (req, caller) =>
         caller.kind === 'api_key' ? `key:${caller.key.id}` : `hmac:${req.get('x-partner') ?? ''}:${caller.ip}`,
       body: PartnerJobsRequest,
+      textCheckedPerJob: true,
       errors: ['forbidden', 'daily_limit_reached', 'idempotency_in_progress', 'idempotency_key_reused'],
       responses: partnerJobsResponses(),
       handler: async ({ req, deps, caller, body }) => {

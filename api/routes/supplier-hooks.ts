@@ -27,6 +27,7 @@ export function supplierHookRoutes(): RouteDef[] {
       tags: ['suppliers'],
       auth: 'public',
       params: Type.Object({ supplier: Type.String({ description: 'The supplier slug' }) }),
+      textCheckedPerJob: true,
       errors: ['unauthorized', 'not_found', 'invalid_input'],
       responses: partnerJobsResponses(),
       handler: async ({ req, deps, params, body }) => {

@@ -14,6 +14,7 @@ import { parseVehicleType } from '../domain/tariffs/vehicle.ts';
 import { AppError, type ErrorDetail } from '../errors.ts';
 import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
+import { assertStorableText } from '../schemas/text.ts';
 import { compileSchema } from '../schemas/validate.ts';
 import {
   assertNotBlocked,
@@ -221,6 +222,8 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown): 
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new AppError('invalid_input', 'Each job must be a JSON object.', [{ field: '/', problem: 'must be object' }]);
   }
+  // NUL or an unpaired surrogate rejects this job alone (the route leaves the check to us).
+  assertStorableText(raw, 'job');
   const details = validateJob(raw);
   if (details.length > 0) {
     throw new AppError(
