@@ -348,7 +348,7 @@ describe('dispatch', () => {
       passengerEmail: 'carl@example.org',
     });
     const died = await crashing.exited;
-    // tsx runs the script in a child node process: the kill shows as its exit status.
+    // The worker killed itself (SIGKILL): no clean exit.
     expect(died.signal ?? died.code, died.stderr + died.stdout).not.toBe(0);
     const booking = await env.rt.db('bookings').where({ reference: ref }).first();
     expect(await env.rt.db('dispatch_offers').where({ booking_id: booking.id }).count({ n: '*' })).toEqual([{ n: 1 }]);

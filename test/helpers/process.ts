@@ -2,7 +2,13 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 
 export const ROOT = path.resolve(import.meta.dirname, '..', '..');
-export const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+/**
+ * How entry points run, here as in package.json's scripts: `node --import tsx <script>`, one
+ * process. (The tsx CLI would run the script in a second node process under it and relay
+ * signals, force-killing the script when it does not confirm a SIGTERM within 30 ms: on a busy
+ * machine that turned graceful shutdowns into exit 143.)
+ */
+export const NODE_TS = [process.execPath, '--import', 'tsx'] as const;
 
 export interface Ran {
   code: number | null;
@@ -11,10 +17,10 @@ export interface Ran {
   stderr: string;
 }
 
-/** Run a TypeScript entry point with tsx to completion. */
+/** Run a TypeScript entry point to completion. */
 export function runTs(script: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 30_000): Promise<Ran> {
   return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [path.join(ROOT, script), ...args], { env, cwd: ROOT });
+    const child = spawn(NODE_TS[0], [...NODE_TS.slice(1), path.join(ROOT, script), ...args], { env, cwd: ROOT });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -36,7 +42,7 @@ export function startTs(
   args: string[],
   env: NodeJS.ProcessEnv,
 ): { child: ChildProcess; output: () => string; exited: Promise<Ran> } {
-  const child = spawn(TSX, [path.join(ROOT, script), ...args], { env, cwd: ROOT });
+  const child = spawn(NODE_TS[0], [...NODE_TS.slice(1), path.join(ROOT, script), ...args], { env, cwd: ROOT });
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (d) => (stdout += d));
