@@ -1,10 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { loadConfig } from '../shared/config.ts';
 import { createDb } from '../shared/db/knex.ts';
 import { priceJourney } from '../shared/domain/tariffs/engine.ts';
 import { VEHICLE_TYPES } from '../shared/domain/tariffs/types.ts';
@@ -17,70 +15,34 @@ import { createTariffStore, syncBuiltInTariffs } from '../shared/services/tariff
 import { deleteKeys } from '../test/helpers/env.ts';
 import { startTwilioStub } from '../test/helpers/twilio-stub.ts';
 import { type BillingBenchResult, benchBilling } from './billing.ts';
+import { type CurvePoint, latencyCurve, type QueueBaseline, rawQueueBaseline } from './curve.ts';
+import {
+  baseEnv,
+  CONNECTIONS,
+  children,
+  config,
+  DURATION,
+  type HttpResult,
+  id,
+  load,
+  NODE_TS,
+  type ProcessStats,
+  processLine,
+  ROOT,
+  ratio,
+  start,
+  stop,
+  systemProcesses,
+  watchProcesses,
+} from './harness.ts';
 import { benchMatching } from './matching.ts';
+import { benchMix, type MixResult } from './mix.ts';
 
 /**
  * `npm run bench`: every benchmark next to the baseline it is judged against, measured in the
  * same run on this machine. Writes bench/results.json and bench/results.md.
  * Each server runs in its own process; the load generator (autocannon) runs here.
  */
-const ROOT = path.resolve(import.meta.dirname, '..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
-const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
-
-const id = randomBytes(4).toString('hex');
-const baseEnv: Record<string, string> = {
-  PATH: process.env.PATH ?? '',
-  HOME: process.env.HOME ?? '',
-  NODE_ENV: 'production',
-  DATA_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
-  LOG_LEVEL: 'warn',
-  DATABASE_URL: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/dtn',
-  DATABASE_SCHEMA: `bench_${id}`,
-  REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0',
-  QUEUE_PREFIX: `bench-${id}`,
-  QUOTE_LIMIT_PER_HOUR: '10000000',
-  RATE_LIMIT_PER_IP_PER_MINUTE: '1000000',
-  RATE_LIMIT_PER_KEY_PER_MINUTE: '1000000',
-  // No DNS during the benchmark; every address is a fresh, unconfirmed one.
-  EMAIL_MX_CHECK: 'off',
-};
-const config = loadConfig(baseEnv);
-const children: ChildProcess[] = [];
-
-function start(args: string[], extraEnv: Record<string, string> = {}): Promise<{ port: number; child: ChildProcess }> {
-  const child = spawn(TSX, args, { cwd: ROOT, env: { ...baseEnv, ...extraEnv }, stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout?.on('data', (d) => {
-      out += d;
-      const m = /PORT (\d+)/.exec(out);
-      if (m) resolve({ port: Number(m[1]), child });
-    });
-    child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}`)));
-  });
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
-  const done = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await Promise.race([done, new Promise((r) => setTimeout(r, 5000))]);
-  if (child.exitCode === null) child.kill('SIGKILL');
-}
-
-interface HttpResult {
-  name: string;
-  requestsPerSecond: number;
-  p50ms: number;
-  p99ms: number;
-  non2xx: number;
-  errors: number;
-  cpuPercentOfServer?: number;
-}
-
 let sequence = 0;
 
 /** Each request a different booking (name and e-mail), so none is a repeat of another. */
@@ -126,43 +88,6 @@ async function cloneQuotes(db: ReturnType<typeof createDb>, quoteId: string, n: 
     [n, quoteId],
   );
   return rows.map((r) => r.id);
-}
-
-const ratio = (a: HttpResult, b: HttpResult): number =>
-  Math.round((a.requestsPerSecond / b.requestsPerSecond) * 100) / 100;
-
-async function load(
-  name: string,
-  url: string,
-  body: unknown,
-  connections = CONNECTIONS,
-  seconds = DURATION,
-): Promise<HttpResult> {
-  // Warm up (JIT, connection pools, lazy data) before measuring.
-  await autocannon({
-    url,
-    method: 'POST',
-    connections,
-    duration: 2,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  const r = await autocannon({
-    url,
-    method: 'POST',
-    connections,
-    duration: seconds,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return {
-    name,
-    requestsPerSecond: Math.round(r.requests.average),
-    p50ms: r.latency.p50,
-    p99ms: r.latency.p99,
-    non2xx: r.non2xx,
-    errors: r.errors,
-  };
 }
 
 /**
@@ -395,12 +320,37 @@ async function bookingEndpoints(db: ReturnType<typeof createDb>, apiPort: number
   return { bookingR, redeemR, redeemV1R };
 }
 
+/** The intake benchmark with the CPU and memory of the API, the pricing worker, Postgres and Redis. */
+async function intakeWatched(
+  db: ReturnType<typeof createDb>,
+  apiSrv: { port: number; child: ChildProcess },
+  pricing: ChildProcess,
+) {
+  const { result, processes } = await watchProcesses(
+    { api: apiSrv.child, pricing, ...systemProcesses() },
+    () => benchIntake(db, `http://127.0.0.1:${apiSrv.port}`),
+    { self: true },
+  );
+  return { ...result, processes };
+}
+
+/** Drop the benchmark's schema and queue keys. */
+async function cleanUp(db: ReturnType<typeof createDb>): Promise<void> {
+  await db.raw('drop schema if exists ?? cascade', [config.databaseSchema]);
+  await db.destroy();
+  await deleteKeys(config.redisUrl, `${config.queuePrefix}:*`);
+}
+
 const QUOTE_BODY = { pickup: 'Manchester Piccadilly', dropoff: 'Manchester Airport', passengers: 2 };
 
 /** The pricing worker and the API, each in its own process; `profDir` CPU-profiles the API. */
 async function startApi(profDir?: string) {
   // The pricing worker prints no PORT line: give it a moment to connect and load its data.
-  const pricing = spawn(TSX, ['workers/main.ts', 'pricing'], { cwd: ROOT, env: baseEnv, stdio: 'ignore' });
+  const pricing = spawn(process.execPath, [...NODE_TS, 'workers/main.ts', 'pricing'], {
+    cwd: ROOT,
+    env: baseEnv,
+    stdio: 'ignore',
+  });
   children.push(pricing);
   await new Promise((r) => setTimeout(r, 3000));
   const apiSrv = await start(
@@ -452,7 +402,7 @@ async function main(): Promise<void> {
   if (process.env.BENCH_ONLY === 'intake') {
     // BENCH_CPU_PROF=dir profiles the API, as for BENCH_ONLY=quote.
     const { apiSrv, pricing } = await startApi(process.env.BENCH_CPU_PROF);
-    process.stdout.write(`${JSON.stringify(await benchIntake(db, `http://127.0.0.1:${apiSrv.port}`))}\n`);
+    process.stdout.write(`${JSON.stringify(await intakeWatched(db, apiSrv, pricing))}\n`);
     await stop(apiSrv.child);
     await stop(pricing);
     await db.raw('drop schema if exists ?? cascade', [config.databaseSchema]);
@@ -488,6 +438,33 @@ async function main(): Promise<void> {
     await db.raw('drop schema if exists ?? cascade', [config.databaseSchema]);
     await db.destroy();
     await deleteKeys(config.redisUrl, `${config.queuePrefix}:*`);
+    return;
+  }
+  if (process.env.BENCH_ONLY === 'report') {
+    // bench/results.md again from the last full run's bench/results.json (nothing is measured).
+    writeReport(
+      JSON.parse(fs.readFileSync(path.join(ROOT, 'bench', 'results.json'), 'utf8')) as Record<string, unknown>,
+    );
+    await cleanUp(db);
+    return;
+  }
+  if (process.env.BENCH_ONLY === 'mix') {
+    // The end-to-end mix alone (nothing is written to the results files).
+    process.stdout.write(`${JSON.stringify(await benchMix(db), null, 2)}\n`);
+    await cleanUp(db);
+    return;
+  }
+  if (process.env.BENCH_ONLY === 'curve') {
+    // Latency from 10 to 1,000 clients, quote endpoint and bare Express (results files untouched).
+    const { apiSrv, pricing } = await startApi();
+    const curve = await latencyCurve(`http://127.0.0.1:${apiSrv.port}/api/public/v1/quote`, QUOTE_BODY, {
+      api: apiSrv.child,
+      pricing,
+    });
+    await stop(apiSrv.child);
+    await stop(pricing);
+    process.stdout.write(`${JSON.stringify({ curve, queue: await rawQueueBaseline() }, null, 2)}\n`);
+    await cleanUp(db);
     return;
   }
   if (process.env.BENCH_ONLY === 'billing') {
@@ -580,8 +557,13 @@ async function main(): Promise<void> {
 
   const { baseR: baselineR, quoteR: quoteHttp, apiSrv, pricing } = await quoteAgainstBaseline();
   http.push(baselineR, quoteHttp);
+  // How latency grows from 10 to 1,000 clients (quote endpoint and bare Express).
+  results.curve = await latencyCurve(`http://127.0.0.1:${apiSrv.port}/api/public/v1/quote`, QUOTE_BODY, {
+    api: apiSrv.child,
+    pricing,
+  });
   const { bookingR, redeemR, redeemV1R } = await bookingEndpoints(db, apiSrv.port);
-  results.intake = await benchIntake(db, `http://127.0.0.1:${apiSrv.port}`);
+  results.intake = await intakeWatched(db, apiSrv, pricing);
   await stop(apiSrv.child);
   const insert = await start(['bench/server.ts', 'insert']);
   const insertR = await load('baseline: express + 1 INSERT', `http://127.0.0.1:${insert.port}/insert`, { a: 1 });
@@ -591,7 +573,10 @@ async function main(): Promise<void> {
 
   // 3. Dispatch: presence search over 100,000 drivers, and booking commit → job card at Twilio.
   results.matching = await benchMatching({ redisUrl: config.redisUrl, prefix: `bench-matching-${id}` });
+  results.queue = await rawQueueBaseline();
   results.jobCard = await benchJobCard(db, QUOTE_BODY);
+  // 3b. Everything at once: quotes, bookings and batches dispatched to simulated drivers.
+  results.mix = await benchMix(db);
   // 4. Billing: the weekly invoice run over 100,000 drivers × 20 rides, next to a bare aggregate.
   results.billing = await benchBilling({ databaseUrl: config.databaseUrl });
 
@@ -608,6 +593,19 @@ async function main(): Promise<void> {
     targets: { quoteVsBaseline: 0.7, quoteP99ms: 50, bookingVsInsert: 0.5, bookingP99ms: 100 },
   };
 
+  fs.writeFileSync(path.join(ROOT, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+  writeReport(results);
+
+  await db.raw('drop schema if exists ?? cascade', [config.databaseSchema]);
+  await db.destroy();
+  await deleteKeys(config.redisUrl, `${config.queuePrefix}:*`);
+}
+
+/** bench/results.md from a full run's results (`BENCH_ONLY=report` renders it again from bench/results.json). */
+function writeReport(results: Record<string, unknown>): void {
+  const http = results.http as HttpResult[];
+  const machine = results.machine as { cpus: number; node: string };
+  const settings = results.settings as { seconds: number; connections: number };
   const ratios = results.ratios as Record<string, number | null>;
   const matching = results.matching as {
     baselineNaive10km: { p99ms: number };
@@ -621,12 +619,15 @@ async function main(): Promise<void> {
     p99ms: number;
   };
   const jobCard = results.jobCard as { samples: number; p50ms: number; p95ms: number; maxMs: number };
+  const curve = results.curve as CurvePoint[];
+  const queue = results.queue as QueueBaseline;
+  const mix = results.mix as MixResult;
+  const intakeProcs = (results.intake as { processes: ProcessStats[] }).processes;
   const billing = results.billing as BillingBenchResult;
-  fs.writeFileSync(path.join(ROOT, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
   const md = [
     `# Benchmark results (${results.at})`,
     '',
-    `Machine: ${os.cpus().length} cores, ${process.version}. ${DURATION} s per HTTP run, ${CONNECTIONS} connections.`,
+    `Machine: ${machine.cpus} cores, ${machine.node}. ${settings.seconds} s per HTTP run, ${settings.connections} connections.`,
     '',
     '| benchmark | req/s | p50 ms | p99 ms | non-2xx |',
     '| --- | --- | --- | --- | --- |',
@@ -640,19 +641,43 @@ async function main(): Promise<void> {
     '',
     `Matching, live presence over 100,000 London drivers: nearest-20 search p50 ${matching.nearest.p50ms} ms, **p99 ${matching.nearest.p99ms} ms** (target < 5 ms); a naive 10 km GEOSEARCH in the same run: p99 ${matching.baselineNaive10km.p99ms} ms.`,
     `Partner intake, batches of 100 new jobs from 4 senders (${intake.batches} batches, ${intake.failedJobs} jobs failed): **${intake.jobsPerSecond} jobs/s** (target ≥ 3,000), batch p50 ${intake.p50ms} ms, **p99 ${intake.p99ms} ms** (target < 300 ms).`,
+    `Processes during intake (CPU % of one core, peak memory): ${processLine(intakeProcs)}.`,
+    `Raw BullMQ, ${queue.jobs.toLocaleString('en-GB')} no-op jobs added in bulk and taken by one worker: **${queue.jobsPerSecond} jobs/s**; intake is ${Math.round((intake.jobsPerSecond / queue.jobsPerSecond) * 100) / 100} of it (each job is also priced and written with its booking).`,
     `Booking commit → job card at the Twilio stand-in (${jobCard.samples} bookings, outbox relay woken by NOTIFY): p50 ${jobCard.p50ms} ms, **p95 ${jobCard.p95ms} ms** (target < 250 ms), max ${jobCard.maxMs} ms.`,
     `Weekly billing run, ${billing.drivers.toLocaleString('en-GB')} drivers × ${billing.ridesPerDriver} completed rides (${billing.invoices.toLocaleString('en-GB')} invoices, ${billing.lines.toLocaleString('en-GB')} lines): **${billing.runSeconds} s** (target < 10 s); a bare aggregate + INSERT … SELECT over the same rows ${billing.baselineSeconds} s, ratio **${billing.ratio}** (target ≤ 3); a rerun that issues nothing ${billing.rerunSeconds} s.`,
     '',
     `Pure tariff engine: **${(results.engine as { quotesPerSecond: number }).quotesPerSecond} quotes/s** on one core (target ≥ 50,000).`,
     `Geocoder: ${(results.geocoder as { microsecondsPerLookup: number }).microsecondsPerLookup.toFixed(1)} µs per lookup.`,
     '',
+    '## Latency from 10 to 1,000 concurrent clients',
+    '',
+    'The quote endpoint (API and pricing worker), and bare Express at the same concurrency. Processes are those of the quote run: CPU in % of one core (this machine has ' +
+      `${machine.cpus}), peak memory (PSS: shared pages split among the processes sharing them).`,
+    '',
+    '| clients | quote req/s | quote p50 ms | quote p99 ms | quote errors | bare req/s | bare p50 ms | bare p99 ms | processes |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    ...curve.map(
+      (c) =>
+        `| ${c.clients} | ${c.quote.requestsPerSecond} | ${c.quote.p50ms} | ${c.quote.p99ms} | ${c.quote.non2xx + c.quote.errors} | ${c.bare.requestsPerSecond} | ${c.bare.p50ms} | ${c.bare.p99ms} | ${processLine(c.quote.processes)} |`,
+    ),
+    '',
+    '## End-to-end mix',
+    '',
+    `For ${mix.seconds} s at fixed rates: ${mix.rates.quotesPerSecond} quotes/s, ${mix.rates.bookingsPerSecond} bookings/s (each a quote then a v1 booking), ${mix.rates.batchJobsPerSecond} partner jobs/s in batches; every role in its own process, on a test key, so ${mix.simulator.fleet} simulated drivers take the offers through the driver API (answer after ${mix.simulator.delayMs[0]}–${mix.simulator.delayMs[1]} ms, feed read every ${mix.simulator.tickMs} ms, rides at ${mix.simulator.timeScale}× speed).`,
+    '',
+    '| request | count | failed | p50 ms | p99 ms |',
+    '| --- | --- | --- | --- | --- |',
+    ...mix.requests.map((r) => `| ${r.kind} | ${r.count} | ${r.failed} | ${r.p50ms} | ${r.p99ms} |`),
+    '',
+    `Dispatch: ${mix.dispatch.bookings} bookings, ${mix.dispatch.offered} offered, ${mix.dispatch.accepted} accepted, ${mix.dispatch.completed} completed within a minute of the load; committed → first offer p50 ${mix.dispatch.toFirstOffer.p50ms} ms, p99 ${mix.dispatch.toFirstOffer.p99ms} ms; → accepted by a driver p50 ${mix.dispatch.toAccepted.p50ms} ms, p99 ${mix.dispatch.toAccepted.p99ms} ms (a simulated driver sees an offer on its turn, one presence report and feed read each, 8 drivers at a time). Status webhooks received by the partner: ${mix.webhooksReceived}.`,
+    '',
+    '| process | CPU % of one core | peak memory (PSS) MiB |',
+    '| --- | --- | --- |',
+    ...mix.processes.map((p) => `| ${p.name} | ${p.cpuPercent} | ${p.peakMemoryMiB} |`),
+    '',
   ].join('\n');
   fs.writeFileSync(path.join(ROOT, 'bench', 'results.md'), md);
   process.stdout.write(`${md}\n`);
-
-  await db.raw('drop schema if exists ?? cascade', [config.databaseSchema]);
-  await db.destroy();
-  await deleteKeys(config.redisUrl, `${config.queuePrefix}:*`);
 }
 
 try {

@@ -1,0 +1,280 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import { loadConfig } from '../shared/config.ts';
+
+/**
+ * What every benchmark shares: the environment the servers under test run in (a schema and a
+ * queue prefix of their own), starting and stopping them as child processes, the HTTP load
+ * (autocannon, in the benchmark's own process) and the CPU and memory of each process.
+ */
+export const ROOT = path.resolve(import.meta.dirname, '..');
+/** Entry points run as in package.json's scripts: `node --import tsx <script>`, one process each. */
+export const NODE_TS = ['--import', 'tsx'] as const;
+export const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
+export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+
+export const id = randomBytes(4).toString('hex');
+export const baseEnv: Record<string, string> = {
+  PATH: process.env.PATH ?? '',
+  HOME: process.env.HOME ?? '',
+  NODE_ENV: 'production',
+  DATA_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
+  LOG_LEVEL: 'warn',
+  DATABASE_URL: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/dtn',
+  DATABASE_SCHEMA: `bench_${id}`,
+  REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379/0',
+  QUEUE_PREFIX: `bench-${id}`,
+  QUOTE_LIMIT_PER_HOUR: '10000000',
+  RATE_LIMIT_PER_IP_PER_MINUTE: '1000000',
+  RATE_LIMIT_PER_KEY_PER_MINUTE: '1000000',
+  // No DNS during the benchmark; every address is a fresh, unconfirmed one.
+  EMAIL_MX_CHECK: 'off',
+};
+export const config = loadConfig(baseEnv);
+export const children: ChildProcess[] = [];
+
+export function start(
+  args: string[],
+  extraEnv: Record<string, string> = {},
+): Promise<{ port: number; child: ChildProcess }> {
+  const child = spawn(process.execPath, [...NODE_TS, ...args], {
+    cwd: ROOT,
+    env: { ...baseEnv, ...extraEnv },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout?.on('data', (d) => {
+      out += d;
+      const m = /PORT (\d+)/.exec(out);
+      if (m) resolve({ port: Number(m[1]), child });
+    });
+    child.on('exit', (code) => reject(new Error(`${args.join(' ')} exited ${code}`)));
+  });
+}
+
+export async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const done = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await Promise.race([done, new Promise((r) => setTimeout(r, 5000))]);
+  if (child.exitCode === null) child.kill('SIGKILL');
+}
+
+export interface HttpResult {
+  name: string;
+  requestsPerSecond: number;
+  p50ms: number;
+  p99ms: number;
+  non2xx: number;
+  errors: number;
+  /** CPU and memory of the processes serving the run, when they were watched. */
+  processes?: ProcessStats[];
+}
+
+export const ratio = (a: HttpResult, b: HttpResult): number =>
+  Math.round((a.requestsPerSecond / b.requestsPerSecond) * 100) / 100;
+
+export async function load(
+  name: string,
+  url: string,
+  body: unknown,
+  connections = CONNECTIONS,
+  seconds = DURATION,
+): Promise<HttpResult> {
+  // Warm up (JIT, connection pools, lazy data) before measuring.
+  await autocannon({
+    url,
+    method: 'POST',
+    connections,
+    duration: 2,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const r = await autocannon({
+    url,
+    method: 'POST',
+    connections,
+    duration: seconds,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return {
+    name,
+    requestsPerSecond: Math.round(r.requests.average),
+    p50ms: r.latency.p50,
+    p99ms: r.latency.p99,
+    non2xx: r.non2xx,
+    errors: r.errors,
+  };
+}
+
+/** CPU and memory of one process (and any children it has) over a run. */
+export interface ProcessStats {
+  name: string;
+  /** CPU time over wall time, in percent of one core (200 is both cores of a 2-core machine). */
+  cpuPercent: number;
+  /** The most memory seen (proportional set size: shared pages split among their sharers), MiB. */
+  peakMemoryMiB: number;
+}
+
+const CLOCK_TICKS_PER_SECOND = 100;
+const PAGE_BYTES = 4096;
+
+/** utime + stime (clock ticks), RSS (pages) and parent of every process, from /proc. */
+function readProcTable(): Map<number, { ppid: number; ticks: number; rssPages: number }> {
+  const table = new Map<number, { ppid: number; ticks: number; rssPages: number }>();
+  let entries: string[] = [];
+  try {
+    entries = fs.readdirSync('/proc');
+  } catch {
+    return table;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // The command name is in parentheses and may hold spaces: fields are counted after it.
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      table.set(Number(entry), {
+        ppid: Number(f[1]),
+        ticks: Number(f[11]) + Number(f[12]),
+        rssPages: Number(f[21]),
+      });
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return table;
+}
+
+/** A process and its descendants (a negative pid: that process alone): CPU ticks used, and their pids. */
+function treeUsage(table: ReturnType<typeof readProcTable>, root: number): { ticks: number; pids: number[] } {
+  if (root < 0) return { ticks: table.get(-root)?.ticks ?? 0, pids: table.has(-root) ? [-root] : [] };
+  const children = new Map<number, number[]>();
+  for (const [pid, p] of table) children.set(p.ppid, [...(children.get(p.ppid) ?? []), pid]);
+  let ticks = 0;
+  const pids: number[] = [];
+  const stack = [root];
+  while (stack.length > 0) {
+    const pid = stack.pop() as number;
+    const p = table.get(pid);
+    if (!p) continue;
+    ticks += p.ticks;
+    pids.push(pid);
+    stack.push(...(children.get(pid) ?? []));
+  }
+  return { ticks, pids };
+}
+
+/**
+ * Memory of these processes, bytes: the sum of their proportional set sizes (shared pages
+ * divided among the processes sharing them, so Postgres' shared buffers count once however
+ * many backends map them), else of their resident sets where /proc gives no PSS.
+ */
+function memoryOf(table: ReturnType<typeof readProcTable>, pids: readonly number[]): number {
+  let bytes = 0;
+  for (const pid of pids) {
+    try {
+      const m = /^Pss:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+      if (m) {
+        bytes += Number(m[1]) * 1024;
+        continue;
+      }
+    } catch {
+      // No smaps_rollup (older kernel, or the process ended): its resident set below.
+    }
+    bytes += (table.get(pid)?.rssPages ?? 0) * PAGE_BYTES;
+  }
+  return bytes;
+}
+
+/**
+ * Watch named processes while `fn` runs (sampled every 500 ms from /proc; Linux only, else
+ * no figures): each one's CPU in percent of one core and its peak resident memory.
+ * `self` adds this process (the load generator) as "load generator".
+ */
+export async function watchProcesses<T>(
+  procs: Record<string, ChildProcess | number | undefined>,
+  fn: () => Promise<T>,
+  opts: { self?: boolean } = {},
+): Promise<{ result: T; processes: ProcessStats[] }> {
+  const roots: Array<[string, number]> = Object.entries(procs).flatMap(([name, c]) => {
+    const pid = typeof c === 'number' ? c : c?.pid;
+    return pid !== undefined ? [[name, pid] as [string, number]] : [];
+  });
+  // This process alone (its children are the servers, watched by name).
+  if (opts.self) roots.push(['load generator', -process.pid]);
+  const first = readProcTable();
+  const startTicks = new Map(roots.map(([name, pid]) => [name, treeUsage(first, pid).ticks]));
+  const lastTicks = new Map(startTicks);
+  const peak = new Map<string, number>();
+  const sample = () => {
+    const table = readProcTable();
+    for (const [name, pid] of roots) {
+      const u = treeUsage(table, pid);
+      // A tree that lost a child loses its ticks: keep the most seen.
+      lastTicks.set(name, Math.max(lastTicks.get(name) ?? 0, u.ticks));
+      peak.set(name, Math.max(peak.get(name) ?? 0, memoryOf(table, u.pids)));
+    }
+  };
+  sample();
+  const t0 = performance.now();
+  const timer = setInterval(sample, 500);
+  try {
+    const result = await fn();
+    sample();
+    const seconds = (performance.now() - t0) / 1000;
+    const processes = roots.map(([name]) => ({
+      name,
+      cpuPercent: Math.round(
+        (((lastTicks.get(name) ?? 0) - (startTicks.get(name) ?? 0)) / CLOCK_TICKS_PER_SECOND / seconds) * 100,
+      ),
+      peakMemoryMiB: Math.round((peak.get(name) ?? 0) / 2 ** 20),
+    }));
+    return { result, processes };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/**
+ * Postgres (the postmaster and every backend under it) and Redis on this machine, found by
+ * command name, to watch beside our own processes: on a small machine they share its cores.
+ */
+export function systemProcesses(): Record<string, number> {
+  const found: Record<string, number> = {};
+  const table = readProcTable();
+  for (const [pid, p] of table) {
+    let comm = '';
+    try {
+      comm = fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    } catch {
+      continue;
+    }
+    const parentComm = (() => {
+      try {
+        return fs.readFileSync(`/proc/${p.ppid}/comm`, 'utf8').trim();
+      } catch {
+        return '';
+      }
+    })();
+    if ((comm === 'postgres' || comm === 'postmaster') && parentComm !== comm) found.postgres = pid;
+    if (comm === 'redis-server' && !found.redis) found.redis = pid;
+  }
+  return found;
+}
+
+/** "api 93% 140 MiB, pricing 41% 120 MiB": a run's processes in one line. */
+export const processLine = (ps: readonly ProcessStats[] | undefined): string =>
+  (ps ?? []).map((p) => `${p.name} ${p.cpuPercent}% ${p.peakMemoryMiB} MiB`).join(', ');
+
+/** The q-quantile of `values` (sorted here), rounded to ms. */
+export function quantile(values: readonly number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN);
+}
