@@ -24,7 +24,7 @@ export function unstorableText(data: unknown): string | null {
         at.key
           .replace(/~/g, '~0')
           .replace(/\//g, '~1')
-          .replace(/\u0000/g, '\uFFFD')
+          .replaceAll('\u0000', '\uFFFD')
           .replace(LONE_SURROGATES, '\uFFFD'),
       );
     return keys.length === 0 ? '/' : `/${keys.reverse().join('/')}`;
