@@ -4,6 +4,7 @@ import { knownMigrations } from '../shared/db/knex.ts';
 import { configOrExit, handleShutdown, isMain } from '../shared/lifecycle.ts';
 import { createRuntime, type Runtime } from '../shared/runtime.ts';
 import { buildApp } from './app.ts';
+import { answerClientErrors } from './client-errors.ts';
 
 export interface RunningWeb {
   port: number;
@@ -15,6 +16,7 @@ export interface RunningWeb {
 export async function startWeb(rt: Runtime): Promise<RunningWeb> {
   const app = buildApp({ ...rt, expectedMigrations: await knownMigrations() });
   const server = app.listen(rt.config.port, rt.config.host);
+  answerClientErrors(server);
   await once(server, 'listening');
   // Behind a load balancer, idle keep-alive sockets must outlive the balancer's own timeout.
   server.keepAliveTimeout = 65_000;

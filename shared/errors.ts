@@ -25,6 +25,8 @@ export const ERROR_STATUS = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   address_not_found: 422,
+  /** Beyond the contract's list: a request head over Node's 16 KB limit (answered before the app). */
+  headers_too_large: 431,
   idempotency_key_reused: 422,
   rate_limited: 429,
   daily_limit_reached: 429,

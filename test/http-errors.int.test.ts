@@ -1,7 +1,9 @@
+import { once } from 'node:events';
+import net from 'node:net';
 import { Type } from '@sinclair/typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineRoute } from '../api/route.ts';
-import { createTestEnv, type Served, serve, type TestEnv, appFor } from './helpers/env.ts';
+import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 
 /**
  * The error envelope of CONTRACT.md section 1 for every way a request can be wrong, through
@@ -123,6 +125,32 @@ describe('error envelope', () => {
     const { res, json } = await post('/api/public/v1/test-echo', JSON.stringify({ pickup: 'x'.repeat(5000) }));
     expect(res.status).toBe(413);
     expectEnvelope(json, 'payload_too_large');
+  });
+
+  it('answers a request head over 16 KB 431 headers_too_large and a malformed one 400, as JSON', async () => {
+    const raw = async (head: string) => {
+      const { port, hostname } = new URL(http.url);
+      const socket = net.connect(Number(port), hostname);
+      await once(socket, 'connect');
+      socket.write(head);
+      const chunks: Buffer[] = [];
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      await once(socket, 'close');
+      const text = Buffer.concat(chunks).toString('utf8');
+      const [top = '', body = ''] = text.split('\r\n\r\n');
+      return { statusLine: top.split('\r\n')[0], headers: top.toLowerCase(), body };
+    };
+    const big = await raw(`GET /api/public/v1/whoami HTTP/1.1\r\nHost: x\r\nX-Padding: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(big.statusLine).toBe('HTTP/1.1 431 Request Header Fields Too Large');
+    expect(big.headers).toContain('content-type: application/json');
+    const bigJson = JSON.parse(big.body) as { error: { code: string; details: unknown[] }; requestId: string };
+    expect(bigJson.error.code).toBe('headers_too_large');
+    expect(bigJson.requestId).toMatch(/^req_/);
+    expect(big.headers).toContain(`x-request-id: ${bigJson.requestId}`);
+
+    const bad = await raw('GET /api/public/v1/whoami HTTP/1.1\r\nHost: x\r\nBad Header Name: y\r\n\r\n');
+    expect(bad.statusLine).toBe('HTTP/1.1 400 Bad Request');
+    expect((JSON.parse(bad.body) as { error: { code: string } }).error.code).toBe('invalid_input');
   });
 
   it('answers unknown routes 404 not_found and wrong methods 405', async () => {

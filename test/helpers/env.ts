@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
 import { Redis } from 'ioredis';
 import { buildApp } from '../../api/app.ts';
+import { answerClientErrors } from '../../api/client-errors.ts';
 import type { RouteDef } from '../../api/route.ts';
 import { type Config, loadConfig } from '../../shared/config.ts';
 import { knownMigrations } from '../../shared/db/knex.ts';
@@ -85,6 +86,7 @@ export interface Served {
 /** Listen on a free loopback port (or `port`); requests go through real HTTP. */
 export async function serve(app: Express, listenPort = 0): Promise<Served> {
   const server = app.listen(listenPort, '127.0.0.1');
+  answerClientErrors(server);
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   return {
