@@ -37,11 +37,13 @@ export async function startWeb(rt: Runtime): Promise<RunningWeb> {
 async function main(): Promise<void> {
   const config = await configOrExit();
   const rt = createRuntime(config, 'web');
-  const web = await startWeb(rt);
+  // Signals are handled before the server starts (see workers/main.ts).
+  let web: RunningWeb | null = null;
   handleShutdown(rt.logger, config.shutdownTimeoutMs, async () => {
-    await web.close();
+    await web?.close();
     await rt.close();
   });
+  web = await startWeb(rt);
 }
 
 if (isMain(import.meta.url)) await main();

@@ -1,11 +1,11 @@
-import { startWeb } from '../api/server.ts';
+import { type RunningWeb, startWeb } from '../api/server.ts';
 import { configOrExit, handleShutdown } from '../shared/lifecycle.ts';
 import { WORKER_ROLES } from '../shared/queues/registry.ts';
 import { waitForRedis } from '../shared/queues/connection.ts';
 import { createRuntime } from '../shared/runtime.ts';
 import { seedDemo } from '../shared/services/seed.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
-import { startRoles } from '../workers/runner.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
 
 /**
  * `npm start`: the whole system in one process for a single machine: migrations, demo seed
@@ -14,6 +14,17 @@ import { startRoles } from '../workers/runner.ts';
  */
 const config = await configOrExit();
 const rt = createRuntime(config, 'all');
+// Signals are handled from here on, before anything starts: a SIGTERM that arrives while the
+// roles start (say, just after the first logs "worker started") stops what has started so far.
+let workers: RunningRoles | null = null;
+let web: RunningWeb | null = null;
+let simulator: RunningRoles | null = null;
+handleShutdown(rt.logger, config.shutdownTimeoutMs, async () => {
+  await simulator?.close();
+  await web?.close();
+  await workers?.close();
+  await rt.close();
+});
 if (config.databaseSchema !== 'public') await rt.db.raw('create schema if not exists ??', [config.databaseSchema]);
 const [, applied] = (await rt.db.migrate.latest()) as [number, string[]];
 if (applied.length > 0) rt.logger.info({ applied }, 'migrations applied');
@@ -24,14 +35,15 @@ const seeded = config.seedDemo ? await seedDemo(rt.db, config, rt.logger) : null
 // The simulator (simulated drivers serving test-mode bookings) talks to the API over HTTP, so it
 // starts once the API listens; it runs with the demo data only (SEED_DEMO=0 starts empty).
 const roles = WORKER_ROLES.filter((r) => r !== 'simulator');
-const workers = startRoles(roles, rt);
-const web = await startWeb(rt);
-const simulator = config.seedDemo ? startRoles(['simulator'], rt) : null;
+workers = startRoles(roles, rt);
+const started = await startWeb(rt);
+web = started;
+simulator = config.seedDemo ? startRoles(['simulator'], rt) : null;
 
-const base = config.publicBaseUrls[0] ?? `http://localhost:${web.port}`;
+const base = config.publicBaseUrls[0] ?? `http://localhost:${started.port}`;
 const lines = [
   '',
-  `${config.serviceName} is running: API on port ${web.port}, worker roles ${[...roles, ...(simulator ? ['simulator'] : [])].join(', ')}.`,
+  `${config.serviceName} is running: API on port ${started.port}, worker roles ${[...roles, ...(simulator ? ['simulator'] : [])].join(', ')}.`,
   `  readiness:   curl ${base}/readyz`,
   `  OpenAPI:     curl ${base}/api/public/v1/openapi.json`,
   `  a quote:     curl -X POST ${base}/api/public/v1/quote -H 'Content-Type: application/json' -d '{"pickup":"Manchester Piccadilly","dropoff":"Manchester Airport","passengers":2}'`,
@@ -52,12 +64,6 @@ if (seeded && Object.keys(seeded.created).length > 0) {
   lines.push('  demo data already present; make a new key with: npm run admin -- key create --name me');
 }
 process.stdout.write(`${lines.join('\n')}\n\n`);
-handleShutdown(rt.logger, config.shutdownTimeoutMs, async () => {
-  await simulator?.close();
-  await web.close();
-  await workers.close();
-  await rt.close();
-});
 
 const demoKey = seeded?.created.demoApiKey;
 if (demoKey) void demoQuote(demoKey);
@@ -65,7 +71,7 @@ if (demoKey) void demoQuote(demoKey);
 async function demoQuote(demoKey: string): Promise<void> {
   // A real sandbox quote with the new demo key, so its booking page can be opened at once.
   try {
-    const res = await fetch(`http://127.0.0.1:${web.port}/api/public/v1/quote`, {
+    const res = await fetch(`http://127.0.0.1:${started.port}/api/public/v1/quote`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', [config.apiKeyHeader]: demoKey },
       body: JSON.stringify({ pickup: 'Manchester Piccadilly', dropoff: 'Manchester Airport', passengers: 2 }),

@@ -120,7 +120,8 @@ describe('the Procfile', () => {
     } finally {
       proc.child.kill('SIGTERM');
     }
-    expect((await proc.exited).code).toBe(0);
+    const exited = await proc.exited;
+    expect(exited.code, `signal ${exited.signal}\n${exited.stdout.slice(-2000)}\n${exited.stderr.slice(-2000)}`).toBe(0);
     const bad = await runTs('workers/main.ts', ['teleport'], env.childEnv);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('unknown role teleport');

@@ -6,7 +6,7 @@ import { configOrExit, handleShutdown, isMain } from '../shared/lifecycle.ts';
 import { WORKER_ROLES, type WorkerRole } from '../shared/queues/registry.ts';
 import type { Runtime } from '../shared/runtime.ts';
 import { createRuntime } from '../shared/runtime.ts';
-import { startRoles } from './runner.ts';
+import { type RunningRoles, startRoles } from './runner.ts';
 
 /** `tsx workers/main.ts <role>[,<role>…]|all`: run worker roles in this process. */
 export function parseRoles(arg: string | undefined): WorkerRole[] {
@@ -31,13 +31,17 @@ async function main(): Promise<void> {
   }
   const config = await configOrExit();
   const rt = createRuntime(config, roles.length === 1 ? (roles[0] as string) : 'workers');
-  const running = startRoles(roles, rt);
-  const metrics = config.metrics.workerPort > 0 ? await serveMetrics(rt, config.metrics.workerPort) : null;
+  // Signals are handled before the roles start: a SIGTERM just after "worker started" (a
+  // supervisor that saw the log line) must stop them gracefully, not kill the process.
+  let running: RunningRoles | null = null;
+  let metrics: Awaited<ReturnType<typeof serveMetrics>> | null = null;
   handleShutdown(rt.logger, config.shutdownTimeoutMs, async () => {
     metrics?.close();
-    await running.close();
+    await running?.close();
     await rt.close();
   });
+  running = startRoles(roles, rt);
+  metrics = config.metrics.workerPort > 0 ? await serveMetrics(rt, config.metrics.workerPort) : null;
 }
 
 /**
