@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseWeek, weekOf } from '../shared/domain/billing/week.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { previewInvoices } from '../shared/services/billing.ts';
+import { presenceIndex } from '../shared/services/dispatch.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { approvedDriver } from './helpers/drivers.ts';
@@ -538,5 +539,17 @@ describe('sandbox: test keys and the simulator', () => {
       expect(unknown.status).toBe(400);
       expect(JSON.stringify(unknown.json)).toContain('driver_declines_then_accepts');
     });
+  });
+});
+
+describe('the simulator stopping', () => {
+  it('takes its drivers off the map at once (available: false), not when their presence expires', async () => {
+    const index = presenceIndex(env.rt.redis, env.config, true);
+    await eventually(async () => (await index.count(Date.now())) >= FLEET);
+    await roles.close();
+    // The other roles stopped with it; nothing reports presence any more. Fresh reports would
+    // keep the drivers live for the presence time-out (120 s): they are gone now.
+    expect(await index.count(Date.now())).toBe(0);
+    roles = startRoles(['pricing', 'dispatch', 'notify', 'fanout', 'outbox-relay'], env.rt);
   });
 });

@@ -16,7 +16,8 @@ import { ensureSimulatedFleet, type SimulatedDriver } from '../../shared/service
  * feed's `sandbox.move`) overrides its choices: decline, accept or hand the job back.
  *
  * It never crashes the process: the API or the database being away is logged and retried with
- * backoff (up to 30 s between tries); `stop()` ends the loop and aborts requests in flight.
+ * backoff (up to 30 s between tries); `stop()` ends the loop, aborts requests in flight and
+ * reports every driver unavailable (best effort, 2 s at most), so they leave the map at once.
  */
 
 export interface SimulatorDeps {
@@ -41,6 +42,8 @@ const PICKUP_WAIT_SECONDS = 120;
 const ARRIVED_MILES = 0.05;
 const MAX_BACKOFF_MS = 30_000;
 const REQUEST_TIMEOUT_MS = 10_000;
+/** How long `stop()` waits for the drivers' going-offline reports. */
+const OFFLINE_TIMEOUT_MS = 2_000;
 /** Drivers stepped at once per tick. */
 const CONCURRENCY = 8;
 
@@ -336,6 +339,22 @@ export function startSimulator(deps: SimulatorDeps): RunningSimulator {
       if (timer) clearTimeout(timer);
       abort.abort();
       await running.catch(() => {});
+      // Off the map at once: otherwise dispatch would keep offering test bookings to drivers
+      // nobody drives until their presence expires. Best effort, bounded: the API may be
+      // stopping too (a driver left on the map then expires as any silent driver does).
+      await Promise.all(
+        (states ?? []).map((s) =>
+          fetch(`${cfg.apiUrl}/api/public/v1/driver/presence`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${s.driver.token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ available: false, ...s.pos }),
+            signal: AbortSignal.timeout(OFFLINE_TIMEOUT_MS),
+          })
+            .then((res) => res.body?.cancel())
+            .catch(() => {}),
+        ),
+      );
+      log.info({ drivers: states?.length ?? 0 }, 'simulator stopped: its drivers are offline');
     },
   };
 }
