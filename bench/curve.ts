@@ -56,7 +56,9 @@ export interface QueueBaseline {
  * 100), both in this process: the most jobs a second the queue itself moves on this machine,
  * the ceiling of any stage that goes through it.
  */
-export async function rawQueueBaseline(jobs = Number(process.env.BENCH_QUEUE_JOBS ?? 20_000)): Promise<QueueBaseline> {
+export async function rawQueueBaseline(
+  jobs = Math.max(1, Number(process.env.BENCH_QUEUE_JOBS ?? 20_000)),
+): Promise<QueueBaseline> {
   const prefix = `bench-queue-${id}`;
   const producer = createRedis(config, 'producer', 'bench-raw');
   const consumer = createRedis(config, 'worker', 'bench-raw-worker');
@@ -71,9 +73,16 @@ export async function rawQueueBaseline(jobs = Number(process.env.BENCH_QUEUE_JOB
     prefix,
     concurrency: 100,
   });
-  worker.on('completed', () => {
+  // Every job settles once, completed or failed (a no-op should not fail, but a hang would hide it).
+  let failed = 0;
+  const settle = () => {
     done += 1;
     if (done === jobs) finished();
+  };
+  worker.on('completed', settle);
+  worker.on('failed', () => {
+    failed += 1;
+    settle();
   });
   await worker.waitUntilReady();
   const t0 = performance.now();
@@ -87,7 +96,14 @@ export async function rawQueueBaseline(jobs = Number(process.env.BENCH_QUEUE_JOB
         })),
       );
     }
-    await allDone;
+    let timeout: NodeJS.Timeout | undefined;
+    await Promise.race([
+      allDone,
+      new Promise((_, reject) => {
+        timeout = setTimeout(() => reject(new Error(`raw BullMQ: ${done} of ${jobs} jobs settled in 120 s`)), 120_000);
+      }),
+    ]).finally(() => clearTimeout(timeout));
+    if (failed > 0) throw new Error(`raw BullMQ: ${failed} no-op jobs failed`);
     const seconds = (performance.now() - t0) / 1000;
     return { jobs, seconds: Math.round(seconds * 100) / 100, jobsPerSecond: Math.round(jobs / seconds) };
   } finally {

@@ -58,11 +58,12 @@ export function start(
 }
 
 export async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
+  // Exited already, by itself or by a signal.
+  if (child.exitCode !== null || child.signalCode !== null) return;
   const done = new Promise((r) => child.once('exit', r));
   child.kill('SIGTERM');
   await Promise.race([done, new Promise((r) => setTimeout(r, 5000))]);
-  if (child.exitCode === null) child.kill('SIGKILL');
+  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
 }
 
 export interface HttpResult {
@@ -209,18 +210,31 @@ export async function watchProcesses<T>(
   });
   // This process alone (its children are the servers, watched by name).
   if (opts.self) roots.push(['load generator', -process.pid]);
+  // CPU per pid of each tree: ticks at the start (0 for a process born later) and the most seen,
+  // so a process that exits during the run keeps what it used until its last sample.
   const first = readProcTable();
-  const startTicks = new Map(roots.map(([name, pid]) => [name, treeUsage(first, pid).ticks]));
-  const lastTicks = new Map(startTicks);
+  const startTicks = new Map<string, Map<number, number>>();
+  const lastTicks = new Map<string, Map<number, number>>();
+  for (const [name, pid] of roots) {
+    const u = treeUsage(first, pid);
+    startTicks.set(name, new Map(u.pids.map((p) => [p, first.get(p)?.ticks ?? 0])));
+    lastTicks.set(name, new Map());
+  }
   const peak = new Map<string, number>();
   const sample = () => {
     const table = readProcTable();
     for (const [name, pid] of roots) {
       const u = treeUsage(table, pid);
-      // A tree that lost a child loses its ticks: keep the most seen.
-      lastTicks.set(name, Math.max(lastTicks.get(name) ?? 0, u.ticks));
+      const last = lastTicks.get(name) as Map<number, number>;
+      for (const p of u.pids) last.set(p, Math.max(last.get(p) ?? 0, table.get(p)?.ticks ?? 0));
       peak.set(name, Math.max(peak.get(name) ?? 0, memoryOf(table, u.pids)));
     }
+  };
+  const used = (name: string): number => {
+    const start = startTicks.get(name) as Map<number, number>;
+    let ticks = 0;
+    for (const [p, t] of lastTicks.get(name) ?? []) ticks += t - (start.get(p) ?? 0);
+    return ticks;
   };
   sample();
   const t0 = performance.now();
@@ -231,9 +245,7 @@ export async function watchProcesses<T>(
     const seconds = (performance.now() - t0) / 1000;
     const processes = roots.map(([name]) => ({
       name,
-      cpuPercent: Math.round(
-        (((lastTicks.get(name) ?? 0) - (startTicks.get(name) ?? 0)) / CLOCK_TICKS_PER_SECOND / seconds) * 100,
-      ),
+      cpuPercent: Math.round((used(name) / CLOCK_TICKS_PER_SECOND / seconds) * 100),
       peakMemoryMiB: Math.round((peak.get(name) ?? 0) / 2 ** 20),
     }));
     return { result, processes };
