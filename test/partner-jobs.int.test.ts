@@ -169,6 +169,13 @@ describe('POST /api/public/v1/jobs batches', () => {
     expect(single.status, single.text).toBe(400);
     expect(single.json.results[0]?.error?.details[0]?.field).toBe('/dropoff');
     // Elsewhere the body check stays whole-body: a quote with a NUL is refused before the handler.
+    const quote = await fetch(`${api.url}/api/public/v1/quote`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ pickup: 'Leeds\u0000', dropoff: 'York', passengers: 1 }),
+    });
+    expect(quote.status).toBe(400);
+    expect(((await quote.json()) as Json).error?.code).toBe('invalid_input');
   });
 
   it('refuses 101 jobs with 400 and writes nothing', async () => {
