@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseWeek, weekOf } from '../../shared/domain/billing/week.ts';
 import type { WorkerRole } from '../../shared/queues/registry.ts';
-import type { CreatedPartner } from '../../shared/services/partners.ts';
 import { previewInvoices } from '../../shared/services/billing.ts';
+import type { CreatedPartner } from '../../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../../shared/services/tariff-store.ts';
 import { ROLE_CONCURRENCY } from '../../workers/roles.ts';
 import type { TestDriver } from '../helpers/drivers.ts';
@@ -10,6 +10,7 @@ import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } f
 import {
   completeRides,
   expectDispatchedOnce,
+  FAULT_ENV,
   kill9,
   liveDrivers,
   offline,
@@ -88,14 +89,7 @@ beforeAll(async () => {
       TWILIO_ACCOUNT_SID: 'AC22222222222222222222222222222222',
       TWILIO_AUTH_TOKEN: 'fault-token',
       SMTP_URL: smtp.url,
-      // Offers outlive the test, so a booking's one offer is its whole dispatch here.
-      OFFER_TIMEOUT_SECONDS: '3600',
-      PRESENCE_TTL_SECONDS: '3600',
-      // A killed worker's jobs are found stalled and run again after about this long.
-      WORKER_LOCK_MS: '2000',
-      OUTBOX_POLL_MS: '200',
-      RATE_LIMIT_PER_IP_PER_MINUTE: '1000000',
-      RATE_LIMIT_PER_KEY_PER_MINUTE: '1000000',
+      ...FAULT_ENV,
     },
   });
   childEnv = { ...env.childEnv, WEBHOOK_RETRY_BASE_MS: '200' };

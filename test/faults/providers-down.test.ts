@@ -1,63 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { syncBuiltInTariffs } from '../../shared/services/tariff-store.ts';
-import type { TestDriver } from '../helpers/drivers.ts';
-import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from '../helpers/env.ts';
-import {
-  call,
-  expectNothingLost,
-  liveDrivers,
-  type Proc,
-  type Row,
-  smtpStandIn,
-  startWorkers,
-  stopProc,
-  twilioStandIn,
-  v1Booking,
-} from './support.ts';
+import { eventually } from '../helpers/env.ts';
+import { call, expectNothingLost, type FaultStack, faultStack, type Row, v1Booking } from './support.ts';
 
 /**
  * The SMTP server and Twilio go away: bookings are still accepted and dispatched, their
  * e-mails and job cards wait in `outbound_messages` and are retried with backoff; when the
  * stand-ins come back on the same ports, each message is delivered once.
  */
-let env: TestEnv;
-let api: Served;
-let workers: Proc;
-let twilio: Awaited<ReturnType<typeof twilioStandIn>>;
-let smtp: Awaited<ReturnType<typeof smtpStandIn>>;
-const drivers = new Map<string, TestDriver>();
+let stack: FaultStack;
 
 beforeAll(async () => {
-  twilio = await twilioStandIn();
-  smtp = await smtpStandIn();
-  env = await createTestEnv({
-    env: {
-      TWILIO_API_BASE_URL: twilio.url,
-      SMTP_URL: smtp.url,
-      OFFER_TIMEOUT_SECONDS: '3600',
-      PRESENCE_TTL_SECONDS: '3600',
-      WORKER_LOCK_MS: '2000',
-      OUTBOX_POLL_MS: '200',
-      RATE_LIMIT_PER_IP_PER_MINUTE: '1000000',
-      QUOTE_LIMIT_PER_HOUR: '1000000',
-    },
-  });
-  await syncBuiltInTariffs(env.rt.db);
-  api = await serve(await appFor(env));
-  workers = await startWorkers('pricing,dispatch,notify,outbox-relay', env.childEnv);
-  for (const d of await liveDrivers(env.rt.db, api.url, 3)) drivers.set(d.id, d);
+  stack = await faultStack({}, 3);
 }, 120_000);
 
 afterAll(async () => {
-  await stopProc(workers);
-  await api?.close();
-  await twilio?.stop();
-  await smtp?.stop();
-  await env?.cleanup();
+  await stack?.stop();
 });
 
 describe('the SMTP and Twilio stand-ins stopped', () => {
   it('keeps the messages, retries them, and delivers each once when the stand-ins return', async () => {
+    const { env, api, twilio, smtp, drivers } = stack;
     // The drivers' tokens went out first; nothing else is waiting.
     await eventually(async () => {
       const [row] = await env.rt.db('outbound_messages').whereNot({ state: 'sent' }).count<Row[]>('* as n');

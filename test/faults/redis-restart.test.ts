@@ -1,19 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { syncBuiltInTariffs } from '../../shared/services/tariff-store.ts';
-import type { TestDriver } from '../helpers/drivers.ts';
-import { appFor, createTestEnv, type Served, serve, type TestEnv } from '../helpers/env.ts';
-import {
-  alive,
-  bookThroughOutage,
-  expectNothingLost,
-  liveDrivers,
-  type Proc,
-  privateRedis,
-  smtpStandIn,
-  startWorkers,
-  stopProc,
-  twilioStandIn,
-} from './support.ts';
+import { alive, bookThroughOutage, expectNothingLost, type FaultStack, faultStack, privateRedis } from './support.ts';
 
 /**
  * Redis crashes (kill -9) during a burst of bookings and comes back: the API answers 503
@@ -24,47 +10,21 @@ import {
  * must.
  */
 let redis: Awaited<ReturnType<typeof privateRedis>>;
-let env: TestEnv;
-let api: Served;
-let workers: Proc;
-let twilio: Awaited<ReturnType<typeof twilioStandIn>>;
-let smtp: Awaited<ReturnType<typeof smtpStandIn>>;
-const drivers = new Map<string, TestDriver>();
+let stack: FaultStack;
 
 beforeAll(async () => {
   redis = await privateRedis();
-  twilio = await twilioStandIn();
-  smtp = await smtpStandIn();
-  env = await createTestEnv({
-    env: {
-      REDIS_URL: redis.url,
-      TWILIO_API_BASE_URL: twilio.url,
-      SMTP_URL: smtp.url,
-      OFFER_TIMEOUT_SECONDS: '3600',
-      PRESENCE_TTL_SECONDS: '3600',
-      WORKER_LOCK_MS: '2000',
-      OUTBOX_POLL_MS: '200',
-      RATE_LIMIT_PER_IP_PER_MINUTE: '1000000',
-      QUOTE_LIMIT_PER_HOUR: '1000000',
-    },
-  });
-  await syncBuiltInTariffs(env.rt.db);
-  api = await serve(await appFor(env));
-  workers = await startWorkers('pricing,dispatch,notify,outbox-relay', env.childEnv);
-  for (const d of await liveDrivers(env.rt.db, api.url, 4)) drivers.set(d.id, d);
+  stack = await faultStack({ REDIS_URL: redis.url }, 4);
 }, 120_000);
 
 afterAll(async () => {
-  await stopProc(workers);
-  await api?.close();
-  await twilio?.stop();
-  await smtp?.stop();
-  await env?.cleanup();
+  await stack?.stop();
   await redis?.destroy();
 });
 
 describe('Redis restarted during a booking burst', () => {
   it('answers 503 while Redis is away, loses no accepted booking and dispatches each once when it is back', async () => {
+    const { env, api, workers, twilio, smtp, drivers } = stack;
     const { accepted, refusedWhileDown } = await bookThroughOutage(api.url, redis.kill, redis.start);
     expect(refusedWhileDown).toBeGreaterThan(0);
     expect(accepted.length).toBeGreaterThanOrEqual(14);

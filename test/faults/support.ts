@@ -11,9 +11,10 @@ import { Webhook } from 'standardwebhooks';
 import { expect } from 'vitest';
 import type { Db } from '../../shared/db/knex.ts';
 import { type CreatedPartner, createPartner } from '../../shared/services/partners.ts';
+import { syncBuiltInTariffs } from '../../shared/services/tariff-store.ts';
 import { approvedDriver, type TestDriver } from '../helpers/drivers.ts';
-import { eventually, type TestEnv } from '../helpers/env.ts';
-import { ROOT, type Ran } from '../helpers/process.ts';
+import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from '../helpers/env.ts';
+import { type Ran, ROOT } from '../helpers/process.ts';
 
 /**
  * What the fault tests share: private Redis and Postgres servers they may kill and restart
@@ -721,4 +722,61 @@ export async function expectNothingLost(
       mails.filter((m) => m.to.includes(to)),
       `e-mails to ${to}`,
     ).toHaveLength(n);
+}
+
+/**
+ * The environment every fault test starts from: offers and presence that outlive the test (a
+ * booking's one offer is its whole dispatch), a killed worker's jobs found stalled after about
+ * 2 s, a relay that polls every 200 ms, and no rate limit in the way of a burst.
+ */
+export const FAULT_ENV: Readonly<Record<string, string>> = {
+  OFFER_TIMEOUT_SECONDS: '3600',
+  PRESENCE_TTL_SECONDS: '3600',
+  WORKER_LOCK_MS: '2000',
+  OUTBOX_POLL_MS: '200',
+  RATE_LIMIT_PER_IP_PER_MINUTE: '1000000',
+  RATE_LIMIT_PER_KEY_PER_MINUTE: '1000000',
+  QUOTE_LIMIT_PER_HOUR: '1000000',
+};
+
+export interface FaultStack {
+  env: TestEnv;
+  api: Served;
+  workers: Proc;
+  twilio: Awaited<ReturnType<typeof twilioStandIn>>;
+  smtp: Awaited<ReturnType<typeof smtpStandIn>>;
+  drivers: Map<string, TestDriver>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A booking system to break: the Twilio and SMTP stand-ins, the test environment (FAULT_ENV and
+ * `env`, e.g. a private Redis or Postgres URL), the API in this process, the pricing, dispatch,
+ * notify and relay roles in one child process, and `driverCount` approved drivers on the map.
+ */
+export async function faultStack(env: Record<string, string>, driverCount: number): Promise<FaultStack> {
+  const twilio = await twilioStandIn();
+  const smtp = await smtpStandIn();
+  const testEnv = await createTestEnv({
+    env: { ...FAULT_ENV, TWILIO_API_BASE_URL: twilio.url, SMTP_URL: smtp.url, ...env },
+  });
+  await syncBuiltInTariffs(testEnv.rt.db);
+  const api = await serve(await appFor(testEnv));
+  const workers = await startWorkers('pricing,dispatch,notify,outbox-relay', testEnv.childEnv);
+  const drivers = new Map((await liveDrivers(testEnv.rt.db, api.url, driverCount)).map((d) => [d.id, d]));
+  return {
+    env: testEnv,
+    api,
+    workers,
+    twilio,
+    smtp,
+    drivers,
+    async stop() {
+      await stopProc(workers);
+      await api.close();
+      await twilio.stop();
+      await smtp.stop();
+      await testEnv.cleanup();
+    },
+  };
 }
