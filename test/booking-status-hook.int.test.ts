@@ -1,8 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPartner } from '../shared/services/partners.ts';
+import { insertOfferedBooking } from './helpers/bookings.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 
 /**
@@ -29,33 +29,9 @@ async function makeOperator(name: string) {
 
 /** A dispatching booking with an open tier-3 offer to `partnerId`. */
 async function offeredBooking(partnerId: string): Promise<{ id: string; reference: string }> {
-  const id = uuidv7();
   refSeq += 1;
   const reference = `${env.config.bookings.referencePrefix}-HK${String(refSeq).padStart(4, '0')}`;
-  await env.rt.db('bookings').insert({
-    id,
-    reference,
-    origin: 'api',
-    status: 'dispatching',
-    passenger_name: 'Ada Lovelace',
-    passengers: 1,
-    vehicle_type: 'saloon',
-    pickup: JSON.stringify({ query: 'a', name: 'A', kind: 'poi', lat: 51.5, lng: -0.14 }),
-    dropoff: JSON.stringify({ query: 'b', name: 'B', kind: 'poi', lat: 51.47, lng: -0.45 }),
-    pickup_time: new Date(Date.now() + 3 * 3600_000),
-    fare_pence: 4200,
-    tracking_token_hash: randomBytes(32),
-  });
-  await env.rt.db('dispatch_offers').insert({
-    id: uuidv7(),
-    booking_id: id,
-    tier: 3,
-    attempt: 1,
-    partner_id: partnerId,
-    state: 'offered',
-    expires_at: new Date(Date.now() + 10 * 60_000),
-  });
-  return { id, reference };
+  return insertOfferedBooking(env.rt.db, reference, { partnerId }, 10);
 }
 
 interface SendOpts {

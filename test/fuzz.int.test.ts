@@ -14,7 +14,7 @@ import { createSupplier } from '../shared/services/suppliers.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { webhookSignature } from '../shared/services/webhooks.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
-import { bookThroughApi } from './helpers/bookings.ts';
+import { bookThroughApi, insertOfferedBooking } from './helpers/bookings.ts';
 import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { arbitraryFor, type Hints, propertyPaths, type Schema, validBy } from './helpers/fuzz-schema.ts';
@@ -100,32 +100,8 @@ async function makeQuote(): Promise<string> {
 async function offeredBooking(
   to: { driverId: string } | { partnerId: string },
 ): Promise<{ reference: string; code: string }> {
-  const id = uuidv7();
   const reference = `${env.config.bookings.referencePrefix}-FZ${randomBytes(2).toString('hex').toUpperCase()}`;
-  await env.rt.db('bookings').insert({
-    id,
-    reference,
-    origin: 'api',
-    status: 'dispatching',
-    passenger_name: 'Ada Lovelace',
-    passengers: 1,
-    vehicle_type: 'saloon',
-    pickup: JSON.stringify({ query: 'a', name: 'Manchester Piccadilly', kind: 'station', lat: 53.477, lng: -2.23 }),
-    dropoff: JSON.stringify({ query: 'b', name: 'Manchester Airport', kind: 'airport', lat: 53.365, lng: -2.272 }),
-    pickup_time: new Date(Date.now() + 3 * 3600_000),
-    fare_pence: 4200,
-    tracking_token_hash: randomBytes(32),
-  });
-  const offerId = uuidv7();
-  await env.rt.db('dispatch_offers').insert({
-    id: offerId,
-    booking_id: id,
-    tier: 'driverId' in to ? 1 : 3,
-    attempt: 1,
-    ...('driverId' in to ? { driver_id: to.driverId } : { partner_id: to.partnerId }),
-    state: 'offered',
-    expires_at: new Date(Date.now() + 30 * 60_000),
-  });
+  const { offerId } = await insertOfferedBooking(env.rt.db, reference, to);
   return { reference, code: offerCode(offerId, env.config.dataEncryptionKey) };
 }
 

@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
 import { expect } from 'vitest';
 import type { Db } from '../../shared/db/knex.ts';
 
@@ -54,4 +56,43 @@ export async function bookThroughApi(
     trackPath,
     payPath: new URL(json.payDriverUrl).pathname,
   };
+}
+
+/**
+ * A dispatching booking (Manchester Piccadilly to the airport, three hours ahead, £42) written
+ * straight to the database with one open offer: tier 1 to a driver or tier 3 to a partner
+ * operator. For tests of what a held offer allows, without running dispatch.
+ */
+export async function insertOfferedBooking(
+  db: Db,
+  reference: string,
+  to: { driverId: string } | { partnerId: string },
+  offerMinutes = 30,
+): Promise<{ id: string; reference: string; offerId: string }> {
+  const id = uuidv7();
+  await db('bookings').insert({
+    id,
+    reference,
+    origin: 'api',
+    status: 'dispatching',
+    passenger_name: 'Ada Lovelace',
+    passengers: 1,
+    vehicle_type: 'saloon',
+    pickup: JSON.stringify({ query: 'a', name: 'Manchester Piccadilly', kind: 'station', lat: 53.477, lng: -2.23 }),
+    dropoff: JSON.stringify({ query: 'b', name: 'Manchester Airport', kind: 'airport', lat: 53.365, lng: -2.272 }),
+    pickup_time: new Date(Date.now() + 3 * 3600_000),
+    fare_pence: 4200,
+    tracking_token_hash: randomBytes(32),
+  });
+  const offerId = uuidv7();
+  await db('dispatch_offers').insert({
+    id: offerId,
+    booking_id: id,
+    tier: 'driverId' in to ? 1 : 3,
+    attempt: 1,
+    ...('driverId' in to ? { driver_id: to.driverId } : { partner_id: to.partnerId }),
+    state: 'offered',
+    expires_at: new Date(Date.now() + offerMinutes * 60_000),
+  });
+  return { id, reference, offerId };
 }
