@@ -10,8 +10,8 @@ import {
   type FeedJob,
   type JobHolder,
   jobFeed,
-  PROGRESS,
   type Payment,
+  PROGRESS,
   type Progress,
   reportProgress,
 } from '../../shared/services/driver-jobs.ts';
@@ -457,6 +457,46 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
       [`<p><a class="button" href="${jobPath(ref)}">Open job ${escapeHtml(ref)}</a></p>`],
     );
 
+  /**
+   * What every job form (accept, decline, progress) checks first, answering itself when one
+   * fails: the page rate limit, the reference, the signed-in driver (else the sign-in page, 401)
+   * and the form token. The driver, the reference and the posted fields, or null when answered.
+   */
+  async function jobForm(
+    req: Request,
+    res: Response,
+    what: string,
+  ): Promise<{ driver: DriverIdentity; ref: string; body: Record<string, unknown> } | null> {
+    await limits.page(req, res);
+    const ref = refOf(req);
+    const driver = await driverOr(req, res, ref ? jobPath(ref) : DRIVER_HOME_PATH, 401);
+    if (!driver) return null;
+    if (!ref) {
+      message(res, 404, 'No such job for you', 'That is not a booking reference.');
+      return null;
+    }
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    if (!formTokenValid(req, key, jobAction(driver.id, ref), body.csrf)) {
+      req.log?.warn({ booking: ref }, `driver ${what} refused: missing or wrong form token`);
+      formRefused(res, ref);
+      return null;
+    }
+    return { driver, ref, body };
+  }
+
+  /** An accept or decline the offer no longer allows, answered as a page: true when it was one. */
+  function offerRefused(res: Response, err: unknown, ref: string): boolean {
+    if (err instanceof AppError && err.code === 'offer_unavailable') {
+      message(res, 409, 'This offer is no longer open', err.message);
+      return true;
+    }
+    if (err instanceof AppError && err.code === 'job_not_found') {
+      message(res, 404, 'No such job for you', `There is no offer of ${ref} for you.`);
+      return true;
+    }
+    return false;
+  }
+
   function offerPage(req: Request, res: Response, code: string, found: FoundOffer, driver: DriverIdentity | null) {
     const { view } = found;
     const ref = view.job.bookingReference;
@@ -723,26 +763,14 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
 
     /** `POST /driver/jobs/{ref}/accept`: `acceptOffer`, then the job page. */
     async accept(req, res) {
-      await limits.page(req, res);
-      const ref = refOf(req);
-      const driver = await driverOr(req, res, ref ? jobPath(ref) : DRIVER_HOME_PATH, 401);
-      if (!driver) return;
-      if (!ref) return message(res, 404, 'No such job for you', 'That is not a booking reference.');
-      const body = (req.body ?? {}) as Record<string, unknown>;
-      if (!formTokenValid(req, key, jobAction(driver.id, ref), body.csrf)) {
-        req.log?.warn({ booking: ref }, 'driver accept refused: missing or wrong form token');
-        return formRefused(res, ref);
-      }
+      const form = await jobForm(req, res, 'accept');
+      if (!form) return;
+      const { driver, ref } = form;
       try {
         const accepted = await acceptOffer(deps, holderOf(driver), ref, prefix);
         await announce(accepted.bookingId);
       } catch (err) {
-        if (err instanceof AppError && err.code === 'offer_unavailable') {
-          return message(res, 409, 'This offer is no longer open', err.message);
-        }
-        if (err instanceof AppError && err.code === 'job_not_found') {
-          return message(res, 404, 'No such job for you', `There is no offer of ${ref} for you.`);
-        }
+        if (offerRefused(res, err, ref)) return;
         throw err;
       }
       res.set({ 'Cache-Control': 'no-store' });
@@ -751,25 +779,13 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
 
     /** `POST /driver/jobs/{ref}/decline`: `declineOffer` (the job goes to the next driver), then the feed. */
     async decline(req, res) {
-      await limits.page(req, res);
-      const ref = refOf(req);
-      const driver = await driverOr(req, res, ref ? jobPath(ref) : DRIVER_HOME_PATH, 401);
-      if (!driver) return;
-      if (!ref) return message(res, 404, 'No such job for you', 'That is not a booking reference.');
-      const body = (req.body ?? {}) as Record<string, unknown>;
-      if (!formTokenValid(req, key, jobAction(driver.id, ref), body.csrf)) {
-        req.log?.warn({ booking: ref }, 'driver decline refused: missing or wrong form token');
-        return formRefused(res, ref);
-      }
+      const form = await jobForm(req, res, 'decline');
+      if (!form) return;
+      const { driver, ref } = form;
       try {
         await declineOffer(deps, holderOf(driver), ref, null, prefix);
       } catch (err) {
-        if (err instanceof AppError && err.code === 'offer_unavailable') {
-          return message(res, 409, 'This offer is no longer open', err.message);
-        }
-        if (err instanceof AppError && err.code === 'job_not_found') {
-          return message(res, 404, 'No such job for you', `There is no offer of ${ref} for you.`);
-        }
+        if (offerRefused(res, err, ref)) return;
         throw err;
       }
       res.set({ 'Cache-Control': 'no-store' });
@@ -782,36 +798,29 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
      * job page, what was typed kept; a step that is no longer allowed is the job page with why.
      */
     async status(req, res) {
-      await limits.page(req, res);
-      const ref = refOf(req);
-      const driver = await driverOr(req, res, ref ? jobPath(ref) : DRIVER_HOME_PATH, 401);
-      if (!driver) return;
-      if (!ref) return message(res, 404, 'No such job for you', 'That is not a booking reference.');
-      const body = (req.body ?? {}) as Record<string, unknown>;
-      if (!formTokenValid(req, key, jobAction(driver.id, ref), body.csrf)) {
-        req.log?.warn({ booking: ref }, 'driver progress refused: missing or wrong form token');
-        return formRefused(res, ref);
-      }
+      const form = await jobForm(req, res, 'progress');
+      if (!form) return;
+      const { driver, ref, body } = form;
       const step = STEPS.find((s) => s === body.status);
       if (!step) return jobPage(req, res, driver, ref, 400, null, { general: 'Choose one of the progress buttons.' });
       let payment: Payment | undefined;
-      let form: StatusForm | null = null;
+      let typed: StatusForm | null = null;
       if (step === 'completed') {
-        form = {
+        typed = {
           method: typeof body.method === 'string' ? body.method : '',
           amount: typeof body.amount === 'string' ? body.amount.slice(0, 20) : '',
           fee: typeof body.fee === 'string' ? body.fee.slice(0, 20) : '',
         };
         const errors: StatusErrors = {};
-        const method = METHODS.find((m) => m === form?.method);
+        const method = METHODS.find((m) => m === typed?.method);
         if (!method) errors.method = 'Choose how the fare was paid.';
-        const amount = parsePounds(form.amount, 10_000);
+        const amount = parsePounds(typed.amount, 10_000);
         if (amount === null) errors.amount = 'Enter the amount in pounds, like 28.40 (at most £10,000).';
-        const fee = form.fee.trim() === '' ? 0 : parsePounds(form.fee, 1_000);
+        const fee = typed.fee.trim() === '' ? 0 : parsePounds(typed.fee, 1_000);
         if (fee === null) errors.fee = 'Enter the fee in pounds, like 0.45 (at most £1,000), or leave it empty.';
         else if (fee > 0 && method && method !== 'card') errors.fee = 'A processing fee applies to card payments only.';
         if (!method || amount === null || fee === null || errors.fee) {
-          return jobPage(req, res, driver, ref, 400, form, errors);
+          return jobPage(req, res, driver, ref, 400, typed, errors);
         }
         payment = {
           method,
@@ -824,7 +833,7 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
         if (done.changed) await announce(done.bookingId);
       } catch (err) {
         if (err instanceof AppError && (err.code === 'conflict' || err.code === 'invalid_input')) {
-          return jobPage(req, res, driver, ref, err.status, form, { general: err.message });
+          return jobPage(req, res, driver, ref, err.status, typed, { general: err.message });
         }
         if (err instanceof AppError && err.code === 'job_not_found') {
           return message(res, 404, 'No such job for you', `Job ${ref} is not yours.`);
