@@ -104,6 +104,11 @@ export async function load(
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
+  return httpResult(name, r);
+}
+
+/** One autocannon run as a row of the results. */
+export function httpResult(name: string, r: autocannon.Result): HttpResult {
   return {
     name,
     requestsPerSecond: Math.round(r.requests.average),

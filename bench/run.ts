@@ -23,6 +23,7 @@ import {
   config,
   DURATION,
   type HttpResult,
+  httpResult,
   id,
   load,
   NODE_TS,
@@ -65,14 +66,7 @@ async function loadBookings(
   ];
   await autocannon({ url, connections, duration: 2, requests });
   const r = await autocannon({ url, connections, duration: seconds, requests });
-  return {
-    name,
-    requestsPerSecond: Math.round(r.requests.average),
-    p50ms: r.latency.p50,
-    p99ms: r.latency.p99,
-    non2xx: r.non2xx,
-    errors: r.errors,
-  };
+  return httpResult(name, r);
 }
 
 /** Copies of one priced quote, each redeemable once, for the redemption benchmarks. */
