@@ -113,14 +113,14 @@ async function ride(
 async function sms(
   driverId: string,
   sentAt: Date,
-  opts: { channel?: string; state?: string; testMode?: boolean } = {},
+  opts: { channel?: string; state?: string; testMode?: boolean; purpose?: string } = {},
 ) {
   await db()('outbound_messages').insert({
     id: randomUUID(),
     channel: opts.channel ?? 'sms',
     recipient: '+447700900001',
     body: 'Job card',
-    purpose: 'job_card',
+    purpose: opts.purpose ?? 'job_card',
     driver_id: driverId,
     state: opts.state ?? 'sent',
     sent_at: sentAt,
@@ -163,7 +163,8 @@ describe('weekly billing', () => {
     await ride({ driverId: ids.under }, 49_999, inWeek(30));
 
     // Pass-through lines for Olu: 3 SMS in the week (WhatsApp, failed, test-mode and other
-    // weeks' SMS are not billed), two card fees, one external-platform job fee.
+    // weeks' SMS are not billed, nor the approval SMS that carried the driver's token: only
+    // messages about jobs are a pass-through), two card fees, one external-platform job fee.
     await sms(ids.over, inWeek(1));
     await sms(ids.over, inWeek(2));
     await sms(ids.over, inWeek(167));
@@ -172,6 +173,7 @@ describe('weekly billing', () => {
     await sms(ids.over, inWeek(3), { channel: 'whatsapp' });
     await sms(ids.over, inWeek(4), { state: 'failed' });
     await sms(ids.over, inWeek(5), { testMode: true });
+    await sms(ids.over, inWeek(6), { purpose: 'driver_token' });
     await cardPayment(card, ids.over, 45, inWeek(50));
     await cardPayment(card, ids.over, 30, inWeek(51));
     const supplierId = randomUUID();
