@@ -16,8 +16,9 @@ import { ensureSimulatedFleet, type SimulatedDriver } from '../../shared/service
  * feed's `sandbox.move`) overrides its choices: decline, accept or hand the job back.
  *
  * It never crashes the process: the API or the database being away is logged and retried with
- * backoff (up to 30 s between tries); `stop()` ends the loop, aborts requests in flight and
- * reports every driver unavailable (best effort, 2 s at most), so they leave the map at once.
+ * backoff (up to 30 s between tries); `stop()` ends the loop, lets the drivers' steps under way
+ * finish (2 s at most, then aborts them) and reports every driver unavailable (best effort, 2 s at
+ * most), so they leave the map at once and no earlier report lands after that.
  */
 
 export interface SimulatorDeps {
@@ -337,8 +338,23 @@ export function startSimulator(deps: SimulatorDeps): RunningSimulator {
     async stop() {
       stopped = true;
       if (timer) clearTimeout(timer);
+      // The tick in progress takes no new driver now; let the steps under way finish (bounded)
+      // before the going-offline reports, so no presence report still in flight at the API can
+      // land after a driver's "unavailable". Only when they take longer are they aborted (the
+      // API may then still apply one late: that driver expires as any silent driver does).
+      let wait: NodeJS.Timeout | undefined;
+      const settled = await Promise.race([
+        running.then(
+          () => true,
+          () => true,
+        ),
+        new Promise<boolean>((resolve) => {
+          wait = setTimeout(() => resolve(false), OFFLINE_TIMEOUT_MS);
+        }),
+      ]);
+      clearTimeout(wait);
       abort.abort();
-      await running.catch(() => {});
+      if (!settled) await running.catch(() => {});
       // Off the map at once: otherwise dispatch would keep offering test bookings to drivers
       // nobody drives until their presence expires. Best effort, bounded: the API may be
       // stopping too (a driver left on the map then expires as any silent driver does).
