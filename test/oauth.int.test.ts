@@ -12,9 +12,11 @@ import {
 } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../shared/crypto.ts';
+import { createApiKey } from '../shared/services/api-keys.ts';
+import { isEmailVerified } from '../shared/services/email-verification.ts';
 import { pruneOAuth } from '../shared/services/oauth.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
-import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import {
   authorizeUrl,
   Browser,
@@ -28,6 +30,7 @@ import {
   requestTokenOf,
   tokenRequest,
 } from './helpers/oauth-flow.ts';
+import { CookieJar, getPage, postForm } from './helpers/pages.ts';
 import { type CapturedMail, mailText, startSmtpCapture } from './helpers/smtp-capture.ts';
 
 /**
@@ -90,6 +93,12 @@ async function mcpPost(token: string | null, body: unknown = { jsonrpc: '2.0', i
     body: JSON.stringify(body),
   });
   return { status: res.status, headers: res.headers, json: (await res.json()) as Json };
+}
+
+/** The text body (headers cut off) of the newest e-mail to `email`, as the SMTP server received it. */
+function signInMailBody(all: CapturedMail[], email: string): string {
+  const text = mailText(all.filter((m) => m.to.includes(email)).at(-1) as CapturedMail);
+  return text.slice(text.indexOf('\r\n\r\n') + 4);
 }
 
 describe('metadata', () => {
@@ -239,8 +248,25 @@ describe('authorization code with PKCE S256 through the page', () => {
     expect(codePage.status).toBe(200);
     expect(codePage.html).toContain(email);
     expect(codePage.html).toMatch(/<label for="code">/);
+    // The code is typed here, in this window; the page offers no other way.
+    expect(codePage.html).toContain('Type the code here, in this window');
+    expect(codePage.html).not.toMatch(/link in the e-mail|code empty/i);
     const code = await codeFromMail(mails, email, before);
 
+    // The e-mail, as the SMTP server received it: who asks for what, the code, and nothing to click.
+    const body = signInMailBody(mails, email);
+    expect(body).toContain('<Travel> Helper", the name it gave itself) asked to book taxis for you');
+    expect(body).toContain(`verification code is: ${code}`);
+    expect(body).toContain('- Price journeys');
+    expect(body).toContain('- Book taxis in your name');
+    expect(body).toContain('Never tell it to anyone');
+    expect(body).toContain("If this wasn't you, ignore this e-mail");
+    expect(body).not.toMatch(/https?:\/\/|token=|\blink\b|click|approve/i);
+
+    // An empty code proves nothing.
+    const empty = await browser.post(`${url}/authorize/code`, { request, code: '' });
+    expect(empty.status).toBe(400);
+    expect(empty.html).toContain('Enter the 6-digit code from the e-mail.');
     const wrong = await browser.post(`${url}/authorize/code`, {
       request,
       code: code === '000000' ? '111111' : '000000',
@@ -400,35 +426,86 @@ describe('authorization code with PKCE S256 through the page', () => {
     expect(right.status).toBe(200);
   });
 
-  it('accepts the link in the e-mail instead of the code', async () => {
-    const reg = await registerClient(url);
-    const browser = new Browser();
-    const first = await browser.get(authorizeUrl({ url, clientId: reg.json.client_id, challenge: pkce().challenge }));
+  it('does not sign in whoever started the sign-in when the address is confirmed in another browser', async () => {
+    // The attacker starts an authorization in their own browser (cookie jar A) with the victim's address.
+    const reg = await registerClient(url, { client_name: 'Trip Planner' });
+    const attacker = new Browser();
+    const first = await attacker.get(authorizeUrl({ url, clientId: reg.json.client_id, challenge: pkce().challenge }));
     const request = requestTokenOf(first.html);
-    const email = 'link.opener@example.org';
-    const before = mails.filter((m) => m.to.includes(email)).length;
-    await browser.post(`${url}/authorize/email`, { request, email });
-    await codeFromMail(mails, email, before);
-    const early = await browser.post(`${url}/authorize/code`, { request, code: '' });
-    expect(early.status).toBe(400);
-    const mail = mails.filter((m) => m.to.includes(email)).at(-1) as CapturedMail;
-    const link = /(https?:\/\/\S+\/passenger-verify\/link\?token=[A-Za-z0-9_-]+)/.exec(mailText(mail))?.[1] as string;
-    expect(link.startsWith(url)).toBe(true);
-    expect((await fetch(link)).status).toBe(200);
-    const consent = await browser.post(`${url}/authorize/code`, { request, code: '' });
-    expect(consent.status).toBe(200);
-    expect(consent.html).toContain('value="approve"');
+    const victim = 'victim.passenger@example.org';
+    const before = mails.filter((m) => m.to.includes(victim)).length;
+    expect((await attacker.post(`${url}/authorize/email`, { request, email: victim })).status).toBe(200);
+    const code = await codeFromMail(mails, victim, before);
+    // The victim's e-mail has nothing to click: there is no link to open and confirm.
+    expect(signInMailBody(mails, victim)).not.toMatch(/https?:\/\/|token=/);
+
+    // The victim confirms their address in their own browser (cookie jar B) by the link of a
+    // passenger-verify e-mail (the non-OAuth verification, which still carries a link).
+    const { key } = await createApiKey(env.rt.db, { serviceCode: env.config.serviceCode, name: 'oauth test' });
+    const n = mails.filter((m) => m.to.includes(victim)).length;
+    const started = await fetch(`${url}/api/public/v1/passenger-verify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', [env.config.apiKeyHeader]: key },
+      body: JSON.stringify({ email: victim }),
+    });
+    expect(started.status).toBe(200);
+    const verifyMail = await eventually(async () => mails.filter((m) => m.to.includes(victim))[n]);
+    const link = /(https?:\/\/\S+\/passenger-verify\/link\?token=[A-Za-z0-9_-]+)/.exec(mailText(verifyMail))?.[1];
+    expect(link).toBeDefined();
+    const jarB = new CookieJar();
+    const linkPath = new URL(link as string).pathname + new URL(link as string).search;
+    expect((await getPage(url, linkPath, jarB)).html).toContain('Confirm my e-mail address');
+    const confirmed = await postForm(
+      url,
+      new URL(link as string).pathname,
+      { token: new URL(link as string).searchParams.get('token') as string },
+      jarB,
+    );
+    expect(confirmed.html).toContain('Your e-mail address is verified');
+    expect(await isEmailVerified(env.rt.db, victim)).toBe(true);
+    // Even the OAuth verification row itself confirmed (what opening its link used to do).
+    const pending = await env.rt.db('oauth_authorizations').where({ client_id: reg.json.client_id }).first();
+    await env.rt.db('email_verifications').where({ id: pending.verification_id }).update({ verified_at: new Date() });
+
+    // A presses Continue with an empty code: still the code step, never the consent step.
+    const empty = await attacker.post(`${url}/authorize/code`, { request, code: '' });
+    expect(empty.status).toBe(400);
+    expect(empty.html).toMatch(/<label for="code">/);
+    expect(empty.html).toContain('Enter the 6-digit code from the e-mail.');
+    expect(empty.html).not.toContain('value="approve"');
+    const approve = await attacker.post(`${url}/authorize/decision`, { request, decision: 'approve' });
+    expect(approve.status).toBe(400);
+    expect(approve.location).toBeNull();
+    // The e-mailed code works only in the browser that started the sign-in: from B it does nothing.
+    const fromB = await postForm(url, '/authorize/code', { request, code }, jarB);
+    expect(fromB.status).toBe(400);
+    expect(fromB.html).toContain('no longer valid');
+
+    // No authorization code was issued, so there is nothing to exchange for a token.
+    const row = await env.rt.db('oauth_authorizations').where({ id: pending.id }).first();
+    expect(row).toMatchObject({ decision: null, code_hash: null, email_verified_at: null, email: victim });
+    expect(await env.rt.db('oauth_tokens').where({ client_id: reg.json.client_id }).first()).toBeUndefined();
   });
 
   it('sends the passenger back with error=access_denied when they deny', async () => {
     const reg = await registerClient(url);
     const { location } = await passThroughPage({
       url,
-      authorizationUrl: authorizeUrl({ url, clientId: reg.json.client_id, challenge: pkce().challenge, state: 'xyz' }),
+      authorizationUrl: authorizeUrl({
+        url,
+        clientId: reg.json.client_id,
+        challenge: pkce().challenge,
+        state: 'xyz',
+        scope: 'fares:estimate',
+      }),
       email: 'denier@example.org',
       mails,
       decision: 'deny',
     });
+    // Asked for prices only, the e-mail does not speak of booking.
+    const body = signInMailBody(mails, 'denier@example.org');
+    expect(body).toContain('An AI assistant ("Test Assistant", the name it gave itself) asked to use ');
+    expect(body).not.toMatch(/book taxis/i);
     expect(location.searchParams.get('error')).toBe('access_denied');
     expect(location.searchParams.get('state')).toBe('xyz');
     expect(location.searchParams.get('code')).toBeNull();

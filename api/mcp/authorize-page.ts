@@ -8,7 +8,7 @@ import {
   countVerificationsSince,
   MAX_CODE_ATTEMPTS,
   normaliseCode,
-  sendVerificationEmail,
+  sendSignInCodeEmail,
   startVerification,
   verifyByCode,
 } from '../../shared/services/email-verification.ts';
@@ -24,7 +24,6 @@ import {
   resolveResource,
   SCOPE_DESCRIPTIONS,
   setAuthorizationEmail,
-  verificationConfirmed,
 } from '../../shared/services/oauth.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
@@ -36,13 +35,17 @@ import {
   renderPage,
   stylesheet,
 } from '../pages/layout.ts';
-import { PASSENGER_VERIFY_LINK_PATH } from '../routes/passenger-verify.ts';
 
 /**
  * The authorization page of the MCP OAuth server (`GET /authorize`, then its three form
  * posts): the passenger sees which assistant asks for what, proves their e-mail address with a
  * one-time code (the passenger-verify service: same codes, hashing, expiry and attempt limits,
  * purpose `oauth`), and allows or denies.
+ *
+ * The proof happens in the browser that started the sign-in: the e-mail carries the code only,
+ * no link, and the code is accepted only as typed into this page (whose posts need the
+ * authorization's browser cookie). A link would let anyone who starts a sign-in with someone
+ * else's address be signed in as them once that person opens and confirms it.
  *
  * CSRF: every form carries the request token of a server-side authorization row, and the row
  * is bound to the browser that opened it by an HttpOnly, SameSite=Lax cookie (only hashes of
@@ -117,12 +120,16 @@ function hidden(v: View): string {
   return `<input type="hidden" name="request" value="${escapeHtml(v.requestToken)}">`;
 }
 
+function describeScope(scope: string): string {
+  return SCOPE_DESCRIPTIONS[scope as keyof typeof SCOPE_DESCRIPTIONS] ?? scope;
+}
+
 function header(v: View): string[] {
   return [
     `<h1>${clientLabel(v)} wants to use ${escapeHtml(v.serviceName)} for you</h1>`,
     `<p>${clientLabel(v)} <span class="note">(client ${escapeHtml(v.clientId)})</span> asks to:</p>`,
     '<ul>',
-    ...v.scopes.map((s) => `<li>${escapeHtml(SCOPE_DESCRIPTIONS[s as keyof typeof SCOPE_DESCRIPTIONS] ?? s)}</li>`),
+    ...v.scopes.map((s) => `<li>${escapeHtml(describeScope(s))}</li>`),
     '</ul>',
   ];
 }
@@ -165,7 +172,7 @@ function codeStep(v: View, error?: string): string {
     hidden(v),
     '<label for="code">6-digit code</label>',
     '<input id="code" name="code" type="text" inputmode="numeric" autocomplete="one-time-code" maxlength="9">',
-    '<p class="note">Opened the link in the e-mail instead? Leave the code empty and press Continue.</p>',
+    '<p class="note">Type the code here, in this window. Never tell it to anyone.</p>',
     '<button type="submit">Continue</button>',
     '</form>',
     `<form method="post" action="${AUTHORIZE_EMAIL_PATH}">`,
@@ -337,13 +344,15 @@ export function emailSubmitted(deps: ApiDeps): Step {
       else send(res, 429, emailStep(view, error, raw), pending.redirectUri);
       return;
     }
-    const base = baseUrlFor(req, deps.config);
     await deps.db.transaction(async (trx) => {
+      // The code only: no link (see the top of this file). The row's link token is never sent.
       const started = await startVerification(trx, { email, purpose: 'oauth' });
-      await sendVerificationEmail(trx, {
+      await sendSignInCodeEmail(trx, {
         email,
         code: started.code,
-        link: `${base}${PASSENGER_VERIFY_LINK_PATH}?token=${started.linkToken}`,
+        clientName: pending.clientName,
+        books: pending.scopes.includes('bookings:write'),
+        asks: pending.scopes.map(describeScope),
         serviceName: deps.config.serviceName,
       });
       await setAuthorizationEmail(trx, pending.id, email, started.verificationId);
@@ -353,7 +362,10 @@ export function emailSubmitted(deps: ApiDeps): Step {
   };
 }
 
-/** Step 2: the code (or the e-mailed link, already opened) proves the address. */
+/**
+ * Step 2: the code, typed into this page, proves the address. Nothing else does: not the
+ * address having been verified elsewhere, nor any link (the sign-in e-mail has none).
+ */
 export function codeSubmitted(deps: ApiDeps): Step {
   return async (req, res, pending, view) => {
     if (!pending.email || !pending.verificationId) {
@@ -364,8 +376,7 @@ export function codeSubmitted(deps: ApiDeps): Step {
     let verified = false;
     let problem = '';
     if (raw === '') {
-      verified = await verificationConfirmed(deps.db, pending.verificationId);
-      problem = 'Enter the 6-digit code from the e-mail (or open its link first).';
+      problem = 'Enter the 6-digit code from the e-mail.';
     } else {
       const code = normaliseCode(raw);
       if (code === null) {

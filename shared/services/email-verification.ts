@@ -17,6 +17,10 @@ import { queueMessage } from './messages.ts';
  * - The newest verification of an address supersedes older ones for codes (the latest e-mail's
  *   code is the one that works); any unexpired link still works.
  * - Verified is a property of the address: any verified row for it, for any purpose.
+ *
+ * The MCP OAuth sign-in (purpose `oauth`) e-mails the code only (`sendSignInCodeEmail`): its
+ * proof must happen in the browser that started the sign-in, and a link opened anywhere would
+ * let whoever started it sign in as the recipient. Its row's link token is never sent.
  */
 
 export const VERIFICATION_TTL_MS = 30 * 60 * 1000;
@@ -233,5 +237,57 @@ export async function sendVerificationEmail(
     body,
     purpose: 'verification',
     testMode: input.testMode ?? false,
+  });
+}
+
+/**
+ * Queue the MCP OAuth sign-in e-mail (purpose `oauth`) in the caller's transaction: the code
+ * only, never a link, since the code must be typed into the page that asked for it (the browser
+ * holding that authorization's cookie); a link could be opened, and so confirm the sign-in, by
+ * the recipient on behalf of whoever started it. The e-mail says which assistant asked for what,
+ * to type the code only on that page and to tell it nobody, and to ignore it if this wasn't them.
+ * Returns the message id.
+ */
+export async function sendSignInCodeEmail(
+  trx: Tx,
+  input: {
+    email: string;
+    code: string;
+    /** The name the assistant registered itself with (content-screened), or null. */
+    clientName: string | null;
+    /** Whether it asks to book taxis (scope `bookings:write`). */
+    books: boolean;
+    /** What it asks to do, one line each (the consent page's scope descriptions). */
+    asks: readonly string[];
+    serviceName?: string;
+  },
+): Promise<string> {
+  const service = input.serviceName ?? 'Direct Taxi Network';
+  const minutes = Math.round(VERIFICATION_TTL_MS / 60_000);
+  const assistant = input.clientName
+    ? `An AI assistant ("${input.clientName}", the name it gave itself)`
+    : 'An AI assistant that gave no name';
+  const body = [
+    input.books
+      ? `${assistant} asked to book taxis for you with ${service}, using this e-mail address.`
+      : `${assistant} asked to use ${service} for you, using this e-mail address.`,
+    '',
+    `Your ${service} verification code is: ${input.code}`,
+    '',
+    `Type it only on the ${service} sign-in page where this e-mail address was entered, in that same browser window. Never tell it to anyone, a person or an assistant: whoever enters it can act for you as listed below.`,
+    '',
+    'The assistant asks to:',
+    ...input.asks.map((a) => `- ${a}`),
+    '',
+    `The code expires in ${minutes} minutes. If you asked more than once, use the code from the latest e-mail.`,
+    '',
+    "If this wasn't you, ignore this e-mail: without the code nobody gets access, and nothing is booked.",
+  ].join('\n');
+  return queueMessage(trx, {
+    channel: 'email',
+    recipient: normaliseEmail(input.email),
+    subject: `${input.code} is your ${service} sign-in code for an AI assistant`,
+    body,
+    purpose: 'verification',
   });
 }

@@ -617,12 +617,6 @@ export function resolveResource(requested: URL | undefined, base: string, bases:
   return known;
 }
 
-/** Whether the passenger opened the link of this verification e-mail (instead of typing its code). */
-export async function verificationConfirmed(db: Queryable, verificationId: string): Promise<boolean> {
-  const row = await db('email_verifications').where({ id: verificationId }).whereNotNull('verified_at').first('id');
-  return row !== undefined;
-}
-
 /**
  * Housekeeping (the relay's hourly pass): tokens a day past their expiry go (an expired
  * refresh token can no longer be used, so reuse detection does not need it), then requests and
