@@ -328,6 +328,9 @@ describe('the API docs and the pay page in a browser', () => {
     await page.locator('.opblock').first().waitFor({ state: 'visible' });
     expect(await page.locator('.opblock-summary-path', { hasText: '/api/public/v1/quote' }).count()).toBeGreaterThan(0);
     await screenshot(page, 'docs');
+    // Swagger UI renders the main landmark (`<main id="operations">`); the page adds none around it.
+    expect(await page.locator('main#operations').count()).toBe(1);
+    expect(await page.locator('main main').count()).toBe(0);
     // Swagger UI's own markup (inside #swagger-ui) has serious axe violations we cannot fix from
     // here without restyling or patching the package: colour contrast of its method badges and
     // links, operation summaries that are buttons holding links (nested-interactive), and small

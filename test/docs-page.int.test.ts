@@ -35,6 +35,8 @@ describe('GET /docs', () => {
     expect(html).toMatch(/^<!doctype html>/);
     expect(html).toContain('<html lang="en">');
     expect(html).toContain('<div id="swagger-ui" data-spec="/api/public/openapi.json"></div>');
+    // Swagger UI renders its own <main>: the page must not wrap it in another.
+    expect(html).not.toContain('<main');
 
     const scripts = [...html.matchAll(/<script src="([^"]+)"[^>]*><\/script>/g)].map((m) => m[1] as string);
     const sheets = [...html.matchAll(/<link rel="stylesheet" href="([^"]+)">/g)].map((m) => m[1] as string);

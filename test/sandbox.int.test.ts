@@ -365,7 +365,33 @@ describe('sandbox: test keys and the simulator', () => {
     expect(card?.body).toContain(refs.v1 as string);
     expect(list.find((m) => m.purpose === 'confirmation')?.body).toContain('/track/');
     expect((await request('GET', '/api/public/v1/test/messages', { key: liveKey })).status).toBe(403);
+
+    // The recorded confirmation's tracking link opens pages that say they are the sandbox.
+    const token = /\/track\/([A-Za-z0-9_-]{43})/.exec(
+      list.find((m) => m.purpose === 'confirmation')?.body ?? '',
+    )?.[1] as string;
+    expect(token).toBeDefined();
+    for (const page of [`/track/${token}`, `/pay/${token}`]) {
+      const res = await fetch(`${url}${page}`);
+      expect(res.status, page).toBe(200);
+      const html = await res.text();
+      expect(html, page).toContain('<div class="test-mode" role="note"><p><strong>Test mode.</strong>');
+      expect(html, page).toContain('No real taxi is coming');
+    }
   }, 60_000);
+
+  it('marks the booking page of a test quote "Test mode", and of a live quote not', async () => {
+    const body = { pickup_address: 'Manchester Piccadilly', dropoff_address: 'Salford', passenger_count: 1 };
+    const test = await request('POST', '/api/public/quotes/estimate', { body });
+    const live = await request('POST', '/api/public/quotes/estimate', { body, key: liveKey });
+    expect(test.status).toBe(200);
+    expect(live.status).toBe(200);
+    const testPage = await (await fetch(`${url}/book/${test.json.quote_id as string}`)).text();
+    expect(testPage).toContain('This is a sandbox quote. Booking it sends no real taxi');
+    const livePage = await (await fetch(`${url}/book/${live.json.quote_id as string}`)).text();
+    expect(livePage).toContain('<h1>Book your taxi</h1>');
+    expect(livePage).not.toContain('Test mode');
+  });
 
   it('keeps test data invisible to live keys (and live data from test keys)', async () => {
     const ref = refs.v1 as string;

@@ -17,6 +17,7 @@ import {
   sendMessagePage,
   siteCsp,
   sitePage,
+  testModeNotice,
   timeElement,
   VEHICLE_LABELS,
   websiteCaller,
@@ -72,6 +73,7 @@ interface QuoteRow {
   applied_rules: AppliedRule[];
   tariff_source: TariffSource;
   warnings: string[];
+  test_mode: boolean;
 }
 
 async function loadQuote(deps: ApiDeps, raw: string): Promise<QuoteRow | null> {
@@ -96,6 +98,7 @@ async function loadQuote(deps: ApiDeps, raw: string): Promise<QuoteRow | null> {
       'applied_rules',
       'tariff_source',
       'warnings',
+      'test_mode',
     );
   return row ?? null;
 }
@@ -250,6 +253,7 @@ function bookPage(v: BookView): string {
   const failed = Object.keys(v.errors).length > 0 || v.general.length > 0;
   return sitePage(v.serviceName, `${failed ? 'Error: ' : ''}Book your taxi`, [
     '<h1>Book your taxi</h1>',
+    ...(q.test_mode ? [testModeNotice('quote')] : []),
     ...errorSummary(v.errors, v.general),
     ...journey(q),
     ...fare(q),

@@ -78,6 +78,8 @@ function docsPage(serviceName: string, version: string, specPath: string): strin
     title: `API documentation | ${serviceName}`,
     style: STYLE,
     noindex: false,
+    // Swagger UI renders the main landmark itself (`<main id="operations">`).
+    mainLandmark: false,
     head: [`<link rel="stylesheet" href="${asset('swagger-ui.css')}">`],
     header: [
       '<header class="intro">',

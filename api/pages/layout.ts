@@ -90,6 +90,11 @@ export interface PageOptions {
   footer?: readonly string[];
   /** false: leave out the noindex meta (public documentation). */
   noindex?: boolean;
+  /**
+   * false: the body goes in a plain `<div>`, for a page whose content renders its own `<main>`
+   * (Swagger UI on /docs): a page has one main landmark, never one inside another.
+   */
+  mainLandmark?: boolean;
   lang?: string;
 }
 
@@ -104,9 +109,9 @@ export function renderPage(p: PageOptions): string {
     `<title>${escapeHtml(p.title)}</title>`,
     ...(p.style ? [`<style>${p.style.css}</style>`] : []),
     ...(p.head ?? []),
-    `</head><body>${(p.header ?? []).join('\n')}<main>`,
+    `</head><body>${(p.header ?? []).join('\n')}${p.mainLandmark === false ? '<div>' : '<main>'}`,
     ...p.body,
-    `</main>${(p.footer ?? []).join('\n')}</body></html>`,
+    `${p.mainLandmark === false ? '</div>' : '</main>'}${(p.footer ?? []).join('\n')}</body></html>`,
   ].join('\n');
 }
 

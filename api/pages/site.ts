@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { AppError } from '../../shared/errors.ts';
-import type { RateLimits } from '../middleware/rate-limit.ts';
 import type { Caller } from '../middleware/auth.ts';
+import type { RateLimits } from '../middleware/rate-limit.ts';
 import type { RouteDef, RoutePolicy } from '../route.ts';
 import {
   type CspOptions,
@@ -19,6 +19,22 @@ import {
  * visible focus), the site header, labels and formats (pounds, Europe/London times), the
  * message pages and the rate limiter.
  */
+/** The test-mode notice's style (also in the pay page's own sheet): a dashed accent frame. */
+export const TEST_MODE_CSS =
+  '.test-mode{border:3px dashed var(--accent);border-radius:.5rem;padding:.6rem 1rem;margin:0 0 1.25rem}';
+
+/**
+ * Shown at the top of every passenger page of a test-mode (sandbox) quote or booking, so a
+ * tester, or a passenger who was sent a sandbox link by mistake, cannot take it for a real ride.
+ */
+export function testModeNotice(what: 'quote' | 'booking'): string {
+  const text =
+    what === 'quote'
+      ? 'This is a sandbox quote. Booking it sends no real taxi and charges nothing; its messages are recorded, not sent.'
+      : 'This is a sandbox booking. No real taxi is coming and nothing is charged; its messages are recorded, not sent.';
+  return `<div class="test-mode" role="note"><p><strong>Test mode.</strong> ${text}</p></div>`;
+}
+
 export const SITE_STYLE = stylesheet(
   [
     ':root{color-scheme:light dark;--fg:#1a1a1a;--bg:#fff;--muted:#4f4f4f;--accent:#0b5cad;--on-accent:#fff;--bad:#a4161a;--ok:#116b2e;--line:#c8c8c8;--panel:#f4f6f8}',
@@ -49,6 +65,7 @@ export const SITE_STYLE = stylesheet(
     'ol.history{padding-left:1.25rem;margin:.25rem 0}ol.history li{margin:.2rem 0}time{font-variant-numeric:tabular-nums}',
     '.reg{font-family:ui-monospace,monospace;font-weight:700;letter-spacing:.05em}',
     '[hidden]{display:none!important}',
+    TEST_MODE_CSS,
   ].join('\n'),
 );
 

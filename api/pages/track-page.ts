@@ -20,6 +20,7 @@ import {
   siteCsp,
   sitePage,
   statusLabel,
+  testModeNotice,
   timeElement,
   VEHICLE_LABELS,
 } from './site.ts';
@@ -53,6 +54,7 @@ interface TrackRow {
   fare_pence: number | null;
   payment_method: string;
   driver_id: string | null;
+  test_mode: boolean;
 }
 
 async function loadBooking(deps: ApiDeps, token: string): Promise<TrackRow | null> {
@@ -72,6 +74,7 @@ async function loadBooking(deps: ApiDeps, token: string): Promise<TrackRow | nul
       'fare_pence',
       'payment_method',
       'driver_id',
+      'test_mode',
     );
   return row ?? null;
 }
@@ -120,6 +123,7 @@ function trackPage(v: TrackView): string {
   const script = trackScript();
   const body = [
     `<h1>Booking ${escapeHtml(b.reference)}</h1>`,
+    ...(b.test_mode ? [testModeNotice('booking')] : []),
     ...(v.alert ? [`<div class="alert" role="alert"><p>${escapeHtml(v.alert)}</p></div>`] : []),
     `<p class="status" id="status" role="status">${escapeHtml(statusLabel(status))}</p>`,
     `<p id="eta"${eta === null ? ' hidden' : ''}>${eta === null ? '' : `Your driver is about ${eta} ${eta === 1 ? 'minute' : 'minutes'} away.`}</p>`,

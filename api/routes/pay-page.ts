@@ -3,6 +3,7 @@ import type { Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { type PaymentState, paymentState } from '../../shared/domain/payment-state.ts';
 import { contentSecurityPolicy, escapeHtml, pageHeaders, renderPage, sendPage, stylesheet } from '../pages/layout.ts';
+import { TEST_MODE_CSS, testModeNotice } from '../pages/site.ts';
 import { defineRoute, type RouteDef, type StreamedResult } from '../route.ts';
 
 export const PAY_PAGE_PATH = '/pay/:token';
@@ -26,6 +27,7 @@ const STYLE = stylesheet(
     '.button{display:block;text-align:center;padding:.85rem 1rem;min-height:3rem;border-radius:.5rem;background:var(--accent);color:var(--bg);font-weight:700;text-decoration:none}',
     '.button:focus-visible{outline:3px solid var(--fg);outline-offset:2px}',
     '.paid{color:var(--ok)}.note{color:var(--muted);font-size:.95rem;margin-top:1.25rem}',
+    TEST_MODE_CSS,
   ].join('\n'),
 );
 
@@ -42,6 +44,7 @@ interface PayRow {
   payment_method: string;
   driver_name: string | null;
   payment_link: string | null;
+  test_mode: boolean;
 }
 
 /** An https link, as drivers' links are checked when they apply; anything else is not shown. */
@@ -70,7 +73,13 @@ function payPage(row: PayRow, state: PaymentState, serviceName: string): string 
     ...(driver === null ? [] : [`<dt>Driver</dt><dd>${driver}</dd>`]),
     `<dt>Payment</dt><dd${state === 'paid' ? ' class="paid"' : ''}>${STATE_LABEL[state]}</dd>`,
   ];
-  const body = [`<h1>Pay your driver</h1>`, '<dl>', ...facts, '</dl>'];
+  const body = [
+    `<h1>Pay your driver</h1>`,
+    ...(row.test_mode ? [testModeNotice('booking')] : []),
+    '<dl>',
+    ...facts,
+    '</dl>',
+  ];
   if (state === 'paid') {
     body.push('<p class="note">This fare has been paid. Thank you for travelling with a local driver.</p>');
   } else if (state === 'void') {
@@ -156,6 +165,7 @@ export function payPageRoutes(): RouteDef[] {
             'b.status',
             'b.fare_pence',
             'b.payment_method',
+            'b.test_mode',
             'd.name as driver_name',
             'd.payment_link',
           );
