@@ -28,6 +28,11 @@ export interface Config {
   /** Postgres connections per process. */
   readonly databasePoolMax: number;
   readonly redisUrl: string;
+  /**
+   * Longest wait for a reply on a fail-fast (producer) Redis connection before the command
+   * fails (REDIS_COMMAND_TIMEOUT_MS, default 5 s): a stalled Redis answers 503, never a hung request.
+   */
+  readonly redisCommandTimeoutMs: number;
   /** BullMQ key prefix; tests give each file its own. */
   readonly queuePrefix: string;
   /** How long a worker holds a job's lock; a job whose worker died is taken up again after about this long. */
@@ -54,6 +59,15 @@ export interface Config {
     readonly bodyLimitBytes: number;
     /** Trust proxy setting for Express (hops), so `req.ip` is the client behind a load balancer. */
     readonly trustProxy: number;
+  };
+  readonly webhooks: {
+    /**
+     * Let partner and supplier webhook endpoints be on loopback, private, link-local and other
+     * non-public addresses (WEBHOOK_ALLOW_PRIVATE_NETWORKS; default false in production, true in
+     * development and test, whose receivers are local). Off, such a URL cannot be registered and
+     * the fanout worker refuses to connect to such an address, whatever a name resolves to.
+     */
+    readonly allowPrivateNetworks: boolean;
   };
   readonly metrics: {
     /** Bearer token `GET /metrics` requires; empty: only loopback clients may read it. */
@@ -299,6 +313,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseSchema: schema,
     databasePoolMax: int(env, 'DATABASE_POOL_MAX', 20, 1, 500),
     redisUrl: url(env, 'REDIS_URL', 'redis://127.0.0.1:6379/0', ['redis:', 'rediss:']),
+    redisCommandTimeoutMs: int(env, 'REDIS_COMMAND_TIMEOUT_MS', 5_000, 100, 120_000),
     queuePrefix,
     workerLockMs: int(env, 'WORKER_LOCK_MS', 30_000, 1_000, 600_000),
     publicBaseUrls: Object.freeze(baseUrls),
@@ -318,6 +333,9 @@ export function loadConfig(env: Env = process.env): Config {
     http: Object.freeze({
       bodyLimitBytes: int(env, 'HTTP_BODY_LIMIT_BYTES', 1_048_576, 1024, 50 * 1_048_576),
       trustProxy: int(env, 'TRUST_PROXY_HOPS', 0, 0, 10),
+    }),
+    webhooks: Object.freeze({
+      allowPrivateNetworks: bool(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', mode !== 'production'),
     }),
     metrics: Object.freeze({
       token: env.METRICS_TOKEN?.trim() ?? '',

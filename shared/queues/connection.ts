@@ -6,11 +6,17 @@ import { QUEUE_NAMES, type QueueName } from './registry.ts';
 /**
  * Two kinds of Redis connection, as BullMQ's production guide asks:
  * - `producer` (API, outbox relay, rate limits): fails fast. No offline queue, one retry,
- *   so a request answers 503 at once while Redis is away instead of hanging.
+ *   so a request answers 503 at once while Redis is away instead of hanging; and a command
+ *   with no reply within `redisCommandTimeoutMs` fails (a stalled Redis, or a network that
+ *   drops packets without a reset), so a request is not held until the client gives up.
  * - `worker` (BullMQ workers): waits. `maxRetriesPerRequest: null`, reconnects for ever.
  * A database index in REDIS_URL (`redis://host:6379/2`) is honoured by ioredis.
  */
-export function createRedis(config: Pick<Config, 'redisUrl'>, kind: 'producer' | 'worker', name: string): Redis {
+export function createRedis(
+  config: Pick<Config, 'redisUrl'> & Partial<Pick<Config, 'redisCommandTimeoutMs'>>,
+  kind: 'producer' | 'worker',
+  name: string,
+): Redis {
   const common: RedisOptions = {
     connectionName: `dtn-${name}`,
     retryStrategy: (times) => Math.min(times * 200, 5_000),
@@ -18,7 +24,12 @@ export function createRedis(config: Pick<Config, 'redisUrl'>, kind: 'producer' |
   };
   const opts: RedisOptions =
     kind === 'producer'
-      ? { ...common, enableOfflineQueue: false, maxRetriesPerRequest: 1 }
+      ? {
+          ...common,
+          enableOfflineQueue: false,
+          maxRetriesPerRequest: 1,
+          commandTimeout: config.redisCommandTimeoutMs ?? 5_000,
+        }
       : { ...common, maxRetriesPerRequest: null, enableReadyCheck: true };
   const redis = new Redis(config.redisUrl, opts);
   // Connection errors are reported through readiness and job failures; an unhandled 'error'

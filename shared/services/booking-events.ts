@@ -300,9 +300,11 @@ function createHub(redis: Redis, prefix: string): BookingEventHub {
     if (sub) return sub;
     // Unlike the fail-fast producer connection it is copied from, the subscriber queues
     // commands until connected and keeps reconnecting; ioredis re-subscribes on reconnect.
+    // No command timeout: a SUBSCRIBE queued while Redis is away waits for it.
     const s = redis.duplicate({
       enableOfflineQueue: true,
       maxRetriesPerRequest: null,
+      commandTimeout: undefined,
       connectionName: `${redis.options.connectionName ?? 'dtn'}-booking-events`,
     });
     s.on('error', () => {}); // reconnects by itself; an unhandled 'error' would crash the process
