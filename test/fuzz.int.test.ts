@@ -18,6 +18,7 @@ import { bookThroughApi, insertOfferedBooking } from './helpers/bookings.ts';
 import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { arbitraryFor, type Hints, propertyPaths, type Schema, validBy } from './helpers/fuzz-schema.ts';
+import { supplierHmacHeaders } from './helpers/supplier-signing.ts';
 
 /**
  * Issue 10 item 3, the fuzz suite. Every operation of the app's own OpenAPI document
@@ -507,7 +508,7 @@ const supplierAuth = (slug: 'cabco' | 'jet-link', good: boolean): Auth => ({
   good,
   apply: (h, body) => {
     if (slug === 'cabco') h['x-cabco-secret'] = good ? fx.suppliers.cabco : 'wrong-secret';
-    else h['x-jet-link-signature'] = `sha256=${hmacHex(good ? fx.suppliers.jetLink : 'wrong', body)}`;
+    else Object.assign(h, supplierHmacHeaders('jet-link', good ? fx.suppliers.jetLink : 'wrong', body));
   },
 });
 

@@ -6,10 +6,11 @@ import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
+import { supplierHmacHeaders, unixNow } from './helpers/supplier-signing.ts';
 
 /**
  * Supplier booking hooks through real HTTP (CONTRACT.md section 6): both adapters, new, replay,
- * amend, cancel, credentials, unknown suppliers, the external platform's job fee, and the
+ * amend, cancel, credentials and signed timestamps (replays), unknown suppliers, the external platform's job fee, and the
  * `supplier create` CLI.
  */
 let env: TestEnv;
@@ -66,13 +67,12 @@ async function post(path: string, raw: string, headers: Record<string, string>) 
   const text = await res.text();
   return { status: res.status, json: JSON.parse(text) as Json, text };
 }
-const sign = (raw: string, secret: string) => `sha256=${createHmac('sha256', secret).update(raw).digest('hex')}`;
 
 const cabcoSend = (body: unknown, secret = cabco.secret) =>
   post('/api/public/hooks/cabco-booking', JSON.stringify(body), { 'x-cabco-secret': secret });
 const jetSend = (body: unknown, secret = jetlink.secret) => {
   const raw = JSON.stringify(body);
-  return post('/api/public/hooks/jet-link-booking', raw, { 'x-jet-link-signature': sign(raw, secret) });
+  return post('/api/public/hooks/jet-link-booking', raw, supplierHmacHeaders('jet-link', secret, raw));
 };
 
 function cabcoBooking(id: string, extra: Record<string, unknown> = {}) {
@@ -227,7 +227,7 @@ describe('hmac adapter', () => {
   it('answers 401 for a bad or missing signature', async () => {
     const raw = JSON.stringify(jetJob('JL-9'));
     const bad = await post('/api/public/hooks/jet-link-booking', raw, {
-      'x-jet-link-signature': sign(`${raw} `, jetlink.secret),
+      ...supplierHmacHeaders('jet-link', jetlink.secret, `${raw} `),
     });
     expect(bad.status).toBe(401);
     expect(bad.json.error?.code).toBe('unauthorized');
@@ -235,7 +235,90 @@ describe('hmac adapter', () => {
     expect(wrongKey.status).toBe(401);
     const missing = await post('/api/public/hooks/jet-link-booking', raw, {});
     expect(missing.status).toBe(401);
+    const { 'x-jet-link-signature': _, ...noSignature } = supplierHmacHeaders('jet-link', jetlink.secret, raw);
+    const unsigned = await post('/api/public/hooks/jet-link-booking', raw, noSignature);
+    expect(unsigned.status).toBe(401);
+    expect(unsigned.json.error?.message).toMatch(/^Missing signature/);
     expect(await env.rt.db('partner_jobs').where({ job_ref: 'JL-9' })).toHaveLength(0);
+  });
+
+  describe('signed timestamp (replay protection)', () => {
+    const hook = '/api/public/hooks/jet-link-booking';
+    const refused = async (r: Awaited<ReturnType<typeof post>>, message: RegExp) => {
+      expect(r.status, r.text).toBe(401);
+      expect(r.json.error?.code).toBe('unauthorized');
+      expect(r.json.error?.message).toMatch(message);
+      // The 401 says what to fix, never the signature the server expected.
+      expect(r.text).not.toMatch(/[0-9a-f]{64}/);
+    };
+
+    it('accepts a fresh signature and refuses the same request replayed 6 minutes later', async () => {
+      const raw = JSON.stringify(jetJob('JT-1'));
+      const headers = supplierHmacHeaders('jet-link', jetlink.secret, raw);
+      const fresh = await post(hook, raw, headers);
+      expect(fresh.status, fresh.text).toBe(201);
+      expect(fresh.json.results[0]).toMatchObject({ jobRef: 'JT-1', outcome: 'created' });
+
+      // A captured amend, signed correctly but six minutes ago, must not revert the booking.
+      const amendRaw = JSON.stringify(jetJob('JT-1', { type: 'amend', passengers: 5 }));
+      const sixMinutesAgo = unixNow(-360);
+      const replayed = await post(
+        hook,
+        amendRaw,
+        supplierHmacHeaders('jet-link', jetlink.secret, amendRaw, sixMinutesAgo),
+      );
+      await refused(replayed, /^Stale timestamp/);
+      // As far in the future is stale too.
+      const ahead = await post(hook, amendRaw, supplierHmacHeaders('jet-link', jetlink.secret, amendRaw, unixNow(360)));
+      await refused(ahead, /^Stale timestamp/);
+      // Milliseconds are not seconds.
+      const ms = Date.now();
+      await refused(
+        await post(hook, amendRaw, supplierHmacHeaders('jet-link', jetlink.secret, amendRaw, ms)),
+        /^Stale/,
+      );
+      expect((await bookingByRef(fresh.json.results[0]?.bookingReference ?? null)).passengers).toBe(1);
+
+      // The very request that was accepted, replayed with its own headers after the window, is refused.
+      const old = unixNow(-360);
+      const captured = supplierHmacHeaders('jet-link', jetlink.secret, raw, old);
+      await refused(await post(hook, raw, captured), /^Stale timestamp/);
+    });
+
+    it('refuses a missing or malformed timestamp, a body-only signature and a timestamp altered after signing', async () => {
+      const raw = JSON.stringify(jetJob('JT-2'));
+      const signed = supplierHmacHeaders('jet-link', jetlink.secret, raw);
+
+      const { 'x-jet-link-timestamp': ts, ...withoutTimestamp } = signed;
+      await refused(await post(hook, raw, withoutTimestamp), /^Missing timestamp/);
+      for (const junk of ['1.5', '-60', 'yesterday', `${ts}abc`]) {
+        await refused(await post(hook, raw, { ...signed, 'x-jet-link-timestamp': junk }), /^Invalid timestamp/);
+      }
+
+      // Old style: HMAC over the raw body alone, with or without a fresh timestamp beside it.
+      const bodyOnly = `sha256=${createHmac('sha256', jetlink.secret).update(raw).digest('hex')}`;
+      await refused(await post(hook, raw, { 'x-jet-link-signature': bodyOnly }), /^Missing timestamp/);
+      await refused(
+        await post(hook, raw, { 'x-jet-link-timestamp': String(unixNow()), 'x-jet-link-signature': bodyOnly }),
+        /^Invalid signature/,
+      );
+
+      // A timestamp moved after signing (still inside the window) no longer matches the signature.
+      await refused(
+        await post(hook, raw, { ...signed, 'x-jet-link-timestamp': String(Number(ts) - 60) }),
+        /^Invalid signature/,
+      );
+      // Nor does the same timestamp spelt differently (the signature covers the header as sent).
+      await refused(await post(hook, raw, { ...signed, 'x-jet-link-timestamp': `0${ts}` }), /^Invalid signature/);
+      expect(await env.rt.db('partner_jobs').where({ job_ref: 'JT-2' })).toHaveLength(0);
+
+      // The same request, untouched, goes through; a signature within the window is accepted.
+      const ok = await post(hook, raw, signed);
+      expect(ok.status, ok.text).toBe(201);
+      const late = await post(hook, raw, supplierHmacHeaders('jet-link', jetlink.secret, raw, unixNow(-240)));
+      expect(late.status, late.text).toBe(200);
+      expect(late.json.results[0]).toMatchObject({ outcome: 'unchanged' });
+    });
   });
 });
 
@@ -256,6 +339,7 @@ describe('hook routing', () => {
     const op = doc.paths['/api/public/hooks/{supplier}-booking']?.post;
     expect(op?.description).toContain('x-{supplier}-secret');
     expect(op?.description).toContain('x-{supplier}-signature');
+    expect(op?.description).toContain('x-{supplier}-timestamp');
   });
 });
 

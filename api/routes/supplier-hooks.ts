@@ -3,14 +3,18 @@ import { unseal } from '../../shared/crypto.ts';
 import { AppError } from '../../shared/errors.ts';
 import { partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
 import { processJobs, summarise } from '../../shared/services/intake.ts';
-import { ADAPTERS, activeSupplierBySlug } from '../../shared/services/suppliers.ts';
+import {
+  ADAPTERS,
+  activeSupplierBySlug,
+  SUPPLIER_SIGNATURE_TOLERANCE_SECONDS,
+} from '../../shared/services/suppliers.ts';
 import { baseUrlFor } from '../base-url.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 
 const DESCRIPTION = [
   'Booking hook for configured suppliers (CONTRACT.md section 6): each supplier posts to /api/public/hooks/{supplier}-booking in its own format; an unknown or inactive supplier is 404 not_found, missing or wrong credentials 401 unauthorized (compared in constant time).',
   'Adapter secret-header: one job per request, the shared secret in header x-{supplier}-secret. Body: {"event": "booking.created" | "booking.updated" | "booking.cancelled", "booking": {"id": "<your reference>", "pickup_address", "dropoff_address", "pickup_at": "<ISO 8601>", "passenger": {"name", "phone", "email"}, "pax": 1-8, "vehicle": "<vehicle class>", "flight", "price"?: GBP, "notes"}} (created = new, updated = amend, cancelled = cancel; a cancel needs only booking.id).',
-  'Adapter hmac: one job or a batch, header x-{supplier}-signature: sha256=<hex HMAC-SHA256 of the raw body with the supplier secret>. Body: one job, or {"jobs": [job, ...]} (1 to 100), each {"reference": "<your reference>", "type": "new" | "amend" | "cancel" (default new), "from", "to", "when": "<ISO 8601>", "passengers": 1-8, "customer": {"name", "phone", "email"}, "vehicle_class", "flight_no", "fare"?: GBP, "comments"}.',
+  `Adapter hmac: one job or a batch, headers x-{supplier}-timestamp: <Unix seconds, the time of signing> and x-{supplier}-signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>" (the timestamp header value, a dot, then the raw body bytes) with the supplier secret>. A timestamp that is missing, not whole seconds, or more than ${SUPPLIER_SIGNATURE_TOLERANCE_SECONDS / 60} minutes from the server clock is 401 unauthorized (missing, invalid or stale timestamp), so a captured request cannot be replayed later; sign every attempt, retries included, afresh. A signature over the body alone is refused. Body: one job, or {"jobs": [job, ...]} (1 to 100), each {"reference": "<your reference>", "type": "new" | "amend" | "cancel" (default new), "from", "to", "when": "<ISO 8601>", "passengers": 1-8, "customer": {"name", "phone", "email"}, "vehicle_class", "flight_no", "fare"?: GBP, "comments"}.`,
   "Jobs are idempotent on the supplier reference: the same new job again is unchanged, with other content it amends; amend or cancel of an unknown reference is rejected 404 job_not_found. Accepted jobs are dispatched automatically. The answer is the partner jobs shape {results, summary}: 200 when every job succeeded, else 207 (a single-job body answers with its job's own status).",
 ].join('\n\n');
 
@@ -39,14 +43,8 @@ export function supplierHookRoutes(): RouteDef[] {
         }
         const secret = unseal(supplier.secretSealed, deps.config.dataEncryptionKey);
         const hookReq = { header: (name: string) => req.get(name), rawBody: req.rawBody };
-        if (!adapter.authenticate(hookReq, supplier, secret)) {
-          throw new AppError(
-            'unauthorized',
-            adapter.name === 'hmac'
-              ? `Sign the raw body with HMAC-SHA256 using your supplier secret and send "x-${slug}-signature: sha256=<hex>".`
-              : `Send your supplier secret in the "x-${slug}-secret" header.`,
-          );
-        }
+        const auth = adapter.authenticate(hookReq, supplier, secret, Date.now());
+        if (!auth.ok) throw new AppError('unauthorized', auth.message);
         const parsed = adapter.parse(body);
         if (!parsed.ok) {
           throw new AppError('invalid_input', parsed.message, [{ field: '/', problem: parsed.message }]);

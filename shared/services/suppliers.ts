@@ -3,6 +3,7 @@ import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { randomBase62, safeEqual, seal } from '../crypto.ts';
 import type { Db } from '../db/knex.ts';
+import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
 import type { IntakeSupplier } from './intake.ts';
 import { newWebhookSecret } from './partners.ts';
 
@@ -32,10 +33,16 @@ export interface HookRequest {
   rawBody: Buffer | undefined;
 }
 
+/** The outcome of an adapter's credential check; `message` (the 401's) says what to fix, never the expected value. */
+export type AuthResult = { ok: true } | { ok: false; message: string };
+
 export interface SupplierAdapter {
   name: string;
-  /** Whether the request carries the supplier's credentials; compared in constant time. */
-  authenticate(req: HookRequest, supplier: { slug: string }, secret: string): boolean;
+  /**
+   * Whether the request carries the supplier's credentials; secrets and signatures are compared
+   * in constant time. `nowMs` is the server clock (for signed timestamps).
+   */
+  authenticate(req: HookRequest, supplier: { slug: string }, secret: string, nowMs?: number): AuthResult;
   parse(body: unknown): ParseResult;
 }
 
@@ -66,7 +73,9 @@ export const secretHeaderAdapter: SupplierAdapter = {
   authenticate(req, supplier, secret) {
     const given = req.header(`x-${supplier.slug}-secret`)?.trim() ?? '';
     // Compared in constant time even when missing, so a missing header costs as much as a wrong one.
-    return safeEqual(given, secret) && given !== '';
+    return safeEqual(given, secret) && given !== ''
+      ? { ok: true }
+      : { ok: false, message: `Send your supplier secret in the "x-${supplier.slug}-secret" header.` };
   },
   parse(body) {
     if (!isObject(body) || !isObject(body.booking)) {
@@ -114,20 +123,53 @@ const HMAC_TYPES = new Set<string>(['new', 'amend', 'cancel']);
 export const MAX_SUPPLIER_JOBS = 100;
 
 /**
- * `hmac`: single or batch, `x-{slug}-signature: sha256=<hex HMAC-SHA256 of the raw body>` with
- * the supplier secret. Payload: `{jobs: [job, ...]}` or one job, each `{reference, type:
- * "new"|"amend"|"cancel", from, to, when, passengers, customer: {name, phone, email},
- * vehicle_class, flight_no, fare, comments}`.
+ * How far, in seconds either way, an `hmac` supplier's signed timestamp may be from the server
+ * clock. Outside it the request is refused, so a captured request cannot be replayed later.
+ */
+export const SUPPLIER_SIGNATURE_TOLERANCE_SECONDS = 5 * 60;
+
+/** Whole Unix seconds, as the timestamp header carries them. */
+const UNIX_SECONDS = /^[0-9]{1,15}$/;
+
+/**
+ * `hmac`: single or batch. Headers: `x-{slug}-timestamp: <Unix seconds>` and
+ * `x-{slug}-signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">` with the supplier
+ * secret; the timestamp must be within SUPPLIER_SIGNATURE_TOLERANCE_SECONDS of the server clock
+ * (a body-only signature, the first version of this scheme, is refused). Payload:
+ * `{jobs: [job, ...]}` or one job, each `{reference, type: "new"|"amend"|"cancel", from, to,
+ * when, passengers, customer: {name, phone, email}, vehicle_class, flight_no, fare, comments}`.
  */
 export const hmacAdapter: SupplierAdapter = {
   name: 'hmac',
-  authenticate(req, supplier, secret) {
-    const header = req.header(`x-${supplier.slug}-signature`)?.trim() ?? '';
+  authenticate(req, supplier, secret, nowMs = Date.now()) {
+    const tsHeader = `x-${supplier.slug}-timestamp`;
+    const sigHeader = `x-${supplier.slug}-signature`;
+    const how = `sign "<${tsHeader}>.<raw body>" with HMAC-SHA256 using your supplier secret and send "${sigHeader}: sha256=<hex>"`;
+    const timestamp = req.header(tsHeader)?.trim() ?? '';
+    if (timestamp === '') {
+      return { ok: false, message: `Missing timestamp: send "${tsHeader}: <Unix seconds>" and ${how}.` };
+    }
+    if (!UNIX_SECONDS.test(timestamp)) {
+      return {
+        ok: false,
+        message: `Invalid timestamp: "${tsHeader}" must be the time of signing in whole Unix seconds.`,
+      };
+    }
+    if (Math.abs(Math.floor(nowMs / 1000) - Number(timestamp)) > SUPPLIER_SIGNATURE_TOLERANCE_SECONDS) {
+      return {
+        ok: false,
+        message: `Stale timestamp: "${tsHeader}" must be within ${SUPPLIER_SIGNATURE_TOLERANCE_SECONDS} seconds of the current time (Unix seconds, not milliseconds); sign every attempt, retries included, when you send it.`,
+      };
+    }
+    const header = req.header(sigHeader)?.trim() ?? '';
     const given = header.replace(/^sha256=/i, '').toLowerCase();
     const expected = createHmac('sha256', secret)
+      .update(`${timestamp}.`)
       .update(req.rawBody ?? Buffer.alloc(0))
       .digest('hex');
-    return safeEqual(given, expected) && /^[0-9a-f]{64}$/.test(given);
+    // Constant time whatever was sent; the expected value never leaves this function.
+    if (safeEqual(given, expected) && /^[0-9a-f]{64}$/.test(given)) return { ok: true };
+    return { ok: false, message: `${header === '' ? 'Missing' : 'Invalid'} signature: ${how}.` };
   },
   parse(body) {
     if (!isObject(body)) return { ok: false, message: 'Expected one job object or {"jobs": [...]}.' };
@@ -222,11 +264,12 @@ export interface CreatedSupplier {
 
 /**
  * Create a supplier: its secret (`<serviceCode>_sup_<40 base62>`, stored sealed), and when a
- * webhook URL is given its webhook endpoint. Secrets are returned once.
+ * webhook URL is given its webhook endpoint. Secrets are returned once. A webhook URL the
+ * deployment does not accept (`checkEndpointUrl`) throws `EndpointUrlError`.
  */
 export async function createSupplier(
   db: Db,
-  config: Pick<Config, 'serviceCode' | 'dataEncryptionKey'>,
+  config: Pick<Config, 'serviceCode' | 'dataEncryptionKey' | 'env' | 'webhooks'>,
   opts: {
     slug: string;
     adapter: string;
@@ -246,6 +289,7 @@ export async function createSupplier(
   }
   const fee = opts.jobFeePence ?? 0;
   if (!Number.isInteger(fee) || fee < 0) throw new SupplierInputError('job fee must be a non-negative amount');
+  const webhookUrl = opts.webhookUrl ? checkEndpointUrl(opts.webhookUrl, endpointUrlRules(config)) : null;
   return db.transaction(async (trx) => {
     if (await trx('suppliers').where({ slug: opts.slug }).first('id')) {
       throw new SupplierInputError(`a supplier with slug "${opts.slug}" exists`);
@@ -261,12 +305,12 @@ export async function createSupplier(
       job_fee_pence: fee,
     });
     let webhookSecret: string | null = null;
-    if (opts.webhookUrl) {
+    if (webhookUrl) {
       webhookSecret = newWebhookSecret();
       await trx('webhook_endpoints').insert({
         id: uuidv7(),
         supplier_id: id,
-        url: opts.webhookUrl,
+        url: webhookUrl,
         secret_sealed: seal(webhookSecret, config.dataEncryptionKey),
       });
     }
