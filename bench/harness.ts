@@ -32,6 +32,8 @@ export const baseEnv: Record<string, string> = {
   RATE_LIMIT_PER_KEY_PER_MINUTE: '1000000',
   // No DNS during the benchmark; every address is a fresh, unconfirmed one.
   EMAIL_MX_CHECK: 'off',
+  // The status webhook receiver is on 127.0.0.1 (production refuses non-public addresses).
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true',
 };
 export const config = loadConfig(baseEnv);
 export const children: ChildProcess[] = [];

@@ -249,6 +249,64 @@ describe('booking status fanout', () => {
     expect(JSON.parse(unknown.stderr).error.code).toBe('not_found');
   });
 
+  it('gives a replayed delivery a fresh retry schedule; attempt numbers and the webhook-id carry on', async () => {
+    // 4 attempts per schedule: dead after 4; replayed, dead again after 4 more (a whole
+    // schedule, not one attempt); replayed again, fails once, is retried and gets through.
+    const answers = [...Array(8).fill(503), 500];
+    const { bookingId } = await partnerBooking('/replayed', answers);
+    await setStatus(bookingId, 'dispatching');
+    await eventually(async () => (await deliveriesOf(bookingId))[0]?.state === 'dead');
+    const [delivery] = await deliveriesOf(bookingId);
+    expect([delivery.attempts, delivery.schedule_start]).toEqual([4, 0]);
+
+    const first = await admin('webhooks', 'replay', delivery.id);
+    expect(first.code, first.stderr).toBe(0);
+    expect(JSON.parse(first.stdout)).toEqual({ id: delivery.id, status: 'pending' });
+    await eventually(async () => (await deliveriesOf(bookingId))[0]?.state === 'dead');
+    let row = (await deliveriesOf(bookingId))[0];
+    expect([row.attempts, row.schedule_start]).toEqual([8, 4]);
+    expect(at('/replayed')).toHaveLength(8);
+
+    const second = await admin('webhooks', 'replay', delivery.id);
+    expect(second.code, second.stderr).toBe(0);
+    await eventually(async () => (await deliveriesOf(bookingId))[0]?.state === 'delivered');
+    row = (await deliveriesOf(bookingId))[0];
+    expect([row.state, row.attempts, row.schedule_start]).toEqual(['delivered', 10, 8]);
+    expect(row.message_id).toBe(delivery.message_id);
+
+    const got = at('/replayed');
+    expect(got.map((r) => r.answered)).toEqual([...Array(8).fill(503), 500, 204]);
+    expect(got.every((r) => r.verified)).toBe(true);
+    expect(new Set(got.map((r) => r.headers['webhook-id']))).toEqual(new Set([delivery.message_id]));
+
+    const attempts = await env.rt
+      .db('webhook_delivery_attempts')
+      .where({ delivery_id: delivery.id })
+      .orderBy('attempt');
+    expect(attempts.map((a) => [a.attempt, a.status_code, a.error])).toEqual([
+      ...[1, 2, 3, 4, 5, 6, 7, 8].map((n) => [n, 503, 'HTTP 503']),
+      [9, 500, 'HTTP 500'],
+      [10, 204, null],
+    ]);
+    // The retry after the second replay's failed first attempt waited the schedule's first
+    // delay (50 ms and jitter), not the ninth (50 ms * 2^8 = 12.8 s).
+    expect(attempts[9].at.getTime() - attempts[8].at.getTime()).toBeLessThan(5_000);
+
+    // One BullMQ job per attempt, each id used once: the first, the replays', the retries'.
+    const jobIds = [
+      `webhook-${delivery.id}`,
+      ...[2, 3, 4].map((n) => `webhook-${delivery.id}-${n}`),
+      `webhook-${delivery.id}-replay-5`,
+      ...[6, 7, 8].map((n) => `webhook-${delivery.id}-${n}`),
+      `webhook-${delivery.id}-replay-9`,
+      `webhook-${delivery.id}-10`,
+    ];
+    const jobs = await Promise.all(jobIds.map((id) => env.rt.queues.fanout.getJob(id)));
+    expect(jobs.map((j) => j?.id)).toEqual(jobIds);
+    const audit = await env.rt.db('audit_log').where({ subject_id: delivery.id, action: 'webhook.replay' });
+    expect(audit).toHaveLength(2);
+  }, 60_000);
+
   it('keeps signing with the old secret during a rotation overlap', async () => {
     const { partner, bookingId } = await partnerBooking('/rotating');
     const oldSecret = partner.webhookSecret as string;

@@ -4,6 +4,7 @@ import type { Config } from '../config.ts';
 import { randomBase62, seal } from '../crypto.ts';
 import type { Db, Queryable } from '../db/knex.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
+import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
 import { createApiKey } from './api-keys.ts';
 import { MAX_TRIAL_EXTENSION_DAYS } from './drivers.ts';
 
@@ -23,11 +24,13 @@ export function newWebhookSecret(): string {
 /**
  * Create a partner with its first API key, its HMAC signing secret and, when a webhook URL
  * is given, its webhook endpoint. Secrets are returned once; only the key's hash and the
- * sealed secrets are stored.
+ * sealed secrets are stored. A webhook URL the deployment does not accept (see
+ * `checkEndpointUrl`: not http(s), credentials in it, a non-public address) throws
+ * `EndpointUrlError` before anything is written.
  */
 export async function createPartner(
   db: Db,
-  config: Pick<Config, 'serviceCode' | 'dataEncryptionKey'>,
+  config: Pick<Config, 'serviceCode' | 'dataEncryptionKey' | 'env' | 'webhooks'>,
   opts: {
     name: string;
     canSetFares?: boolean;
@@ -38,6 +41,7 @@ export async function createPartner(
     actor: string;
   },
 ): Promise<CreatedPartner> {
+  const webhookUrl = opts.webhookUrl ? checkEndpointUrl(opts.webhookUrl, endpointUrlRules(config)) : null;
   return db.transaction(async (trx) => {
     const id = uuidv7();
     const signingSecret = `${config.serviceCode}_sign_${randomBase62(40)}`;
@@ -57,12 +61,12 @@ export async function createPartner(
       partnerId: id,
     });
     let webhookSecret: string | null = null;
-    if (opts.webhookUrl) {
+    if (webhookUrl) {
       webhookSecret = newWebhookSecret();
       await trx('webhook_endpoints').insert({
         id: uuidv7(),
         partner_id: id,
-        url: opts.webhookUrl,
+        url: webhookUrl,
         secret_sealed: seal(webhookSecret, config.dataEncryptionKey),
       });
     }

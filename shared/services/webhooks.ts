@@ -4,6 +4,7 @@ import type { Config } from '../config.ts';
 import { safeEqual, seal } from '../crypto.ts';
 import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
+import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
 import { newWebhookSecret } from './partners.ts';
 
 /**
@@ -114,7 +115,10 @@ export interface RetryPolicy {
   baseMs: number;
   /** Longest delay between two attempts. */
   capMs: number;
-  /** Attempts in all (the first one included) before the delivery is dead. */
+  /**
+   * Attempts in one schedule (the first one included) before the delivery is dead. A new
+   * delivery has one schedule; each replay of a dead delivery starts another (`schedule_start`).
+   */
   maxAttempts: number;
 }
 
@@ -148,7 +152,8 @@ export function retryPolicy(env: NodeJS.ProcessEnv = process.env): RetryPolicy {
 }
 
 /**
- * The wait after failed attempt `attempt` (1-based): min(base * 2^(attempt-1), cap), plus up
+ * The wait after failed attempt `attempt` (1-based, counted within the schedule: a replay's
+ * first attempt is 1 again): min(base * 2^(attempt-1), cap), plus up
  * to 25 % random jitter (never less, so the schedule still covers the window).
  */
 export function retryDelayMs(attempt: number, policy: RetryPolicy, random: number = Math.random()): number {
@@ -305,15 +310,18 @@ function ownerWhere(owner: EndpointOwner): Record<string, string> {
 
 /**
  * Create the owner's endpoint, or point its existing endpoint at `url` (re-activating it).
- * A new endpoint gets a new secret, returned once; a replaced URL keeps its secret.
+ * A new endpoint gets a new secret, returned once; a replaced URL keeps its secret. A URL the
+ * deployment does not accept (`checkEndpointUrl`: not http(s), credentials in it, a non-public
+ * address unless WEBHOOK_ALLOW_PRIVATE_NETWORKS) throws `EndpointUrlError`; it is stored normalised.
  */
 export async function setWebhookEndpoint(
   db: Db,
-  config: Pick<Config, 'dataEncryptionKey'>,
+  config: Pick<Config, 'dataEncryptionKey' | 'env' | 'webhooks'>,
   owner: EndpointOwner,
-  url: string,
+  rawUrl: string,
   actor: string,
 ): Promise<{ id: string; url: string; webhookSecret: string | null }> {
+  const url = checkEndpointUrl(rawUrl, endpointUrlRules(config));
   return db.transaction(async (trx) => {
     const [table, ownerId] = 'partnerId' in owner ? ['partners', owner.partnerId] : ['suppliers', owner.supplierId];
     if (!(await trx(table).where({ id: ownerId }).first('id')))
@@ -424,15 +432,21 @@ export async function listDeadDeliveries(db: Db, limit = 500): Promise<DeadDeliv
 }
 
 /**
- * Put a dead delivery back to pending and queue one more attempt at once (same webhook-id).
- * A replay is one attempt: if it fails, the delivery is dead again (its schedule is spent).
+ * Put a dead delivery back to pending with a fresh retry schedule, and queue its first attempt
+ * at once. It keeps its webhook-id (message_id) and its attempt numbers continue (a delivery
+ * dead after 36 attempts is replayed as attempt 37): `schedule_start` records the attempts
+ * made before the replay, and the worker gives the replay the whole `retryPolicy()` schedule
+ * (backoff from its base, `maxAttempts` attempts) before the delivery is dead again. Later
+ * attempts are queued by the worker as `webhook-<id>-<attempt>`, numbers no earlier schedule used.
  */
 export async function replayDelivery(db: Db, id: string, actor: string): Promise<{ id: string; status: 'pending' }> {
   return db.transaction(async (trx) => {
     const row = await trx('webhook_deliveries').where({ id }).forUpdate().first<{ state: string; attempts: number }>();
     if (!row) throw new WebhookNotFoundError(`no webhook delivery ${id}`);
     if (row.state !== 'dead') throw new WebhookConflictError(`webhook delivery ${id} is ${row.state}, not dead`);
-    await trx('webhook_deliveries').where({ id }).update({ state: 'pending', next_attempt_at: null });
+    await trx('webhook_deliveries')
+      .where({ id })
+      .update({ state: 'pending', next_attempt_at: null, schedule_start: row.attempts });
     await enqueueJob(trx, 'deliver-webhook', { deliveryId: id }, { jobId: `webhook-${id}-replay-${row.attempts + 1}` });
     await trx('audit_log').insert({
       actor,

@@ -1,5 +1,8 @@
+import http from 'node:http';
+import https from 'node:https';
 import { unseal } from '../../shared/crypto.ts';
 import { SCENARIO_FAILED_WEBHOOK_ATTEMPTS } from '../../shared/domain/sandbox.ts';
+import { assertPublicHost, publicOnlyLookup } from '../../shared/net/public-address.ts';
 import type { JobPayload } from '../../shared/queues/registry.ts';
 import { retryDelayMs, retryPolicy, signWebhook } from '../../shared/services/webhooks.ts';
 import type { WorkerContext } from '../context.ts';
@@ -20,6 +23,8 @@ interface DeliveryRow {
   payload: unknown;
   state: 'pending' | 'delivered' | 'dead';
   attempts: number;
+  /** Attempts made before the current schedule began (0, or the count at the last replay). */
+  schedule_start: number;
   next_attempt_at: Date | null;
 }
 
@@ -33,6 +38,100 @@ interface EndpointRow {
 }
 
 const jobIdFor = (deliveryId: string, attempt: number) => `webhook-${deliveryId}-${attempt}`;
+
+/** Response bytes read (and discarded) before the connection is dropped instead. */
+const MAX_RESPONSE_BYTES = 64 * 1024;
+
+class WebhookTimeoutError extends Error {
+  constructor() {
+    super(`timed out after ${WEBHOOK_TIMEOUT_MS} ms`);
+    this.name = 'TimeoutError';
+  }
+}
+
+/** What the delivery log records for a request that got no answer. */
+function describeError(err: unknown): string {
+  const e = err as Error & { code?: string; errors?: unknown[] };
+  if (e?.message) return e.message;
+  // Trying each address of a name (IPv6 and IPv4) fails with an AggregateError without a message.
+  const inner = (e?.errors ?? []).map((x) => (x as Error)?.message).filter(Boolean);
+  if (inner.length > 0) return inner.join('; ');
+  return e?.code ?? String(err);
+}
+
+/**
+ * Keep-alive agents, one pair per address policy. With private networks not allowed, every
+ * connection resolves its host through `publicOnlyLookup`, so it can only reach a public
+ * address, whatever the name resolved to when it was registered (DNS rebinding). A pooled
+ * socket is reused only for the same host and port, and was checked when it connected.
+ */
+const agents = new Map<boolean, { http: http.Agent; https: https.Agent }>();
+function agentsFor(allowPrivateNetworks: boolean): { http: http.Agent; https: https.Agent } {
+  let pair = agents.get(allowPrivateNetworks);
+  if (!pair) {
+    const opts = { keepAlive: true, ...(allowPrivateNetworks ? {} : { lookup: publicOnlyLookup() }) };
+    pair = { http: new http.Agent(opts), https: new https.Agent(opts) };
+    agents.set(allowPrivateNetworks, pair);
+  }
+  return pair;
+}
+
+/**
+ * POST `body` to `url` and answer the status code; no redirect is followed (a 3xx is just
+ * its code) and the whole exchange is bounded by WEBHOOK_TIMEOUT_MS. Unless private networks
+ * are allowed, a host that is a non-public IP address, or a name that resolves only to such
+ * addresses, fails with `refused: <address> is not a public address` before any byte is sent.
+ */
+export function postWebhook(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  opts: { allowPrivateNetworks: boolean },
+): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let target: URL;
+    try {
+      target = new URL(url);
+      if (target.protocol !== 'https:' && target.protocol !== 'http:') {
+        throw new Error(`unsupported protocol ${target.protocol}`);
+      }
+      if (!opts.allowPrivateNetworks) assertPublicHost(target.hostname);
+    } catch (err) {
+      reject(err);
+      return;
+    }
+    const pair = agentsFor(opts.allowPrivateNetworks);
+    const request = target.protocol === 'https:' ? https.request : http.request;
+    let answered = false;
+    const req = request(
+      target,
+      {
+        method: 'POST',
+        agent: target.protocol === 'https:' ? pair.https : pair.http,
+        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+      },
+      (res) => {
+        answered = true;
+        resolve(res.statusCode ?? 0);
+        // The body is not used: drain a little of it (so the connection can be reused), or drop it.
+        let bytes = 0;
+        res.on('data', (chunk: Buffer) => {
+          bytes += chunk.length;
+          if (bytes > MAX_RESPONSE_BYTES) req.destroy();
+        });
+        res.on('error', () => {});
+        res.on('close', () => clearTimeout(timer));
+      },
+    );
+    const timer = setTimeout(() => req.destroy(new WebhookTimeoutError()), WEBHOOK_TIMEOUT_MS);
+    req.on('error', (err) => {
+      if (answered) return;
+      clearTimeout(timer);
+      reject(err);
+    });
+    req.end(body);
+  });
+}
 
 /**
  * The sandbox scenario `partner_webhook_fails_twice`: the first status webhook of the test-mode
@@ -65,8 +164,13 @@ async function failedOnPurpose(ctx: WorkerContext, delivery: DeliveryRow, attemp
  * it (attempts + 1, a lease in next_attempt_at) in one UPDATE, so a duplicated or early job
  * sends nothing. The handler runs its own schedule (shared/services/webhooks.ts retryPolicy):
  * a failed attempt is logged, next_attempt_at set, and a delayed job
- * `webhook-<id>-<next attempt>` added; after the last attempt the row is `dead`. Only
- * infrastructure errors (database, Redis) throw, and BullMQ's default retries cover those.
+ * `webhook-<id>-<next attempt>` added; after the schedule's last attempt the row is `dead`.
+ * Attempts are numbered over the delivery's life, and a schedule counts those since its start
+ * (`attempts - schedule_start`): a replay (replayDelivery) starts a fresh schedule with the
+ * next number. The request goes through `postWebhook`, which unless
+ * WEBHOOK_ALLOW_PRIVATE_NETWORKS refuses non-public addresses at connect time; a refusal is a
+ * failed attempt like any other. Only infrastructure errors (database, Redis) throw, and
+ * BullMQ's default retries cover those.
  */
 export async function deliverWebhook(payload: JobPayload<'deliver-webhook'>, ctx: WorkerContext): Promise<void> {
   const { deliveryId } = payload;
@@ -127,19 +231,15 @@ export async function deliverWebhook(payload: JobPayload<'deliver-webhook'>, ctx
   let statusCode: number | null = null;
   let error: string | null = null;
   try {
-    const res = await fetch(endpoint.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...signWebhook(secrets, claimed.message_id, body) },
+    statusCode = await postWebhook(
+      endpoint.url,
+      { 'content-type': 'application/json', ...signWebhook(secrets, claimed.message_id, body) },
       body,
-      redirect: 'manual',
-      signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
-    });
-    statusCode = res.status;
-    await res.body?.cancel().catch(() => {});
-    if (res.status < 200 || res.status >= 300) error = `HTTP ${res.status}`;
+      { allowPrivateNetworks: ctx.config.webhooks.allowPrivateNetworks },
+    );
+    if (statusCode < 200 || statusCode >= 300) error = `HTTP ${statusCode}`;
   } catch (err) {
-    const e = err as Error & { cause?: { code?: string; message?: string } };
-    error = e.name === 'TimeoutError' ? `timed out after ${WEBHOOK_TIMEOUT_MS} ms` : (e.cause?.message ?? e.message);
+    error = describeError(err);
   }
   const latencyMs = Math.round(performance.now() - started);
   if (await failedOnPurpose(ctx, claimed, attempt)) {
@@ -148,8 +248,10 @@ export async function deliverWebhook(payload: JobPayload<'deliver-webhook'>, ctx
     })`;
   }
   const ok = error === null;
-  const dead = !ok && attempt >= policy.maxAttempts;
-  const delay = ok || dead ? 0 : retryDelayMs(attempt, policy);
+  // The attempt's place in the current schedule (1 for a new delivery's first, and a replay's).
+  const inSchedule = attempt - claimed.schedule_start;
+  const dead = !ok && inSchedule >= policy.maxAttempts;
+  const delay = ok || dead ? 0 : retryDelayMs(inSchedule, policy);
 
   await ctx.db.transaction(async (trx) => {
     await trx('webhook_delivery_attempts').insert({

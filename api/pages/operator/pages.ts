@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import type { Db } from '../../../shared/db/knex.ts';
+import { checkEndpointUrl, EndpointUrlError, endpointUrlRules } from '../../../shared/net/public-address.ts';
 import { issueApiKey, listApiKeys, revokeApiKeyAs } from '../../../shared/services/api-keys.ts';
 import {
   approveDriver,
@@ -522,11 +523,10 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
     let webhookUrl: string | null = null;
     if (form.webhookUrl !== '') {
       try {
-        const u = new URL(form.webhookUrl);
-        if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new Error('scheme');
-        webhookUrl = u.toString();
-      } catch {
-        problems.push('The webhook URL must be an http or https URL.');
+        webhookUrl = checkEndpointUrl(form.webhookUrl, endpointUrlRules(config));
+      } catch (err) {
+        if (!(err instanceof EndpointUrlError)) throw err;
+        problems.push(`The webhook URL ${err.problem}.`);
       }
     }
     if (problems.length > 0) return partnersPage(req, res, 400, { form, problems });
@@ -622,12 +622,14 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
     const id = idOf(req.query.id);
     const done =
       id && req.query.done === 'replayed'
-        ? notice('done', [`Delivery ${id} is queued for one more attempt (same webhook-id).`])
+        ? notice('done', [
+            `Delivery ${id} is queued for one more attempt (same webhook-id), then retried on a fresh schedule if it fails.`,
+          ])
         : '';
     send(req, res, 200, 'Dead webhook deliveries', '/operator/webhooks', [
       '<h1>Dead webhook deliveries</h1>',
       done,
-      '<p>Status updates whose retries (at least 24 hours) all failed. Replaying sends one more attempt with the same webhook-id; if it fails, the delivery is dead again.</p>',
+      '<p>Status updates whose retries (at least 24 hours) all failed. Replaying sends one more attempt at once with the same webhook-id; if it fails, it is retried on a fresh schedule (as long as a new delivery’s) before it is dead again.</p>',
       `<h2>Dead (${dead.length})</h2>`,
       ...(dead.length === 0
         ? ['<p>None.</p>']
