@@ -6,15 +6,11 @@ import { createDb, type Db } from '../shared/db/knex.ts';
 import { type BillingWeek, parseWeek } from '../shared/domain/billing/week.ts';
 import { VEHICLE_TYPES, type VehicleType } from '../shared/domain/tariffs/types.ts';
 import { configOrExit } from '../shared/lifecycle.ts';
+import { checkEndpointUrl, EndpointUrlError, endpointUrlRules } from '../shared/net/public-address.ts';
 import { issueApiKey, listApiKeys, revokeApiKeyAs } from '../shared/services/api-keys.ts';
 import { invoicesCsv, listInvoices, previewInvoices, runBilling } from '../shared/services/billing.ts';
+import { bookingHistory } from '../shared/services/booking-history.ts';
 import { normalisePhone } from '../shared/services/bookings.ts';
-import {
-  OPERATOR_SETTLEMENT_KINDS,
-  type OperatorSettlementKind,
-  recordSettlement,
-  SettlementError,
-} from '../shared/services/settlement.ts';
 import {
   approveDriver,
   DRIVER_STATUSES,
@@ -29,11 +25,17 @@ import { createOperator, disableOperator, listOperators, OperatorInputError } fr
 import { createPartner, extendPartnerTrial } from '../shared/services/partners.ts';
 import {
   type RateCardInput,
-  RateCardOwnerNotFound,
   type RateCardOwner,
+  RateCardOwnerNotFound,
   removeRateCard,
   setRateCard,
 } from '../shared/services/rate-cards.ts';
+import {
+  OPERATOR_SETTLEMENT_KINDS,
+  type OperatorSettlementKind,
+  recordSettlement,
+  SettlementError,
+} from '../shared/services/settlement.ts';
 import { ADAPTER_NAMES, createSupplier, SupplierInputError } from '../shared/services/suppliers.ts';
 import { importTariffTables, parseTariffFile } from '../shared/services/tariff-store.ts';
 import {
@@ -146,13 +148,19 @@ function positiveInt(value: unknown, name: string): number | null {
   return Number(value);
 }
 
-function httpUrl(value: unknown, name: string): string | null {
+/**
+ * `--webhook-url U` / `--url U`: a webhook endpoint this deployment accepts (http or https, https
+ * only in production; no credentials; not a private, loopback or link-local address unless
+ * WEBHOOK_ALLOW_PRIVATE_NETWORKS), normalised. A refused URL is `invalid_input`.
+ */
+function webhookUrlArg(value: unknown, name: string, config: Config): string | null {
   if (value === undefined) return null;
   try {
-    const u = new URL(String(value));
-    if (u.protocol === 'https:' || u.protocol === 'http:') return u.toString();
-  } catch {}
-  throw new CliError('invalid_input', `--${name} must be an http or https URL`);
+    return checkEndpointUrl(String(value), endpointUrlRules(config));
+  } catch (err) {
+    if (err instanceof EndpointUrlError) throw new CliError('invalid_input', `--${name} ${err.problem}`);
+    throw err;
+  }
 }
 
 /** `--operator --fleet-classes saloon,mpv --fleet-capacity N`: a tier-3 operator's fleet. */
@@ -192,6 +200,7 @@ async function webhookAction<T>(fn: () => Promise<T>): Promise<T> {
   } catch (err) {
     if (err instanceof WebhookNotFoundError) throw new CliError('not_found', err.message);
     if (err instanceof WebhookConflictError) throw new CliError('conflict', err.message);
+    if (err instanceof EndpointUrlError) throw new CliError('invalid_input', err.message);
     throw err;
   }
 }
@@ -248,7 +257,7 @@ export const COMMANDS: Record<string, Command> = {
         name: required(v, 'name'),
         canSetFares: v['can-set-fares'] === true,
         dailyLimit: positiveInt(v['daily-limit'], 'daily-limit'),
-        webhookUrl: httpUrl(v['webhook-url'], 'webhook-url'),
+        webhookUrl: webhookUrlArg(v['webhook-url'], 'webhook-url', ctx.config),
         operator: operatorFleet(v),
         actor: ctx.actor,
       }),
@@ -273,7 +282,7 @@ export const COMMANDS: Record<string, Command> = {
           adapter: required(v, 'adapter'),
           externalPlatform: v['external-platform'] === true,
           jobFeePence: fee === undefined ? 0 : Math.round(Number(String(fee).trim()) * 100),
-          webhookUrl: httpUrl(v['webhook-url'], 'webhook-url'),
+          webhookUrl: webhookUrlArg(v['webhook-url'], 'webhook-url', ctx.config),
           actor: ctx.actor,
         });
         return { id: s.id, slug: s.slug, secret: s.secret, webhookSecret: s.webhookSecret };
@@ -505,6 +514,16 @@ export const COMMANDS: Record<string, Command> = {
       }
     },
   },
+  'booking history': {
+    usage: 'booking history REF',
+    options: {},
+    positionals: 1,
+    run: async (_v, p, ctx) => {
+      const history = await bookingHistory(ctx.db, p[0] ?? '');
+      if (!history) throw new CliError('booking_not_found', `no booking ${p[0] ?? ''}`);
+      return history;
+    },
+  },
   'billing run': {
     usage: 'billing run --week YYYY-Www [--dry-run]',
     options: { week: { type: 'string' }, 'dry-run': { type: 'boolean' } },
@@ -546,7 +565,7 @@ export const COMMANDS: Record<string, Command> = {
     options: { partner: { type: 'string' }, supplier: { type: 'string' }, url: { type: 'string' } },
     run: (v, _p, ctx) => {
       const owner = endpointOwner(v);
-      const url = httpUrl(required(v, 'url'), 'url') as string;
+      const url = webhookUrlArg(required(v, 'url'), 'url', ctx.config) as string;
       return webhookAction(() => setWebhookEndpoint(ctx.db, ctx.config, owner, url, ctx.actor));
     },
   },

@@ -5,6 +5,7 @@ import { type CreatedPartner, createPartner } from '../shared/services/partners.
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { runTs } from './helpers/process.ts';
 
 /**
  * Partner job intake through real HTTP (SPEC.md 2.9, CONTRACT.md section 6): batches, replays,
@@ -231,6 +232,43 @@ describe('amend and cancel by jobRef', () => {
     expect(lateAmend.status).toBe(409);
     expect(lateAmend.json.results[0]?.error?.code).toBe('conflict');
     expect(await env.rt.db('partner_jobs').where({ partner_id: partner.id, job_ref: 'A-1' })).toHaveLength(1);
+
+    // Both amendments are kept, oldest first, through the operator CLI: journey fields with their
+    // values, passenger details and notes by name only; the refused late amend left no trace.
+    const cli = await runTs('bin/admin.ts', ['booking', 'history', ref.toLowerCase()], {
+      ...env.childEnv,
+      DTN_OPERATOR: 'ops-test',
+    });
+    expect(cli.code, cli.stderr).toBe(0);
+    const history = JSON.parse(cli.stdout) as {
+      reference: string;
+      statuses: { status: string }[];
+      amendments: { actor: string; farePenceBefore: number; farePenceAfter: number; changes: unknown[] }[];
+    };
+    expect(history.reference).toBe(ref);
+    expect(history.statuses.map((s) => s.status)).toEqual(['pending', 'cancelled']);
+    expect(history.amendments).toHaveLength(2);
+    const [first, second] = history.amendments;
+    expect(first).toMatchObject({ actor: `partner:${partner.id}`, farePenceBefore: before.fare_pence });
+    expect(first?.farePenceAfter).toBe(after.fare_pence);
+    expect(first?.changes).toEqual(
+      expect.arrayContaining([
+        { field: 'passengers', from: before.passengers, to: 5 },
+        { field: 'vehicleType', from: before.vehicle_type, to: after.vehicle_type },
+        { field: 'notes' },
+      ]),
+    );
+    expect(JSON.stringify(first?.changes)).not.toContain('Two large cases');
+    // A `new` with other content replaces the whole job: back to 2 passengers, no notes, new name.
+    expect(second?.changes).toEqual(
+      expect.arrayContaining([{ field: 'passengers', from: 5, to: 2 }, { field: 'passengerName' }, { field: 'notes' }]),
+    );
+    const unknown = await runTs('bin/admin.ts', ['booking', 'history', 'DTN-000000'], {
+      ...env.childEnv,
+      DTN_OPERATOR: 'ops-test',
+    });
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stdout + unknown.stderr).toContain('booking_not_found');
   });
 
   it('refuses to cancel or amend once the passenger is on board', async () => {
@@ -333,6 +371,35 @@ describe('fares, limits and concurrency', () => {
     expect(retry).toBeGreaterThan(0);
     expect(retry).toBeLessThanOrEqual(25 * 3600);
     expect(await countBookings(limited.id)).toBe(2);
+  });
+
+  it('counts test-mode jobs apart from live ones: the sandbox never uses up the live allowance', async () => {
+    const limited = await createPartner(env.rt.db, env.config, { name: 'Sandboxed', dailyLimit: 2, actor: 'test' });
+    const { key: testKey } = await createApiKey(env.rt.db, {
+      serviceCode: env.config.serviceCode,
+      name: 'sandbox',
+      partnerId: limited.id,
+      mode: 'test',
+    });
+    const asTest = (body: unknown) => send(body, { authorization: `Bearer ${testKey}` });
+    const test = await asTest([job('T-1'), job('T-2'), job('T-3')]);
+    expect(test.status, test.text).toBe(207);
+    expect(test.json.results.map((x) => x.status)).toEqual([201, 201, 429]);
+    expect(test.json.results[2]?.error?.message).toMatch(/test-mode jobs/);
+    const testFull = await asTest([job('T-4')]);
+    expect(testFull.status).toBe(429);
+    expect(testFull.headers.get('ratelimit-policy')).toBe('"partner-daily-test-jobs";q=2;w=86400');
+    // The live day is untouched by the sandbox's two jobs, and the other way round.
+    const live = await asPartner([job('LV-1'), job('LV-2'), job('LV-3')], limited);
+    expect(live.json.results.map((x) => x.status)).toEqual([201, 201, 429]);
+    expect(live.json.results[2]?.error?.message).not.toMatch(/test-mode/);
+    const rows = await env.rt.db('partner_jobs').where({ partner_id: limited.id }).orderBy('job_ref');
+    expect(rows.map((r) => [r.job_ref, r.test_mode])).toEqual([
+      ['LV-1', false],
+      ['LV-2', false],
+      ['T-1', true],
+      ['T-2', true],
+    ]);
   });
 
   it('makes one booking from 20 concurrent identical single-job requests', async () => {

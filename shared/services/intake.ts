@@ -16,6 +16,7 @@ import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
 import { assertStorableText } from '../schemas/text.ts';
 import { compileSchema } from '../schemas/validate.ts';
+import { amendmentChanges, recordAmendment } from './booking-history.ts';
 import {
   assertNotBlocked,
   type BookingCaller,
@@ -178,19 +179,25 @@ export async function partnerBySignature(
   return partner;
 }
 
-/** Jobs accepted today (Europe/London) for the partner, its limit, and seconds to London midnight. */
+/**
+ * Jobs accepted today (Europe/London) for the partner, its limit, and seconds to London midnight.
+ * Test-mode jobs (sandbox keys) and live jobs are counted apart, each against the same limit:
+ * integrating in the sandbox never uses up the day's live allowance.
+ */
 export async function dailyAllowance(
   deps: Pick<IntakeDeps, 'db' | 'config'>,
   partner: IntakePartner,
+  testMode: boolean,
 ): Promise<{ used: number; limit: number; remaining: number; retryAfterSeconds: number }> {
   const { rows } = await deps.db.raw<{ rows: { used: number; retry_after: number }[] }>(
     `with b as (
        select (date_trunc('day', now() at time zone 'Europe/London') at time zone 'Europe/London') as day_start,
               ((date_trunc('day', now() at time zone 'Europe/London') + interval '1 day') at time zone 'Europe/London') as day_end)
-     select (select count(*)::int from partner_jobs where partner_id = ? and created_at >= b.day_start) as used,
+     select (select count(*)::int from partner_jobs
+              where partner_id = ? and test_mode = ? and created_at >= b.day_start) as used,
             ceil(extract(epoch from b.day_end - now()))::int as retry_after
      from b`,
-    [partner.id],
+    [partner.id, testMode],
   );
   const used = rows[0]?.used ?? 0;
   const limit = partner.dailyJobLimit ?? deps.config.intake.dailyJobLimit;
@@ -202,15 +209,17 @@ export async function dailyAllowance(
   };
 }
 
-function dailyLimitError(limit: number, retryAfter: number, field = '/'): AppError {
+function dailyLimitError(limit: number, retryAfter: number, testMode: boolean, field = '/'): AppError {
+  const kind = testMode ? 'test-mode jobs' : 'jobs';
+  const policy = testMode ? 'partner-daily-test-jobs' : 'partner-daily-jobs';
   return new AppError(
     'daily_limit_reached',
-    `The daily limit of ${limit} new jobs (Europe/London day) is reached; send more after midnight UK time.`,
-    [{ field, problem: `at most ${limit} new jobs per day` }],
+    `The daily limit of ${limit} new ${kind} (Europe/London day) is reached; send more after midnight UK time.`,
+    [{ field, problem: `at most ${limit} new ${kind} per day` }],
     {
       'Retry-After': String(retryAfter),
-      'RateLimit-Policy': `"partner-daily-jobs";q=${limit};w=86400`,
-      RateLimit: `"partner-daily-jobs";r=0;t=${retryAfter}`,
+      'RateLimit-Policy': `"${policy}";q=${limit};w=86400`,
+      RateLimit: `"${policy}";r=0;t=${retryAfter}`,
     },
   );
 }
@@ -378,12 +387,12 @@ interface BatchLookups {
 
 /** The guard of a batch of new jobs: their partner_jobs rows, skipping jobRefs that exist; returns the bookings written. */
 const BATCH_GUARDS = {
-  partner_id: `insert into partner_jobs (id, partner_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, created_at, updated_at)
-    select id, partner_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, created_at, updated_at
+  partner_id: `insert into partner_jobs (id, partner_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, test_mode, created_at, updated_at)
+    select id, partner_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, test_mode, created_at, updated_at
     from json_populate_recordset(null::partner_jobs, ?::json)
     on conflict (partner_id, job_ref) where partner_id is not null do nothing returning booking_id as key`,
-  supplier_id: `insert into partner_jobs (id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, created_at, updated_at)
-    select id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, created_at, updated_at
+  supplier_id: `insert into partner_jobs (id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, test_mode, created_at, updated_at)
+    select id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, test_mode, created_at, updated_at
     from json_populate_recordset(null::partner_jobs, ?::json)
     on conflict (supplier_id, job_ref) where supplier_id is not null do nothing returning booking_id as key`,
 } as const;
@@ -411,12 +420,12 @@ function failed(deps: IntakeDeps, index: number, job: NormJob, err: unknown): Pa
   );
 }
 
-const PARTNER_JOB_GUARD = `insert into partner_jobs (id, partner_id, job_ref, booking_id, last_action, content_hash, payload, created_at, updated_at)
-  values (?, ?, ?, ?, 'new', ?, ?::jsonb, ?, ?)
+const PARTNER_JOB_GUARD = `insert into partner_jobs (id, partner_id, job_ref, booking_id, last_action, content_hash, payload, test_mode, created_at, updated_at)
+  values (?, ?, ?, ?, 'new', ?, ?::jsonb, ?, ?, ?)
   on conflict (partner_id, job_ref) where partner_id is not null do nothing returning id`;
 
-const SUPPLIER_JOB_GUARD = `insert into partner_jobs (id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, created_at, updated_at)
-  values (?, ?, ?, ?, 'new', ?, ?::jsonb, ?, ?, ?)
+const SUPPLIER_JOB_GUARD = `insert into partner_jobs (id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, test_mode, created_at, updated_at)
+  values (?, ?, ?, ?, 'new', ?, ?::jsonb, ?, ?, ?, ?)
   on conflict (supplier_id, job_ref) where supplier_id is not null do nothing returning id`;
 
 class Intake {
@@ -576,9 +585,9 @@ class Intake {
         ? {
             sql: SUPPLIER_JOB_GUARD,
             // SPEC.md 2.10: jobs from the named external platform carry its job fee (pass-through).
-            bindings: [...common, supplier.externalPlatform ? supplier.jobFeePence : 0, now, now],
+            bindings: [...common, supplier.externalPlatform ? supplier.jobFeePence : 0, this.caller.testMode, now, now],
           }
-        : { sql: PARTNER_JOB_GUARD, bindings: [...common, now, now] };
+        : { sql: PARTNER_JOB_GUARD, bindings: [...common, this.caller.testMode, now, now] };
       try {
         const { passed } = await insertAllIf(this.deps.db, guard, [
           { table: 'quotes', row: { ...priced.row, redeemed_at: now } },
@@ -668,6 +677,7 @@ class Intake {
           payload: job.payload,
           // SPEC.md 2.10: jobs from the named external platform carry its job fee (pass-through).
           job_fee_pence: supplier?.externalPlatform ? supplier.jobFeePence : 0,
+          test_mode: this.caller.testMode,
           created_at: writtenAt,
           updated_at: writtenAt,
         });
@@ -714,6 +724,44 @@ class Intake {
       if (!booking) throw new Error(`partner job ${row.id} has no booking`);
       if (!AMENDABLE.has(booking.status)) throw notAmendable(booking.status);
       const now = new Date();
+      const current = booking as BookingRow & { flight_number: string | null; notes: string | null };
+      await recordAmendment(trx, {
+        id: uuidv7(),
+        bookingId: booking.id,
+        partnerJobId: row.id,
+        actor: this.source.actor,
+        farePenceBefore: booking.fare_pence ?? 0,
+        farePenceAfter: fare,
+        changes: amendmentChanges(
+          {
+            pickup: current.pickup.name,
+            dropoff: current.dropoff.name,
+            pickupTime: current.pickup_time,
+            passengers: current.passengers,
+            vehicleType: current.vehicle_type,
+            farePence: current.fare_pence,
+            flightNumber: current.flight_number,
+            passengerName: current.passenger_name,
+            passengerPhone: current.passenger_phone,
+            passengerEmail: current.passenger_email,
+            notes: current.notes,
+          },
+          {
+            pickup: priced.quote.pickup.name,
+            dropoff: priced.quote.dropoff.name,
+            pickupTime: priced.quote.departAt,
+            passengers: job.passengers,
+            vehicleType: priced.quote.vehicleType,
+            farePence: fare,
+            flightNumber: job.flightNumber,
+            passengerName: job.passengerName,
+            passengerPhone: job.passengerPhone,
+            passengerEmail: job.passengerEmail,
+            notes: job.notes,
+          },
+        ),
+        at: now,
+      });
       await insertAllIf(trx, null, [{ table: 'quotes', row: { ...q, redeemed_at: now } }]);
       await trx('bookings')
         .where({ id: booking.id })
@@ -838,7 +886,7 @@ export async function processJobs(
   // blocked contacts and the caller's rate card.
   const [existing, allowance, lookups] = await Promise.all([
     findJobs(deps.db, source, refs),
-    hasNew && caller.partner ? dailyAllowance(deps, caller.partner) : null,
+    hasNew && caller.partner ? dailyAllowance(deps, caller.partner, caller.testMode) : null,
     hasNew ? intake.lookups(valid.filter((v) => v.job.action === 'new')) : null,
   ]);
   const seen = new Set(existing.keys());
@@ -849,9 +897,9 @@ export async function processJobs(
   }
   const overLimit = new Map<string, AppError>();
   if (fresh.length > 0 && allowance) {
-    if (allowance.remaining <= 0) throw dailyLimitError(allowance.limit, allowance.retryAfterSeconds);
+    if (allowance.remaining <= 0) throw dailyLimitError(allowance.limit, allowance.retryAfterSeconds, caller.testMode);
     for (const ref of fresh.slice(allowance.remaining)) {
-      overLimit.set(ref, dailyLimitError(allowance.limit, allowance.retryAfterSeconds, '/jobRef'));
+      overLimit.set(ref, dailyLimitError(allowance.limit, allowance.retryAfterSeconds, caller.testMode, '/jobRef'));
     }
   }
 
