@@ -5,6 +5,7 @@ import express from 'express';
 import { buildApp } from '../api/app.ts';
 import { loadConfig } from '../shared/config.ts';
 import { knownMigrations } from '../shared/db/knex.ts';
+import { awaitJob } from '../shared/queues/await-job.ts';
 import { createRedis } from '../shared/queues/connection.ts';
 import { createRuntime } from '../shared/runtime.ts';
 import { parseRoles } from '../workers/main.ts';
@@ -54,7 +55,7 @@ if (mode === 'bare') {
   app.use(express.json());
   app.post('/baseline', async (req, res) => {
     const job = await noop.add('noop', req.body, { attempts: 1, removeOnComplete: { age: 60 } });
-    const result = await job.waitUntilFinished(events, 5000);
+    const result = await awaitJob(noop, events, job, 5000);
     await rt.db('bench_rows').insert({ body: JSON.stringify(result) });
     res.json({ ok: true });
   });

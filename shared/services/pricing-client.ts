@@ -1,6 +1,7 @@
 import { type Job, type Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { AppError } from '../errors.ts';
+import { awaitJob, JobWaitTimeout } from '../queues/await-job.ts';
 import type { PriceQuoteRequest } from '../queues/registry.ts';
 import type { PriceQuoteResult } from './pricer.ts';
 
@@ -63,9 +64,9 @@ export function createPricingClient(
       }
       let result: unknown;
       try {
-        result = await job.waitUntilFinished(qe, timeoutMs);
+        result = await awaitJob(queue, qe, job, timeoutMs);
       } catch (err) {
-        const timedOut = /timed out|TTL/i.test((err as Error).message);
+        const timedOut = err instanceof JobWaitTimeout;
         throw unavailable(
           timedOut
             ? 'Pricing did not answer in time; retry in a few seconds.'
