@@ -54,7 +54,10 @@ beforeAll(async () => {
   mails = smtp.mails;
   const port = await freePort();
   url = `http://127.0.0.1:${port}`;
-  env = await createTestEnv({ env: { SMTP_URL: smtp.url, PUBLIC_BASE_URLS: `${url},${SECOND}` } });
+  // This file makes more requests from one IP in a minute than the default per-IP limit allows.
+  env = await createTestEnv({
+    env: { SMTP_URL: smtp.url, PUBLIC_BASE_URLS: `${url},${SECOND}`, RATE_LIMIT_PER_IP_PER_MINUTE: '600' },
+  });
   roles = startRoles(['pricing', 'notify', 'outbox-relay'], env.rt);
   api = await serve(await appFor(env), port);
 });
@@ -152,7 +155,7 @@ describe('dynamic client registration (RFC 7591)', () => {
   it('registers a public client without a secret, limited per IP by the service limiter', async () => {
     const { status, json, headers } = await registerClient(url, { client_name: 'Claude' });
     expect(status).toBe(201);
-    expect(headers.get('ratelimit-policy')).toBe('"per-ip";q=120;w=60, "oauth-register";q=60;w=3600');
+    expect(headers.get('ratelimit-policy')).toBe('"per-ip";q=600;w=60, "oauth-register";q=60;w=3600');
     expect(json).toMatchObject({
       client_id: expect.any(String),
       client_name: 'Claude',
@@ -485,6 +488,34 @@ describe('authorization code with PKCE S256 through the page', () => {
     const row = await env.rt.db('oauth_authorizations').where({ id: pending.id }).first();
     expect(row).toMatchObject({ decision: null, code_hash: null, email_verified_at: null, email: victim });
     expect(await env.rt.db('oauth_tokens').where({ client_id: reg.json.client_id }).first()).toBeUndefined();
+  });
+
+  it('takes on each sign-in page only the code e-mailed for that sign-in, even after another sent a newer one', async () => {
+    const reg = await registerClient(url, { client_name: 'Two Tabs' });
+    const email = 'two.tabs@example.org';
+    const start = async (browser: Browser) => {
+      const page = await browser.get(authorizeUrl({ url, clientId: reg.json.client_id, challenge: pkce().challenge }));
+      const request = requestTokenOf(page.html);
+      const before = mails.filter((m) => m.to.includes(email)).length;
+      expect((await browser.post(`${url}/authorize/email`, { request, email })).status).toBe(200);
+      return { request, code: await codeFromMail(mails, email, before) };
+    };
+    const tabA = new Browser();
+    const tabB = new Browser();
+    const a = await start(tabA);
+    const b = await start(tabB); // the address's newest code now belongs to B
+    if (a.code === b.code) return; // one chance in a million: nothing to tell apart
+    // B's code on A's page is not A's code.
+    const crossed = await tabA.post(`${url}/authorize/code`, { request: a.request, code: b.code });
+    expect(crossed.status).toBe(400);
+    expect(crossed.html).toContain('That code is not correct');
+    // A's own code still works on A's page although B sent a newer one; B's works on B's.
+    const ownA = await tabA.post(`${url}/authorize/code`, { request: a.request, code: a.code });
+    expect(ownA.status).toBe(200);
+    expect(ownA.html).toContain('value="approve"');
+    const ownB = await tabB.post(`${url}/authorize/code`, { request: b.request, code: b.code });
+    expect(ownB.status).toBe(200);
+    expect(ownB.html).toContain('value="approve"');
   });
 
   it('sends the passenger back with error=access_denied when they deny', async () => {

@@ -382,7 +382,11 @@ export function codeSubmitted(deps: ApiDeps): Step {
       if (code === null) {
         problem = 'The code is the 6 digits from the e-mail.';
       } else {
-        const result = await verifyByCode(deps.db, pending.email, code, { purpose: 'oauth' });
+        // This sign-in's own code (the latest it sent), not the address's newest from any sign-in.
+        const result = await verifyByCode(deps.db, pending.email, code, {
+          purpose: 'oauth',
+          verificationId: pending.verificationId,
+        });
         verified = result.verified;
         if (!result.verified) {
           problem =

@@ -15,7 +15,8 @@ import { queueMessage } from './messages.ts';
  * - A verification expires 30 minutes after it starts and allows 5 code attempts, each
  *   counted (a successful one included) under a row lock, so parallel guesses cannot exceed it.
  * - The newest verification of an address supersedes older ones for codes (the latest e-mail's
- *   code is the one that works); any unexpired link still works.
+ *   code is the one that works); any unexpired link still works. The MCP sign-in instead checks
+ *   the verification it started (`verificationId`), one per authorization.
  * - Verified is a property of the address: any verified row for it, for any purpose.
  *
  * The MCP OAuth sign-in (purpose `oauth`) e-mails the code only (`sendSignInCodeEmail`): its
@@ -111,7 +112,17 @@ export async function verifyByCode(
   db: Queryable,
   email: string,
   code: string,
-  opts: { purpose?: string; now?: Date } = {},
+  opts: {
+    purpose?: string;
+    now?: Date;
+    /**
+     * Check the code of this verification only, not the newest of the address: the MCP sign-in
+     * binds each authorization to the code e-mailed for it, so a code sent for another sign-in
+     * (another browser, another assistant) does not work here, and this one's code still does
+     * after another sign-in sent the address a newer one.
+     */
+    verificationId?: string;
+  } = {},
 ): Promise<CodeCheck> {
   const address = normaliseEmail(email);
   const now = opts.now ?? new Date();
@@ -120,6 +131,9 @@ export async function verifyByCode(
   return db.transaction(async (trx): Promise<CodeCheck> => {
     const row = await trx<VerificationRow>('email_verifications')
       .where({ email: address, purpose: opts.purpose ?? DEFAULT_PURPOSE })
+      .modify((q) => {
+        if (opts.verificationId !== undefined) q.where({ id: opts.verificationId });
+      })
       .orderBy([
         { column: 'created_at', order: 'desc' },
         { column: 'id', order: 'desc' },
@@ -279,7 +293,7 @@ export async function sendSignInCodeEmail(
     'The assistant asks to:',
     ...input.asks.map((a) => `- ${a}`),
     '',
-    `The code expires in ${minutes} minutes. If you asked more than once, use the code from the latest e-mail.`,
+    `The code expires in ${minutes} minutes. Each sign-in page takes only the code sent for it: if you asked more than once on the same page, use the code from the latest e-mail.`,
     '',
     "If this wasn't you, ignore this e-mail: without the code nobody gets access, and nothing is booked.",
   ].join('\n');
