@@ -1,5 +1,6 @@
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { presenceIndex } from '../shared/services/dispatch.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { bookThroughApi } from './helpers/bookings.ts';
@@ -144,6 +145,46 @@ describe('a driver in a browser', () => {
     await page.waitForLoadState('load');
     await screenshot(page, 'job-en-route');
     await expectAccessible(page);
+    expect(errors).toEqual([]);
+  });
+
+  it('starts taking jobs with the phone’s location, follows a move, and stops', async () => {
+    const driver = await approvedDriver(env.rt.db, { name: 'Gil Geo' });
+    const positionOf = async () =>
+      (await presenceIndex(env.rt.redis, env.config).positions([driver.id], Date.now())).get(driver.id);
+    const { context, page } = await newBrowserPage(browser);
+    contexts.push(context);
+    await context.grantPermissions(['geolocation'], { origin: api.url });
+    const first = { latitude: 53.4794, longitude: -2.2453 }; // Manchester city centre
+    await context.setGeolocation(first);
+    const errors = watchPageErrors(page);
+    await page.goto(`${api.url}/driver`);
+    await page.getByLabel('Driver token').click();
+    await page.keyboard.type(driver.token);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Start taking jobs here' }).waitFor({ state: 'visible' });
+    await screenshot(page, 'driver-not-taking-jobs');
+    await expectAccessible(page);
+
+    await page.getByRole('button', { name: 'Start taking jobs here' }).click();
+    await page.getByText('You are taking jobs.').waitFor({ state: 'visible' });
+    const at = await eventually(positionOf, BROWSER_WAIT_MS);
+    expect(at.lat).toBeCloseTo(first.latitude, 4);
+    expect(at.lng).toBeCloseTo(first.longitude, 4);
+    await screenshot(page, 'driver-taking-jobs');
+    await expectAccessible(page);
+
+    // The phone moves 2 km: the page reports it at once (more than 200 m), not at the next beat.
+    const moved = { latitude: 53.4974, longitude: -2.2453 };
+    await context.setGeolocation(moved);
+    await eventually(async () => {
+      const p = await positionOf();
+      return p !== undefined && Math.abs(p.lat - moved.latitude) < 1e-4;
+    }, BROWSER_WAIT_MS);
+
+    await page.getByRole('button', { name: 'Stop taking jobs' }).click();
+    await page.getByText('You are not taking jobs.').waitFor({ state: 'visible' });
+    expect(await positionOf()).toBeUndefined();
     expect(errors).toEqual([]);
   });
 });

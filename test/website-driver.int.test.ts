@@ -1,5 +1,6 @@
 import { createHash, createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { presenceIndex } from '../shared/services/dispatch.ts';
 import { approveDriver, suspendDriver } from '../shared/services/drivers.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -150,7 +151,9 @@ describe('sign-in', () => {
 
     const home = await getPage(api.url, '/driver', jar);
     expect(home.status).toBe(200);
-    expectSafePage(home, { script: false });
+    // The jobs page always has the script: it reports the location while the driver takes jobs.
+    expectSafePage(home);
+    expect(home.headers.get('content-security-policy')).toContain("connect-src 'self'");
     expect(home.html).toContain('<h1>Hello, Gina</h1>');
     expect(home.html).toContain('<h2 id="offers-h">Offers</h2>');
     expect(home.html).toContain('<h2 id="earnings-h">Earnings and invoices</h2>');
@@ -574,5 +577,98 @@ describe('a job through to completion', () => {
     expect(home.html).toContain(`<dt>Dead mileage</dt><dd>${dead.toFixed(1)} miles</dd>`);
     expect(home.html).toMatch(/<h3>Week of \w{3} \d{1,2} \w{3} \(\d{4}-W\d{2}\)<\/h3>/);
     expect(home.html).toMatch(/<dt>Free trial<\/dt><dd>until <time/);
+  });
+});
+
+describe('taking jobs from the page', () => {
+  const positionOf = async (driverId: string) =>
+    (await presenceIndex(env.rt.redis, env.config).positions([driverId], Date.now())).get(driverId);
+  const report = (jar: CookieJar, fields: Record<string, string>) =>
+    fetch(`${api.url}/driver/availability`, {
+      method: 'POST',
+      headers: {
+        accept: 'application/json',
+        'content-type': 'application/x-www-form-urlencoded',
+        ...(jar.header() ? { cookie: jar.header() } : {}),
+      },
+      body: new URLSearchParams(fields).toString(),
+    });
+
+  it('start with the location, get offered a booking nearby, report a move, stop: the same presence index as the driver API', async () => {
+    const d = await approvedDriver(env.rt.db, { name: 'Wendy Web' });
+    const jar = await signedIn(d);
+    const off = await getPage(api.url, '/driver', jar);
+    expect(off.html).toContain('<h2 id="availability-h">Taking jobs</h2>');
+    expect(off.html).toContain('<strong>You are not taking jobs.</strong>');
+    expect(off.html).toContain('data-availability="off"');
+    expect(off.html).toContain('<button type="submit">Start taking jobs here</button>');
+    expect(off.html).toContain('<input type="hidden" name="lat" value="">');
+    const csrf = csrfOf(off.html, '/driver/availability');
+
+    // Without a location (JavaScript off, or the browser refused it): said, and nothing changes.
+    const noPlace = await postForm(api.url, '/driver/availability', { csrf, available: '1', lat: '', lng: '' }, jar);
+    expect(noPlace.status).toBe(400);
+    expect(noPlace.html).toContain('Your location is needed');
+    expect(await positionOf(d.id)).toBeUndefined();
+    const badPlace = await postForm(
+      api.url,
+      '/driver/availability',
+      { csrf, available: '1', lat: '95', lng: '0' },
+      jar,
+    );
+    expect(badPlace.status).toBe(400);
+
+    // With the location the page's script puts in the form.
+    const here = near(0.1);
+    const started = await postForm(
+      api.url,
+      '/driver/availability',
+      { csrf, available: '1', lat: String(here.lat), lng: String(here.lng) },
+      jar,
+    );
+    expect(started.status).toBe(303);
+    expect(started.location).toBe('/driver');
+    const at = await positionOf(d.id);
+    expect(at?.lat).toBeCloseTo(here.lat, 4);
+    expect(at?.lng).toBeCloseTo(here.lng, 4);
+    const on = await getPage(api.url, '/driver', jar);
+    expect(on.html).toContain('<strong>You are taking jobs.</strong>');
+    expect(on.html).toContain('data-availability="on"');
+    expect(on.html).toContain('data-report-seconds="30"');
+    expect(on.html).toContain('<button type="submit" class="secondary">Stop taking jobs</button>');
+
+    // Dispatch finds the driver there: a booking from Piccadilly is offered to them.
+    const b = await bookThroughApi(api.url, env.rt.db, { name: 'Nia Nearby', phone: PASSENGER_PHONE });
+    const offer = await eventually(() =>
+      env.rt.db('dispatch_offers').where({ booking_id: b.id }).first<{ driver_id: string } | undefined>('driver_id'),
+    );
+    expect(offer.driver_id).toBe(d.id);
+
+    // The script's report (JSON): a move is recorded at once.
+    const moved = near(1.5);
+    const r = await report(jar, { csrf, available: '1', lat: String(moved.lat), lng: String(moved.lng) });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ available: true, at: expect.any(String) });
+    expect((await positionOf(d.id))?.lat).toBeCloseTo(moved.lat, 4);
+    // Without the form token, or signed out: refused in the JSON envelope, nothing recorded.
+    const forged = await report(jar, { csrf: 'x'.repeat(csrf.length), available: '1', lat: '53.5', lng: '-2.2' });
+    expect(forged.status).toBe(403);
+    expect(((await forged.json()) as { error: { code: string } }).error.code).toBe('forbidden');
+    const anonymous = await report(new CookieJar(), { csrf, available: '1', lat: '53.5', lng: '-2.2' });
+    expect(anonymous.status).toBe(401);
+    expect(((await anonymous.json()) as { error: { code: string } }).error.code).toBe('unauthorized');
+    expect((await positionOf(d.id))?.lat).toBeCloseTo(moved.lat, 4);
+
+    // Stop: off the map at once, and the page says so.
+    const stopped = await postForm(
+      api.url,
+      '/driver/availability',
+      { csrf: csrfOf(on.html, '/driver/availability'), available: '0' },
+      jar,
+    );
+    expect(stopped.status).toBe(303);
+    expect(await positionOf(d.id)).toBeUndefined();
+    expect((await getPage(api.url, '/driver', jar)).html).toContain('<strong>You are not taking jobs.</strong>');
+    expect(await env.rt.db('drivers').where({ id: d.id }).first('available')).toEqual({ available: false });
   });
 });

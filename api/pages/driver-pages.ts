@@ -1,8 +1,9 @@
 import type { Request, Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { normaliseReference } from '../../shared/domain/reference.ts';
-import { AppError } from '../../shared/errors.ts';
+import { AppError, type ErrorCode, errorBody } from '../../shared/errors.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
+import { presenceIndex } from '../../shared/services/dispatch.ts';
 import { type DashboardWeek, type DriverDashboard, driverDashboard } from '../../shared/services/driver-dashboard.ts';
 import {
   acceptOffer,
@@ -13,11 +14,13 @@ import {
   type Payment,
   PROGRESS,
   type Progress,
+  reportPresence,
   reportProgress,
 } from '../../shared/services/driver-jobs.ts';
 import { authenticateDriver, type DriverIdentity } from '../../shared/services/drivers.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
+import { requestIdOf } from '../middleware/errors.ts';
 import type { RateLimits } from '../middleware/rate-limit.ts';
 import { type FoundOffer, findOfferByCode, type OfferLinkResponse } from '../routes/offers.ts';
 import { formToken, formTokenValid } from './csrf.ts';
@@ -53,6 +56,10 @@ export const DRIVER_JOB_PATH = '/driver/jobs/:ref';
 export const DRIVER_ACCEPT_PATH = '/driver/jobs/:ref/accept';
 export const DRIVER_DECLINE_PATH = '/driver/jobs/:ref/decline';
 export const DRIVER_STATUS_PATH = '/driver/jobs/:ref/status';
+/** Start or stop taking local jobs from the page; the page's script also reports its location here. */
+export const DRIVER_AVAILABILITY_PATH = '/driver/availability';
+/** Most seconds between two location reports from a page that is taking jobs. */
+export const AVAILABILITY_REPORT_SECONDS = 30;
 
 /** The site's style sheet and what the driver pages add: the countdown, job cards, the token field. */
 export const DRIVER_STYLE = stylesheet(
@@ -110,6 +117,7 @@ const milesText = (m: number) => `${m.toFixed(1)} ${m === 1 ? 'mile' : 'miles'}`
 const jobAction = (driverId: string, ref: string) => `driver-job:${driverId}:${ref}`;
 const SIGN_IN_ACTION = 'driver-sign-in';
 const signOutAction = (driverId: string) => `driver-sign-out:${driverId}`;
+const availabilityAction = (driverId: string) => `driver-availability:${driverId}`;
 
 const hidden = (name: string, value: string) => `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`;
 const alertBox = (text: string) => `<div class="alert" role="alert"><p>${escapeHtml(text)}</p></div>`;
@@ -389,6 +397,7 @@ export interface DriverHandlers {
   accept(req: Request, res: Response): Promise<void>;
   decline(req: Request, res: Response): Promise<void>;
   status(req: Request, res: Response): Promise<void>;
+  availability(req: Request, res: Response): Promise<void>;
 }
 
 type Limit = (req: Request, res: Response) => Promise<void>;
@@ -399,14 +408,66 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
   const key = config.dataEncryptionKey;
   const prefix = config.bookings.referencePrefix;
   const headers = pageHeaders(
-    contentSecurityPolicy({ styles: [DRIVER_STYLE], formAction: ["'self'"], scriptSrc: ["'self'"] }),
+    contentSecurityPolicy({
+      styles: [DRIVER_STYLE],
+      formAction: ["'self'"],
+      scriptSrc: ["'self'"],
+      // The page's script reports the driver's location to DRIVER_AVAILABILITY_PATH.
+      connectSrc: ["'self'"],
+    }),
   );
   const secure = (req: Request) => baseUrlFor(req, config).startsWith('https:');
   const holderOf = (d: DriverIdentity): JobHolder => ({ kind: 'driver', id: d.id });
   const announce = (bookingId: string) => publishBookingEvent(deps.redis, config.queuePrefix, bookingId);
   const jobPath = (ref: string) => `/driver/jobs/${encodeURIComponent(ref)}`;
 
-  function page(title: string, driver: DriverIdentity | null, body: readonly string[], countdowns = false): string {
+  // A page taking jobs reports at least three times per presence time-out, and at most every 30 s.
+  const reportSeconds = Math.max(
+    1,
+    Math.min(AVAILABILITY_REPORT_SECONDS, Math.floor(config.dispatch.presenceTtlSeconds / 3)),
+  );
+  const ttlText =
+    config.dispatch.presenceTtlSeconds >= 120
+      ? `${Math.round(config.dispatch.presenceTtlSeconds / 60)} minutes`
+      : `${config.dispatch.presenceTtlSeconds} seconds`;
+
+  /**
+   * Taking local jobs from the page: the state (live in the presence index or not) and the form
+   * that changes it. Starting needs the location, which the page's script reads from the
+   * browser (geolocation) and puts in the form; while the state is on, the script reports the
+   * location every `reportSeconds` and when it moves, as a driver app does.
+   */
+  function availabilitySection(req: Request, res: Response, driver: DriverIdentity, live: boolean): string[] {
+    const csrf = formToken(req, res, key, availabilityAction(driver.id), secure(req));
+    const form = (available: boolean, label: string, extra: string[]) => [
+      `<form method="post" action="${DRIVER_AVAILABILITY_PATH}">`,
+      hidden('csrf', csrf),
+      hidden('available', available ? '1' : '0'),
+      ...extra,
+      `<button type="submit"${available ? '' : ' class="secondary"'}>${label}</button>`,
+      '</form>',
+    ];
+    return [
+      `<section aria-labelledby="availability-h" data-availability="${live ? 'on' : 'off'}" data-report-seconds="${reportSeconds}" data-action="${DRIVER_AVAILABILITY_PATH}" data-csrf="${escapeHtml(csrf)}">`,
+      '<h2 id="availability-h">Taking jobs</h2>',
+      ...(live
+        ? [
+            '<p><strong>You are taking jobs.</strong> Passengers near you can be offered to you.</p>',
+            `<p>Keep this page open while you work: it sends your location every ${reportSeconds} seconds. If it stops (the page closed, the phone asleep), offers stop after ${ttlText}.</p>`,
+            '<p class="availability-status" role="status" aria-live="polite"></p>',
+            ...form(false, 'Stop taking jobs', []),
+          ]
+        : [
+            '<p><strong>You are not taking jobs.</strong> Offers go only to drivers who are.</p>',
+            '<p class="availability-status" role="status" aria-live="polite"></p>',
+            ...form(true, 'Start taking jobs here', [hidden('lat', ''), hidden('lng', '')]),
+            '<noscript><p>Starting needs your location, which this page reads with JavaScript: turn JavaScript on, or use a driver app.</p></noscript>',
+          ]),
+      '</section>',
+    ];
+  }
+
+  function page(title: string, driver: DriverIdentity | null, body: readonly string[], withScript = false): string {
     const script = driverScript();
     return renderPage({
       title: `${title} | ${serviceName} drivers`,
@@ -415,7 +476,7 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
         `<header class="site"><span>${escapeHtml(serviceName)} drivers</span>${driver ? `<a href="${DRIVER_HOME_PATH}">My jobs</a>` : ''}</header>`,
       ],
       body,
-      footer: countdowns ? [`<script src="${driverScriptPath()}" integrity="${script.integrity}" defer></script>`] : [],
+      footer: withScript ? [`<script src="${driverScriptPath()}" integrity="${script.integrity}" defer></script>`] : [],
     });
   }
 
@@ -692,9 +753,10 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
       await limits.page(req, res);
       const driver = await driverOr(req, res, DRIVER_HOME_PATH);
       if (!driver) return;
-      const [feed, dashboard] = await Promise.all([
+      const [feed, dashboard, positions] = await Promise.all([
         jobFeed(deps.db, holderOf(driver)),
         driverDashboard(deps.db, driver.id),
+        presenceIndex(deps.redis, config, driver.testMode === true).positions([driver.id], Date.now()),
       ]);
       const declined = typeof req.query.declined === 'string' ? normaliseReference(req.query.declined, prefix) : null;
       const now = Date.now();
@@ -707,6 +769,7 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
               `<div class="alert done" role="status"><p>You declined ${escapeHtml(declined)}. It has gone to another driver.</p></div>`,
             ]
           : []),
+        ...availabilitySection(req, res, driver, positions.has(driver.id)),
         '<section aria-labelledby="offers-h">',
         '<h2 id="offers-h">Offers</h2>',
         ...(offers.length === 0
@@ -748,7 +811,8 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
         `<button type="submit" class="secondary">Sign out ${escapeHtml(driver.name)}</button>`,
         '</form>',
       );
-      send(res, 200, page('My jobs', driver, body, offers.length > 0));
+      // Always the script: it keeps reporting the location while the driver takes jobs.
+      send(res, 200, page('My jobs', driver, body, true));
     },
 
     /** `GET /driver/jobs/{ref}`. */
@@ -843,5 +907,76 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
       res.set({ 'Cache-Control': 'no-store' });
       res.redirect(303, jobPath(ref));
     },
+
+    /**
+     * `POST /driver/availability`: start (`available=1` with `lat` and `lng`) or stop taking
+     * jobs, into the same presence index the driver API's presence report feeds. The page's
+     * buttons post it as a form (answered with the jobs page); its script posts the location
+     * reports with `Accept: application/json` (answered in JSON, errors in the envelope).
+     */
+    async availability(req, res) {
+      await limits.page(req, res);
+      const json = req.accepts(['text/html', 'application/json']) === 'application/json';
+      const refuse = (status: number, code: ErrorCode, title: string, text: string) => {
+        if (json) {
+          res.set({ 'Cache-Control': 'no-store' });
+          res.status(status).json(errorBody(code, text, [], requestIdOf(req)));
+        } else message(res, status, title, text);
+      };
+      const driver = await sessionDriver(req, deps.db, key);
+      if (!driver) {
+        if (json) return refuse(401, 'unauthorized', 'Signed out', 'Sign in again to keep taking jobs.');
+        return signInPage(req, res, 401, DRIVER_HOME_PATH);
+      }
+      const body = (req.body ?? {}) as Record<string, unknown>;
+      if (!formTokenValid(req, key, availabilityAction(driver.id), body.csrf)) {
+        req.log?.warn({ driver: driver.id }, 'driver availability refused: missing or wrong form token');
+        return refuse(
+          403,
+          'forbidden',
+          'This form could not be checked',
+          'It had expired, or this browser blocks cookies. Open your jobs page again and retry.',
+        );
+      }
+      const available = body.available === '1';
+      let at: { lat: number; lng: number } | null;
+      if (available) {
+        at = coordinates(body.lat, body.lng);
+        if (!at) {
+          return refuse(
+            400,
+            'invalid_input',
+            'Your location is needed',
+            'Passengers near you are offered to you by where you are: allow this page to use your location when the browser asks, then start again.',
+          );
+        }
+      } else {
+        // Stopping needs no location: the driver leaves the index; the last known one is kept.
+        const last = await deps
+          .db('drivers')
+          .where({ id: driver.id })
+          .first<{ last_lat: number | null; last_lng: number | null } | undefined>('last_lat', 'last_lng');
+        at = { lat: last?.last_lat ?? 0, lng: last?.last_lng ?? 0 };
+      }
+      const now = new Date();
+      await reportPresence(deps, driver.id, { available, ...at }, now, driver.testMode === true);
+      res.set({ 'Cache-Control': 'no-store' });
+      if (json) {
+        res.status(200).json({ available, at: now.toISOString() });
+        return;
+      }
+      req.log?.info({ driver: driver.id, available }, 'driver availability set on the web');
+      res.redirect(303, DRIVER_HOME_PATH);
+    },
   };
+}
+
+/** A latitude and longitude from form fields, or null when either is missing or out of range. */
+function coordinates(rawLat: unknown, rawLng: unknown): { lat: number; lng: number } | null {
+  if (typeof rawLat !== 'string' || typeof rawLng !== 'string') return null;
+  if (rawLat.trim() === '' || rawLng.trim() === '') return null;
+  const lat = Number(rawLat);
+  const lng = Number(rawLng);
+  if (!Number.isFinite(lat) || !Number.isFinite(lng) || Math.abs(lat) > 90 || Math.abs(lng) > 180) return null;
+  return { lat, lng };
 }

@@ -1,18 +1,96 @@
 import { type Asset, JS, makeAsset } from './assets.ts';
 
 /**
- * The driver pages' only script (`script-src 'self'`, with Subresource Integrity): the offer
- * countdown. Each `[data-countdown]` element carries the seconds left when the server rendered
- * the page (so a phone with a wrong clock still counts right); the script shows them as m:ss in
- * its `.clock` each second, says the time left in its `aria-live="polite"` `.countdown-text`
- * every 15 seconds and for the last 10 (not every second: a screen reader would speak without
- * pause), and when it reaches zero says the offer has closed and reloads the page, which then
- * shows the offer's new state. Without the script the page says the same in words, with the
- * expiry time and a refresh link; the forms work either way.
+ * The driver pages' only script (`script-src 'self'`, with Subresource Integrity).
+ *
+ * The offer countdown. Each `[data-countdown]` element carries the seconds left when the server
+ * rendered the page (so a phone with a wrong clock still counts right); the script shows them as
+ * m:ss in its `.clock` each second, says the time left in its `aria-live="polite"`
+ * `.countdown-text` every 15 seconds and for the last 10 (not every second: a screen reader would
+ * speak without pause), and when it reaches zero says the offer has closed and reloads the page,
+ * which then shows the offer's new state. Without the script the page says the same in words,
+ * with the expiry time and a refresh link; the forms work either way.
+ *
+ * Taking jobs (`[data-availability]` on the jobs page). "Start taking jobs here" asks the
+ * browser for the location, puts it in the form and sends it; a refusal or a failure is said in
+ * the section's status line. While the state is on, the location is watched and posted
+ * (`Accept: application/json`, the form token in the body) every `data-report-seconds` and at
+ * once when it moves more than 200 m, as a driver app's presence reports; a report answered 401
+ * or 403 (signed out, the form token gone) stops the reports and says so.
  */
 export function driverScriptSource(): string {
   return `(function () {
   'use strict';
+  countdowns();
+  availability();
+
+  function availability() {
+    var section = document.querySelector('[data-availability]');
+    if (!section || !navigator.geolocation) return;
+    var status = section.querySelector('.availability-status');
+    var say = function (text) { if (status) status.textContent = text; };
+    var latField = section.querySelector('form input[name="lat"]');
+    var start = latField ? latField.form : null;
+    var options = { enableHighAccuracy: true, timeout: 20000, maximumAge: 15000 };
+    var refused = function (err) {
+      return err && err.code === 1
+        ? 'This browser did not share your location: allow it for this site, then start again.'
+        : 'Your location could not be found: check that location is on, then try again.';
+    };
+    if (start) {
+      start.addEventListener('submit', function (event) {
+        if (start.elements.lat.value !== '') return;
+        event.preventDefault();
+        say('Finding your location…');
+        navigator.geolocation.getCurrentPosition(function (pos) {
+          start.elements.lat.value = String(pos.coords.latitude);
+          start.elements.lng.value = String(pos.coords.longitude);
+          start.submit();
+        }, function (err) { say(refused(err)); }, options);
+      });
+    }
+    if (section.getAttribute('data-availability') !== 'on') return;
+    var every = Math.max(1, Number(section.getAttribute('data-report-seconds')) || 30) * 1000;
+    var action = section.getAttribute('data-action');
+    var csrf = section.getAttribute('data-csrf');
+    var latest = null;
+    var sent = null;
+    var stopped = false;
+    var watch = null;
+    function metres(a, b) {
+      var rad = Math.PI / 180;
+      var x = (b.lng - a.lng) * rad * Math.cos(((a.lat + b.lat) / 2) * rad);
+      var y = (b.lat - a.lat) * rad;
+      return Math.sqrt(x * x + y * y) * 6371000;
+    }
+    function report() {
+      if (stopped || !latest) return;
+      var at = latest;
+      var body = 'csrf=' + encodeURIComponent(csrf) + '&available=1&lat=' + at.lat + '&lng=' + at.lng;
+      fetch(action, {
+        method: 'POST',
+        credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded', Accept: 'application/json' },
+        body: body
+      }).then(function (res) {
+        if (res.ok) { sent = at; say(''); return; }
+        if (res.status === 401 || res.status === 403) {
+          stopped = true;
+          if (watch !== null) navigator.geolocation.clearWatch(watch);
+          say('You are signed out, so you stopped taking jobs: open this page again and sign in.');
+          return;
+        }
+        say('Your location could not be sent just now: trying again.');
+      }, function () { say('No connection: your location will be sent when it is back.'); });
+    }
+    watch = navigator.geolocation.watchPosition(function (pos) {
+      latest = { lat: pos.coords.latitude, lng: pos.coords.longitude };
+      if (!sent || metres(sent, latest) > 200) report();
+    }, function (err) { say(refused(err)); }, options);
+    setInterval(report, every);
+  }
+
+  function countdowns() {
   var timers = document.querySelectorAll('[data-countdown]');
   if (!timers.length) return;
   var now = function () { return window.performance && performance.now ? performance.now() : Date.now(); };
@@ -50,6 +128,7 @@ export function driverScriptSource(): string {
     if (open > 0) setTimeout(tick, 1000 - ((t - start) % 1000));
   }
   tick();
+  }
 })();
 `;
 }

@@ -9,6 +9,7 @@ import { BOOK_PATH, bookHandlers, REQUOTE_PATH } from './book-page.ts';
 import { DOCS_PATH, DOCS_SCRIPT_FILE, docsHandlers, docsScript, SWAGGER_ASSET_PATH } from './docs-page.ts';
 import {
   DRIVER_ACCEPT_PATH,
+  DRIVER_AVAILABILITY_PATH,
   DRIVER_DECLINE_PATH,
   DRIVER_HOME_PATH,
   DRIVER_JOB_PATH,
@@ -89,6 +90,7 @@ export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
   router.post(DRIVER_ACCEPT_PATH, handle(withForm(driver.accept)));
   router.post(DRIVER_DECLINE_PATH, handle(withForm(driver.decline)));
   router.post(DRIVER_STATUS_PATH, handle(withForm(driver.status)));
+  router.post(DRIVER_AVAILABILITY_PATH, handle(withForm(driver.availability)));
 
   // The e-mail verification link opened in a browser: a page with a Confirm button (JSON
   // callers go on to the API route of the same path).
