@@ -16,7 +16,13 @@ export type ChargeOutcome = { invoiceId: string; state: 'paid' | 'due' } | { inv
 
 export interface PaymentProvider {
   readonly name: string;
-  /** Charge a batch of invoices; one outcome per invoice (a missing outcome counts as an error). */
+  /**
+   * Charge a batch of invoices; one outcome per invoice (a missing outcome counts as an error).
+   * The invoice id is the idempotency key a charging provider must pass on (a card provider's
+   * Idempotency-Key): `chargeInvoices` holds the invoices' row locks during this call and records
+   * the outcomes in the same transaction, so a crash after the provider charged and before that
+   * commit leaves the invoices `issued`, and the next run asks again for the same invoice ids.
+   */
   charge(charges: readonly InvoiceCharge[]): Promise<ChargeOutcome[]>;
 }
 
