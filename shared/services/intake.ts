@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { safeEqual, sha256, unseal } from '../crypto.ts';
@@ -152,6 +152,9 @@ export function assertActive(partner: IntakePartner): void {
  * accepted), compared in constant time. Anything missing or wrong is 401, the same answer
  * whether or not the partner exists.
  */
+/** Signs for a partner id that does not exist: the check still runs, and never matches (see partnerBySignature). */
+const UNKNOWN_PARTNER_SECRET = randomBytes(32);
+
 export async function partnerBySignature(
   db: Db,
   key: Buffer,
@@ -168,12 +171,13 @@ export async function partnerBySignature(
   const row = await db('partners')
     .where({ id: partnerId.toLowerCase() })
     .first<{ signing_secret_sealed: string } | undefined>('signing_secret_sealed');
-  if (!row) throw unauthorized();
-  const secret = unseal(row.signing_secret_sealed, key);
+  // An unknown partner id costs the same HMAC as a known one, so the answer's timing does not
+  // tell whether an id exists (the 401 is the same either way).
+  const secret = row ? unseal(row.signing_secret_sealed, key) : UNKNOWN_PARTNER_SECRET;
   const expected = createHmac('sha256', secret)
     .update(rawBody ?? Buffer.alloc(0))
     .digest('hex');
-  if (!safeEqual(expected, signature)) throw unauthorized();
+  if (!safeEqual(expected, signature) || !row) throw unauthorized();
   const partner = await loadPartner(db, partnerId.toLowerCase());
   if (!partner) throw unauthorized();
   return partner;
