@@ -7,6 +7,7 @@ import { applyDriver, authenticateDriver } from '../shared/services/drivers.ts';
 import { createOperator, disableOperator } from '../shared/services/operators.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { DEMO_OPERATOR_EMAIL, seedDemo } from '../shared/services/seed.ts';
+import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { CookieJar, csrfOf, expectSafePage, getPage, postForm } from './helpers/pages.ts';
 import { runTs } from './helpers/process.ts';
@@ -419,6 +420,47 @@ describe('operator pages: drivers', () => {
     );
     const audit = await db()('audit_log').where({ subject_id: partner.id, action: 'partner.trial_extend' }).first();
     expect(audit.actor).toBe(`operator:${op.id}`);
+  });
+});
+
+describe('operator pages: drivers taking jobs', () => {
+  it('counts the drivers taking jobs now and says on each approved driver whether they are', async () => {
+    const { jar } = await session();
+    const d = await approvedDriver(db(), { name: 'Owen Online' });
+    const presence = async (available: boolean) => {
+      const res = await fetch(`${api.url}/api/public/v1/driver/presence`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${d.token}` },
+        body: JSON.stringify({ available, lat: 53.4774, lng: -2.2309 }),
+      });
+      expect(res.status, await res.text()).toBe(200);
+    };
+    const card = (html: string) =>
+      new RegExp(`<article class="card" id="driver-${d.id}"[\\s\\S]*?</article>`).exec(html)?.[0] ?? '';
+
+    await presence(true);
+    const home = await getPage(api.url, '/operator', jar);
+    expect(home.html).toMatch(
+      /<li><strong>1<\/strong><a href="\/operator\/drivers\?status=approved">Drivers taking jobs now<\/a><\/li>/,
+    );
+    const on = await getPage(api.url, '/operator/drivers?status=approved', jar);
+    expect(card(on.html)).toMatch(/<dt>Taking jobs<\/dt><dd>yes, last location report <time datetime="[^"]+">/);
+
+    await presence(false);
+    expect((await getPage(api.url, '/operator', jar)).html).toContain(
+      '<li><strong>0</strong><a href="/operator/drivers?status=approved">Drivers taking jobs now</a></li>',
+    );
+    expect(card((await getPage(api.url, '/operator/drivers?status=approved', jar)).html)).toContain(
+      '<dt>Taking jobs</dt><dd>no</dd>',
+    );
+    // A pending application says nothing about taking jobs.
+    const pending = await pendingDriver('Pat Pending');
+    const list = await getPage(api.url, '/operator/drivers', jar);
+    const pendingCard = new RegExp(`<article class="card" id="driver-${pending}"[\\s\\S]*?</article>`).exec(
+      list.html,
+    )?.[0];
+    expect(pendingCard).toBeDefined();
+    expect(pendingCard).not.toContain('Taking jobs');
   });
 });
 

@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import type { Db } from '../../../shared/db/knex.ts';
 import { checkEndpointUrl, EndpointUrlError, endpointUrlRules } from '../../../shared/net/public-address.ts';
 import { issueApiKey, listApiKeys, revokeApiKeyAs } from '../../../shared/services/api-keys.ts';
+import { presenceIndex } from '../../../shared/services/dispatch.ts';
 import {
   approveDriver,
   DRIVER_STATUSES,
@@ -181,14 +182,26 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
       req.log?.warn({ err }, 'queue counts unavailable');
       queueRows = ['<tr><td colspan="5">Queue counts are unavailable: Redis did not answer.</td></tr>'];
     }
-    const tile = (n: number, label: string, href: string) =>
+    const tile = (n: number | string, label: string, href: string) =>
       `<li><strong>${n}</strong><a href="${href}">${escapeHtml(label)}</a></li>`;
+    // Live drivers in the presence index (sandbox drivers have their own index and are not counted).
+    const taking = await presenceIndex(deps.redis, deps.config)
+      .count(Date.now())
+      .catch((err: unknown) => {
+        req.log?.warn({ err }, 'presence count unavailable');
+        return null;
+      });
     send(req, res, 200, 'Overview', '/operator', [
       `<h1>Hello, ${escapeHtml(sessionOf(res).operator.name)}</h1>`,
       '<h2 id="counts-h">At a glance</h2>',
       '<ul class="counts" aria-labelledby="counts-h">',
       tile(pending, 'Driver applications pending', '/operator/drivers'),
       tile(approved, 'Approved drivers', '/operator/drivers?status=approved'),
+      tile(
+        taking ?? '?',
+        taking === null ? 'Drivers taking jobs (Redis did not answer)' : 'Drivers taking jobs now',
+        '/operator/drivers?status=approved',
+      ),
       tile(partners, 'Partners', '/operator/partners'),
       tile(keys, 'Active API keys', '/operator/partners'),
       tile(dead, 'Dead webhook deliveries', '/operator/webhooks'),
@@ -234,6 +247,8 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
     vehicle: Record<string, unknown> | undefined,
     csrf: string,
     filter: DriverFilter,
+    /** Approved drivers only: their live position's last report, null when not taking jobs; undefined when unknown. */
+    presence: { lastSeenAt: number } | null | undefined,
   ): string {
     const back = `<input type="hidden" name="back" value="${escapeHtml(filter)}">`;
     const who = `<span class="sr-only"> ${escapeHtml(d.name)}</span>`;
@@ -273,6 +288,17 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
       `<h3 id="driver-${d.id}-h">${escapeHtml(d.name)}</h3>`,
       '<dl>',
       `<dt>Status</dt><dd>${escapeHtml(STATUS_TEXT[d.status])}</dd>`,
+      ...(d.status === 'approved'
+        ? [
+            `<dt>Taking jobs</dt><dd>${
+              presence === undefined
+                ? 'unknown: Redis did not answer'
+                : presence === null
+                  ? 'no'
+                  : `yes, last location report ${date(new Date(presence.lastSeenAt))}`
+            }</dd>`,
+          ]
+        : []),
       `<dt>Applied</dt><dd>${date(d.createdAt)}</dd>`,
       `<dt>Mobile</dt><dd>${escapeHtml(d.phone)}</dd>`,
       `<dt>E-mail</dt><dd>${escapeHtml(d.email)}</dd>`,
@@ -307,6 +333,15 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
           .select('driver_id', 'make', 'model', 'colour', 'registration', 'class', 'seats', 'wheelchair_accessible')
       : [];
     const byDriver = new Map<string, Record<string, unknown>>(vehicles.map((v) => [v.driver_id as string, v]));
+    const approvedIds = list.filter((d) => d.status === 'approved').map((d) => d.id);
+    const live = approvedIds.length
+      ? await presenceIndex(deps.redis, deps.config)
+          .positions(approvedIds, Date.now())
+          .catch((err: unknown) => {
+            req.log?.warn({ err }, 'driver presence unavailable');
+            return null;
+          })
+      : new Map();
     const done = await driverDone(req.query.done, req.query.id);
     const csrf = sessionFormToken(req, res, deps);
     const label = FILTERS.find((f) => f.value === filter)?.label ?? '';
@@ -320,7 +355,11 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
       ),
       '</ul></nav>',
       `<h2>${escapeHtml(label)} (${list.length})</h2>`,
-      ...(list.length === 0 ? ['<p>None.</p>'] : list.map((d) => driverCard(d, byDriver.get(d.id), csrf, filter))),
+      ...(list.length === 0
+        ? ['<p>None.</p>']
+        : list.map((d) =>
+            driverCard(d, byDriver.get(d.id), csrf, filter, live ? (live.get(d.id) ?? null) : undefined),
+          )),
       '<p class="muted">Approving sends the driver their app token by SMS and e-mail and starts the 90-day free trial; approving again issues a new token. Rejecting or suspending ends their token.</p>',
     ]);
   }
