@@ -613,9 +613,10 @@ describe('taking jobs from the page', () => {
     const badPlace = await postForm(
       api.url,
       '/driver/availability',
-      { csrf, available: '1', lat: '95', lng: '0' },
+      { csrf, available: '1', lat: '86', lng: '0' },
       jar,
     );
+    // Beyond the presence index's latitudes (Web Mercator): refused like the API's presence report.
     expect(badPlace.status).toBe(400);
 
     // With the location the page's script puts in the form.
@@ -646,7 +647,13 @@ describe('taking jobs from the page', () => {
 
     // The script's report (JSON): a move is recorded at once.
     const moved = near(1.5);
-    const r = await report(jar, { csrf, available: '1', lat: String(moved.lat), lng: String(moved.lng) });
+    const r = await report(jar, {
+      csrf,
+      available: '1',
+      report: '1',
+      lat: String(moved.lat),
+      lng: String(moved.lng),
+    });
     expect(r.status).toBe(200);
     expect(await r.json()).toMatchObject({ available: true, at: expect.any(String) });
     expect((await positionOf(d.id))?.lat).toBeCloseTo(moved.lat, 4);
@@ -659,6 +666,7 @@ describe('taking jobs from the page', () => {
     expect(((await anonymous.json()) as { error: { code: string } }).error.code).toBe('unauthorized');
     expect((await positionOf(d.id))?.lat).toBeCloseTo(moved.lat, 4);
 
+    const seenBeforeStop = await env.rt.db('drivers').where({ id: d.id }).first('last_lat', 'last_seen_at');
     // Stop: off the map at once, and the page says so.
     const stopped = await postForm(
       api.url,
@@ -669,6 +677,42 @@ describe('taking jobs from the page', () => {
     expect(stopped.status).toBe(303);
     expect(await positionOf(d.id)).toBeUndefined();
     expect((await getPage(api.url, '/driver', jar)).html).toContain('<strong>You are not taking jobs.</strong>');
-    expect(await env.rt.db('drivers').where({ id: d.id }).first('available')).toEqual({ available: false });
+    // The last known location and its time stay as they were (no made-up position).
+    expect(await env.rt.db('drivers').where({ id: d.id }).first('available', 'last_lat', 'last_seen_at')).toEqual({
+      available: false,
+      ...seenBeforeStop,
+    });
+    // A page left open (another tab) keeps reporting: a report never starts taking jobs again.
+    const stale = await report(jar, {
+      csrf,
+      available: '1',
+      report: '1',
+      lat: String(here.lat),
+      lng: String(here.lng),
+    });
+    expect(stale.status).toBe(409);
+    expect(((await stale.json()) as { error: { code: string } }).error.code).toBe('conflict');
+    expect(await positionOf(d.id)).toBeUndefined();
+  });
+
+  it('a sandbox driver signed in on the web takes jobs in the sandbox presence index, never the live one', async () => {
+    const d = await approvedDriver(env.rt.db, { name: 'Sandy Sandbox' });
+    await env.rt.db('drivers').where({ id: d.id }).update({ test_mode: true });
+    const jar = await signedIn(d);
+    const csrf = csrfOf((await getPage(api.url, '/driver', jar)).html, '/driver/availability');
+    const here = near(0.2);
+    const started = await postForm(
+      api.url,
+      '/driver/availability',
+      { csrf, available: '1', lat: String(here.lat), lng: String(here.lng) },
+      jar,
+    );
+    expect(started.status).toBe(303);
+    const sandbox = presenceIndex(env.rt.redis, env.config, true);
+    expect((await sandbox.positions([d.id], Date.now())).has(d.id)).toBe(true);
+    expect(await positionOf(d.id)).toBeUndefined();
+    expect((await getPage(api.url, '/driver', jar)).html).toContain('<strong>You are taking jobs.</strong>');
+    await postForm(api.url, '/driver/availability', { csrf, available: '0' }, jar);
+    expect((await sandbox.positions([d.id], Date.now())).has(d.id)).toBe(false);
   });
 });

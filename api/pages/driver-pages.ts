@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
+import { MAX_LAT } from '../../shared/dispatch/presence-index.ts';
 import { normaliseReference } from '../../shared/domain/reference.ts';
 import { AppError, type ErrorCode, errorBody } from '../../shared/errors.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
@@ -437,7 +438,7 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
    * browser (geolocation) and puts in the form; while the state is on, the script reports the
    * location every `reportSeconds` and when it moves, as a driver app does.
    */
-  function availabilitySection(req: Request, res: Response, driver: DriverIdentity, live: boolean): string[] {
+  function availabilitySection(req: Request, res: Response, driver: DriverIdentity, live: boolean | null): string[] {
     const csrf = formToken(req, res, key, availabilityAction(driver.id), secure(req));
     const form = (available: boolean, label: string, extra: string[]) => [
       `<form method="post" action="${DRIVER_AVAILABILITY_PATH}">`,
@@ -447,22 +448,33 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
       `<button type="submit"${available ? '' : ' class="secondary"'}>${label}</button>`,
       '</form>',
     ];
+    const start = () => [
+      ...form(true, 'Start taking jobs here', [hidden('lat', ''), hidden('lng', '')]),
+      '<noscript><p>Starting needs your location, which this page reads with JavaScript: turn JavaScript on, or use a driver app.</p></noscript>',
+    ];
+    const status = '<p class="availability-status" role="status" aria-live="polite"></p>';
     return [
-      `<section aria-labelledby="availability-h" data-availability="${live ? 'on' : 'off'}" data-report-seconds="${reportSeconds}" data-action="${DRIVER_AVAILABILITY_PATH}" data-csrf="${escapeHtml(csrf)}">`,
+      `<section aria-labelledby="availability-h" data-availability="${live === null ? 'unknown' : live ? 'on' : 'off'}" data-report-seconds="${reportSeconds}" data-action="${DRIVER_AVAILABILITY_PATH}" data-csrf="${escapeHtml(csrf)}">`,
       '<h2 id="availability-h">Taking jobs</h2>',
-      ...(live
+      ...(live === null
         ? [
-            '<p><strong>You are taking jobs.</strong> Passengers near you can be offered to you.</p>',
-            `<p>Keep this page open while you work: it sends your location every ${reportSeconds} seconds. If it stops (the page closed, the phone asleep), offers stop after ${ttlText}.</p>`,
-            '<p class="availability-status" role="status" aria-live="polite"></p>',
+            '<p><strong>We cannot tell right now whether you are taking jobs</strong>: our live map did not answer. Try again in a minute.</p>',
+            status,
+            ...start(),
             ...form(false, 'Stop taking jobs', []),
           ]
-        : [
-            '<p><strong>You are not taking jobs.</strong> Offers go only to drivers who are.</p>',
-            '<p class="availability-status" role="status" aria-live="polite"></p>',
-            ...form(true, 'Start taking jobs here', [hidden('lat', ''), hidden('lng', '')]),
-            '<noscript><p>Starting needs your location, which this page reads with JavaScript: turn JavaScript on, or use a driver app.</p></noscript>',
-          ]),
+        : live
+          ? [
+              '<p><strong>You are taking jobs.</strong> Passengers near you can be offered to you.</p>',
+              `<p>Keep this page open while you work: it sends your location every ${reportSeconds} seconds. If it stops (the page closed, the phone asleep), offers stop after ${ttlText}.</p>`,
+              status,
+              ...form(false, 'Stop taking jobs', []),
+            ]
+          : [
+              '<p><strong>You are not taking jobs.</strong> Offers go only to drivers who are.</p>',
+              status,
+              ...start(),
+            ]),
       '</section>',
     ];
   }
@@ -756,7 +768,13 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
       const [feed, dashboard, positions] = await Promise.all([
         jobFeed(deps.db, holderOf(driver)),
         driverDashboard(deps.db, driver.id),
-        presenceIndex(deps.redis, config, driver.testMode === true).positions([driver.id], Date.now()),
+        // Redis away: the jobs page still works (its data is in Postgres); the state is unknown.
+        presenceIndex(deps.redis, config, driver.testMode === true)
+          .positions([driver.id], Date.now())
+          .catch((err: unknown) => {
+            req.log?.warn({ err }, 'driver presence unavailable');
+            return null;
+          }),
       ]);
       const declined = typeof req.query.declined === 'string' ? normaliseReference(req.query.declined, prefix) : null;
       const now = Date.now();
@@ -769,7 +787,7 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
               `<div class="alert done" role="status"><p>You declined ${escapeHtml(declined)}. It has gone to another driver.</p></div>`,
             ]
           : []),
-        ...availabilitySection(req, res, driver, positions.has(driver.id)),
+        ...availabilitySection(req, res, driver, positions ? positions.has(driver.id) : null),
         '<section aria-labelledby="offers-h">',
         '<h2 id="offers-h">Offers</h2>',
         ...(offers.length === 0
@@ -910,9 +928,13 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
 
     /**
      * `POST /driver/availability`: start (`available=1` with `lat` and `lng`) or stop taking
-     * jobs, into the same presence index the driver API's presence report feeds. The page's
-     * buttons post it as a form (answered with the jobs page); its script posts the location
-     * reports with `Accept: application/json` (answered in JSON, errors in the envelope).
+     * jobs, in the same presence index the driver API's presence report feeds (the sandbox
+     * index for a sandbox driver). The page's buttons post it as a form (answered with the jobs
+     * page). Its script posts the location reports (`report=1`, `Accept: application/json`,
+     * answered in JSON, errors in the envelope): a report only keeps a driver who is taking jobs
+     * there, never starts one, so a page left open elsewhere does not undo a Stop (here, in
+     * another tab, or by the driver app) nor revive a presence that timed out: it is 409
+     * `conflict`, and the script stops.
      */
     async availability(req, res) {
       await limits.page(req, res);
@@ -938,34 +960,44 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
           'It had expired, or this browser blocks cookies. Open your jobs page again and retry.',
         );
       }
-      const available = body.available === '1';
-      let at: { lat: number; lng: number } | null;
-      if (available) {
-        at = coordinates(body.lat, body.lng);
-        if (!at) {
-          return refuse(
-            400,
-            'invalid_input',
-            'Your location is needed',
-            'Passengers near you are offered to you by where you are: allow this page to use your location when the browser asks, then start again.',
-          );
-        }
-      } else {
-        // Stopping needs no location: the driver leaves the index; the last known one is kept.
-        const last = await deps
-          .db('drivers')
-          .where({ id: driver.id })
-          .first<{ last_lat: number | null; last_lng: number | null } | undefined>('last_lat', 'last_lng');
-        at = { lat: last?.last_lat ?? 0, lng: last?.last_lng ?? 0 };
-      }
+      const index = presenceIndex(deps.redis, config, driver.testMode === true);
       const now = new Date();
-      await reportPresence(deps, driver.id, { available, ...at }, now, driver.testMode === true);
       res.set({ 'Cache-Control': 'no-store' });
-      if (json) {
-        res.status(200).json({ available, at: now.toISOString() });
+      if (body.available !== '1') {
+        // Stop: off the map at once. The last known location and its time are left as they were.
+        await index.remove(driver.id);
+        await deps.db('drivers').where({ id: driver.id }).update({ available: false });
+        req.log?.info({ driver: driver.id, available: false }, 'driver availability set on the web');
+        if (json) {
+          res.status(200).json({ available: false, at: now.toISOString() });
+          return;
+        }
+        res.redirect(303, DRIVER_HOME_PATH);
         return;
       }
-      req.log?.info({ driver: driver.id, available }, 'driver availability set on the web');
+      const at = coordinates(body.lat, body.lng);
+      if (!at) {
+        return refuse(
+          400,
+          'invalid_input',
+          'Your location is needed',
+          'Passengers near you are offered to you by where you are: allow this page to use your location when the browser asks, then start again.',
+        );
+      }
+      if (body.report === '1' && !(await index.positions([driver.id], now.getTime())).has(driver.id)) {
+        return refuse(
+          409,
+          'conflict',
+          'You are not taking jobs',
+          'You stopped taking jobs (on this page, another one or your app), or your location stopped reaching us: start again to take jobs.',
+        );
+      }
+      await reportPresence(deps, driver.id, { available: true, ...at }, now, driver.testMode === true);
+      if (json) {
+        res.status(200).json({ available: true, at: now.toISOString() });
+        return;
+      }
+      req.log?.info({ driver: driver.id, available: true }, 'driver availability set on the web');
       res.redirect(303, DRIVER_HOME_PATH);
     },
   };
@@ -977,6 +1009,9 @@ function coordinates(rawLat: unknown, rawLng: unknown): { lat: number; lng: numb
   if (rawLat.trim() === '' || rawLng.trim() === '') return null;
   const lat = Number(rawLat);
   const lng = Number(rawLng);
-  if (!Number.isFinite(lat) || !Number.isFinite(lng) || Math.abs(lat) > 90 || Math.abs(lng) > 180) return null;
+  // The presence index's (Redis GEO's) range, as the driver API's presence schema.
+  if (!Number.isFinite(lat) || !Number.isFinite(lng) || Math.abs(lat) > MAX_LAT || Math.abs(lng) > 180) {
+    return null;
+  }
   return { lat, lng };
 }

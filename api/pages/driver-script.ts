@@ -14,9 +14,11 @@ import { type Asset, JS, makeAsset } from './assets.ts';
  * Taking jobs (`[data-availability]` on the jobs page). "Start taking jobs here" asks the
  * browser for the location, puts it in the form and sends it; a refusal or a failure is said in
  * the section's status line. While the state is on, the location is watched and posted
- * (`Accept: application/json`, the form token in the body) every `data-report-seconds` and at
- * once when it moves more than 200 m, as a driver app's presence reports; a report answered 401
- * or 403 (signed out, the form token gone) stops the reports and says so.
+ * (`report=1`, `Accept: application/json`, the form token in the body) every
+ * `data-report-seconds` and soon (5 s at most) when it moves more than 200 m, as a driver app's
+ * presence reports: one at a time, and never a fix older than three periods. A report answered
+ * 409 (the driver stopped elsewhere, or the presence timed out), 401 or 403 (signed out, the
+ * form token gone) stops the reports and says so.
  */
 export function driverScriptSource(): string {
   return `(function () {
@@ -55,6 +57,9 @@ export function driverScriptSource(): string {
     var csrf = section.getAttribute('data-csrf');
     var latest = null;
     var sent = null;
+    var lastTry = 0;
+    var busy = false;
+    var later = null;
     var stopped = false;
     var watch = null;
     function metres(a, b) {
@@ -63,31 +68,47 @@ export function driverScriptSource(): string {
       var y = (b.lat - a.lat) * rad;
       return Math.sqrt(x * x + y * y) * 6371000;
     }
-    function report() {
-      if (stopped || !latest) return;
+    function stop(text) {
+      stopped = true;
+      if (watch !== null) navigator.geolocation.clearWatch(watch);
+      say(text);
+    }
+    // One report at a time, at most one every 5 s for a move and one per period otherwise, and
+    // never a fix older than three periods (the GPS stopped: presence then times out by itself).
+    function report(moved) {
+      var t = Date.now();
+      if (stopped || busy || !latest) return;
+      if (t - latest.at > 3 * every) { say('Your location is not updating: check that location is on.'); return; }
+      var wait = (moved ? 5000 : every - 1000) - (t - lastTry);
+      if (wait > 0) {
+        // A move reported too soon after the last report goes when the 5 s are up.
+        if (moved && !later) later = setTimeout(function () { later = null; report(true); }, wait);
+        return;
+      }
+      busy = true;
+      lastTry = t;
       var at = latest;
-      var body = 'csrf=' + encodeURIComponent(csrf) + '&available=1&lat=' + at.lat + '&lng=' + at.lng;
       fetch(action, {
         method: 'POST',
         credentials: 'same-origin',
         headers: { 'Content-Type': 'application/x-www-form-urlencoded', Accept: 'application/json' },
-        body: body
+        body: 'csrf=' + encodeURIComponent(csrf) + '&available=1&report=1&lat=' + at.lat + '&lng=' + at.lng
       }).then(function (res) {
+        busy = false;
         if (res.ok) { sent = at; say(''); return; }
-        if (res.status === 401 || res.status === 403) {
-          stopped = true;
-          if (watch !== null) navigator.geolocation.clearWatch(watch);
-          say('You are signed out, so you stopped taking jobs: open this page again and sign in.');
-          return;
-        }
+        if (res.status === 409) return stop('You are no longer taking jobs: you stopped (here, on another page or in your app), or your location stopped reaching us. Reload this page to start again.');
+        if (res.status === 401 || res.status === 403) return stop('You are signed out, so you stopped taking jobs: open this page again and sign in.');
         say('Your location could not be sent just now: trying again.');
-      }, function () { say('No connection: your location will be sent when it is back.'); });
+      }, function () {
+        busy = false;
+        say('No connection: your location will be sent when it is back.');
+      });
     }
     watch = navigator.geolocation.watchPosition(function (pos) {
-      latest = { lat: pos.coords.latitude, lng: pos.coords.longitude };
-      if (!sent || metres(sent, latest) > 200) report();
+      latest = { lat: pos.coords.latitude, lng: pos.coords.longitude, at: Date.now() };
+      report(!sent || metres(sent, latest) > 200);
     }, function (err) { say(refused(err)); }, options);
-    setInterval(report, every);
+    setInterval(function () { report(false); }, every);
   }
 
   function countdowns() {

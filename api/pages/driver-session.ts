@@ -50,6 +50,7 @@ interface SessionRow {
   name: string;
   status: DriverStatus;
   partner_id: string | null;
+  test_mode: boolean;
   token_hash: Buffer | null;
 }
 
@@ -71,14 +72,15 @@ export async function verifySession(
   const row = await db('drivers')
     .where({ id: driverId, status: 'approved' })
     .whereNotNull('token_hash')
-    .first<SessionRow | undefined>('id', 'name', 'status', 'partner_id', 'token_hash');
+    .first<SessionRow | undefined>('id', 'name', 'status', 'partner_id', 'test_mode', 'token_hash');
   if (!row?.token_hash) return null;
   // Compared as text: base64url has more than one spelling of some byte strings (the last
   // character's spare bits), and only the one we issue counts.
   const expected = Buffer.from(macOf(key, driverId, expiry, row.token_hash).toString('base64url'));
   const given = Buffer.from(mac);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
-  return { id: row.id, name: row.name, status: row.status, partnerId: row.partner_id };
+  // As authenticateDriver answers: a sandbox driver stays one on the web (its own presence index).
+  return { id: row.id, name: row.name, status: row.status, partnerId: row.partner_id, testMode: row.test_mode };
 }
 
 /** The signed-in driver of a request (the `dtn_driver` cookie), or null. */

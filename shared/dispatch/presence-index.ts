@@ -89,7 +89,7 @@ export interface PresenceIndex {
 }
 
 /** GEOADD's accepted latitude range (Web Mercator). */
-const MAX_LAT = 85.05112878;
+export const MAX_LAT = 85.05112878;
 
 /**
  * KEYS: geo, seen. ARGV: lng, lat, want, startKm, maxKm, cutoff (live iff seen >= cutoff), maxCount.
