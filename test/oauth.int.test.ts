@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../shared/crypto.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { isEmailVerified } from '../shared/services/email-verification.ts';
-import { pruneOAuth } from '../shared/services/oauth.ts';
+import { markAuthorizationEmailVerified, pruneOAuth, setAuthorizationEmail } from '../shared/services/oauth.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import {
@@ -516,6 +516,25 @@ describe('authorization code with PKCE S256 through the page', () => {
     const ownB = await tabB.post(`${url}/authorize/code`, { request: b.request, code: b.code });
     expect(ownB.status).toBe(200);
     expect(ownB.html).toContain('value="approve"');
+  });
+
+  it('marks verified only the address whose code was checked, not one entered meanwhile on the same request', async () => {
+    const reg = await registerClient(url, { client_name: 'Swapper' });
+    const tab = new Browser();
+    const page = await tab.get(authorizeUrl({ url, clientId: reg.json.client_id, challenge: pkce().challenge }));
+    const request = requestTokenOf(page.html);
+    const own = 'own.address@example.org';
+    expect((await tab.post(`${url}/authorize/email`, { request, email: own })).status).toBe(200);
+    const row = await env.rt.db('oauth_authorizations').where({ client_id: reg.json.client_id }).first();
+    const checked = { email: own, verificationId: row.verification_id as string };
+    // Another post on the same request puts another address (and its verification) there
+    // between the code check and the mark: the mark for the old address does nothing.
+    await setAuthorizationEmail(env.rt.db, row.id, 'someone.else@example.org', checked.verificationId);
+    expect(await markAuthorizationEmailVerified(env.rt.db, row.id, checked)).toBe(false);
+    expect((await env.rt.db('oauth_authorizations').where({ id: row.id }).first()).email_verified_at).toBeNull();
+    // Back to the checked address: the mark applies.
+    await setAuthorizationEmail(env.rt.db, row.id, own, checked.verificationId);
+    expect(await markAuthorizationEmailVerified(env.rt.db, row.id, checked)).toBe(true);
   });
 
   it('sends the passenger back with error=access_denied when they deny', async () => {

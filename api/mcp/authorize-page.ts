@@ -404,7 +404,20 @@ export function codeSubmitted(deps: ApiDeps): Step {
       send(res, 400, codeStep(view, problem), pending.redirectUri);
       return;
     }
-    await markAuthorizationEmailVerified(deps.db, pending.id);
+    const marked = await markAuthorizationEmailVerified(deps.db, pending.id, {
+      email: pending.email,
+      verificationId: pending.verificationId,
+    });
+    if (!marked) {
+      // The address changed while this code was checked (another post on the same request).
+      send(
+        res,
+        400,
+        emailStep(view, 'Your e-mail address changed: confirm it with its own code.'),
+        pending.redirectUri,
+      );
+      return;
+    }
     send(res, 200, consentStep(view), pending.redirectUri);
   };
 }

@@ -341,8 +341,22 @@ export async function setAuthorizationEmail(
 }
 
 /** The passenger proved they read that mailbox. */
-export async function markAuthorizationEmailVerified(db: Queryable, id: string, now = new Date()): Promise<void> {
-  await db('oauth_authorizations').where({ id }).whereNull('decision').update({ email_verified_at: now });
+/**
+ * Mark the authorization's address verified, only if it is still the address (and the
+ * verification) whose code was checked: a new address entered meanwhile on the same request
+ * (another post racing the code) is not marked by the old address's code. False when it was not.
+ */
+export async function markAuthorizationEmailVerified(
+  db: Queryable,
+  id: string,
+  checked: { email: string; verificationId: string },
+  now = new Date(),
+): Promise<boolean> {
+  const updated = await db('oauth_authorizations')
+    .where({ id, email: checked.email, verification_id: checked.verificationId })
+    .whereNull('decision')
+    .update({ email_verified_at: now });
+  return updated > 0;
 }
 
 /**
