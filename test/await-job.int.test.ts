@@ -96,6 +96,17 @@ describe('awaitJob', () => {
     await expect(awaitJob(q, quiet, job, 300)).rejects.toBeInstanceOf(JobWaitTimeout);
   });
 
+  it('rejects at once with the reason when its signal is aborted (the caller shutting down)', async () => {
+    const q = queue('nobody-listens');
+    const quiet = await eventsFor('nobody-listens');
+    const job = await q.add('x', { n: 1 }, opts);
+    const controller = new AbortController();
+    const waiting = awaitJob(q, quiet, job, 60_000, controller.signal);
+    controller.abort(new Error('shutting down'));
+    await expect(waiting).rejects.toThrow('shutting down');
+    await expect(awaitJob(q, quiet, job, 60_000, controller.signal)).rejects.toThrow('shutting down');
+  });
+
   it('rejects with the Redis error, not after the timeout, when the connection fails during the wait', async () => {
     const conn = connection('producer');
     const q = new Queue('nobody-listens', { connection: conn, prefix });

@@ -19,41 +19,66 @@ export class JobWaitTimeout extends Error {
  * failed (its failed reason), Redis failed (its error), or nothing arrived in `timeoutMs`
  * (`JobWaitTimeout`).
  *
- * Listeners go on before the check, so a job that finishes in between is seen either way.
+ * The answer normally comes as the QueueEvents event. The stored job is read only when no
+ * event came within `CHECK_AFTER_MS` (and every `CHECK_EVERY_MS` after), so the common case
+ * costs no extra Redis round trip, and a job whose event was missed (it finished before the
+ * listeners were on, or while the QueueEvents connection was reconnecting) is still answered.
  */
-export function awaitJob(queue: Queue, events: QueueEvents, job: Job, timeoutMs: number): Promise<unknown> {
+/** First look at the stored job when no event came (ms after the wait began). */
+export const CHECK_AFTER_MS = 200;
+/** Later looks at the stored job, while no event comes. */
+export const CHECK_EVERY_MS = 1_000;
+
+export function awaitJob(
+  queue: Queue,
+  events: QueueEvents,
+  job: Job,
+  timeoutMs: number,
+  /** Aborted (the caller is shutting down): the wait rejects at once with the signal's reason. */
+  signal?: AbortSignal,
+): Promise<unknown> {
   const jobId = job.id as string;
-  // Per-job event names (`completed:<id>`) and 'closing' are outside BullMQ's typed listeners.
+  // Per-job event names (`completed:<id>`) are outside BullMQ's typed listeners.
   const ee = events as unknown as EventEmitter;
-  const q = queue as unknown as EventEmitter;
   return new Promise<unknown>((resolve, reject) => {
     let settled = false;
     const completedEvent = `completed:${jobId}`;
     const failedEvent = `failed:${jobId}`;
+    let check: NodeJS.Timeout | undefined;
     const finish = (fn: () => void) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      clearTimeout(check);
       ee.removeListener(completedEvent, onCompleted);
       ee.removeListener(failedEvent, onFailed);
-      q.removeListener('closing', onClosing);
+      signal?.removeEventListener('abort', onAbort);
       fn();
     };
     const onCompleted = (args: { returnvalue: unknown }) => finish(() => resolve(args.returnvalue));
     const onFailed = (args: { failedReason: string }) => finish(() => reject(new Error(args.failedReason)));
-    const onClosing = () => finish(() => reject(new Error('queue closing')));
+    const onAbort = () => finish(() => reject(signal?.reason ?? new Error('aborted')));
     const timer = setTimeout(() => finish(() => reject(new JobWaitTimeout(jobId, timeoutMs))), timeoutMs);
+    const lookAtStoredJob = () => {
+      Job.fromId(queue, jobId)
+        .then(async (stored) => {
+          if (settled) return;
+          if (!stored) return finish(() => reject(new Error(`job ${jobId} is gone`)));
+          if (!stored.finishedOn) {
+            // Waiting or active: the event will tell, or the next look.
+            check = setTimeout(lookAtStoredJob, CHECK_EVERY_MS);
+            return;
+          }
+          // A job that completed after a failed attempt keeps its failedReason: ask its state then.
+          const failed = Boolean(stored.failedReason) && (await stored.getState()) === 'failed';
+          finish(() => (failed ? reject(new Error(stored.failedReason)) : resolve(stored.returnvalue)));
+        })
+        .catch((err: unknown) => finish(() => reject(err)));
+    };
     ee.on(completedEvent, onCompleted);
     ee.on(failedEvent, onFailed);
-    q.on('closing', onClosing);
-    Job.fromId(queue, jobId)
-      .then(async (stored) => {
-        if (!stored) return finish(() => reject(new Error(`job ${jobId} is gone`)));
-        if (!stored.finishedOn) return; // waiting or active: the events will tell
-        // A job that completed after a failed attempt keeps its failedReason: ask its state then.
-        const failed = Boolean(stored.failedReason) && (await stored.getState()) === 'failed';
-        finish(() => (failed ? reject(new Error(stored.failedReason)) : resolve(stored.returnvalue)));
-      })
-      .catch((err: unknown) => finish(() => reject(err)));
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    check = setTimeout(lookAtStoredJob, Math.min(CHECK_AFTER_MS, timeoutMs));
   });
 }

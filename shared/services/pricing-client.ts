@@ -35,6 +35,10 @@ export function createPricingClient(
 ): PricingClient {
   let queueEvents: QueueEvents | null = null;
   let ready: Promise<void> | null = null;
+  let isReady = false;
+  // Aborted by close(): every wait still under way answers 503 at once, not after its timeout.
+  const closing = new AbortController();
+  const unavailable = (message: string) => new AppError('service_unavailable', message, [], { 'Retry-After': '5' });
   const eventsReady = async (): Promise<QueueEvents> => {
     if (!queueEvents) {
       queueEvents = new QueueEvents(queue.name, { connection: events(), prefix });
@@ -42,12 +46,31 @@ export function createPricingClient(
       // Every waiting request listens for its job: hundreds at once is normal here.
       queueEvents.setMaxListeners(0);
       queue.setMaxListeners(0);
-      ready = queueEvents.waitUntilReady().then(() => undefined);
+      ready = queueEvents.waitUntilReady().then(() => {
+        isReady = true;
+      });
+      ready.catch(() => {}); // awaited below; a rejection here is not unhandled
     }
-    await ready;
+    if (!isReady) {
+      // Its connection waits for Redis for ever: a request waits at most its timeout for it.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(unavailable('Pricing is briefly unavailable; retry in a few seconds.')),
+          timeoutMs,
+        );
+      });
+      try {
+        await Promise.race([ready, late]);
+      } catch (err) {
+        if (err instanceof AppError) throw err;
+        throw unavailable('Pricing is briefly unavailable; retry in a few seconds.');
+      } finally {
+        clearTimeout(timer);
+      }
+    }
     return queueEvents;
   };
-  const unavailable = (message: string) => new AppError('service_unavailable', message, [], { 'Retry-After': '5' });
 
   async function send(batch: Waiting[]): Promise<void> {
     try {
@@ -64,7 +87,7 @@ export function createPricingClient(
       }
       let result: unknown;
       try {
-        result = await awaitJob(queue, qe, job, timeoutMs);
+        result = await awaitJob(queue, qe, job, timeoutMs, closing.signal);
       } catch (err) {
         const timedOut = err instanceof JobWaitTimeout;
         throw unavailable(
@@ -104,6 +127,7 @@ export function createPricingClient(
       });
     },
     async close() {
+      closing.abort(unavailable('Pricing is shutting down; retry in a few seconds.'));
       await queueEvents?.close();
     },
   };
