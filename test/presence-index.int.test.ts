@@ -202,6 +202,28 @@ describe('presence index', () => {
     expect(await index.count()).toBe(1);
   });
 
+  it('refresh moves a live driver and renews the heartbeat, and never adds a removed or stale one', async () => {
+    const index = freshIndex();
+    const live = randomUUID();
+    await put(index, live, CHARING_CROSS);
+    expect(await index.refresh(live, TRAFALGAR_SQUARE[0], TRAFALGAR_SQUARE[1], NOW + 1000)).toBe(true);
+    const moved = (await index.positions([live], NOW + 1000)).get(live);
+    expect(moved?.lat).toBeCloseTo(TRAFALGAR_SQUARE[0], 4);
+    expect(moved?.lastSeenAt).toBe(NOW + 1000);
+
+    const removed = randomUUID();
+    await put(index, removed, CHARING_CROSS);
+    await index.remove(removed);
+    expect(await index.refresh(removed, CHARING_CROSS[0], CHARING_CROSS[1], NOW)).toBe(false);
+    const never = randomUUID();
+    expect(await index.refresh(never, CHARING_CROSS[0], CHARING_CROSS[1], NOW)).toBe(false);
+    const stale = randomUUID();
+    await put(index, stale, CHARING_CROSS, NOW - TTL - 1);
+    expect(await index.refresh(stale, CHARING_CROSS[0], CHARING_CROSS[1], NOW)).toBe(false);
+    const found = await index.nearest(CHARING_CROSS[0], CHARING_CROSS[1], { want: 5, maxRadiusKm: 2, nowMs: NOW });
+    expect(found.map((d) => d.driverId)).toEqual([live]);
+  });
+
   it('rejects bad input before touching Redis', async () => {
     const index = freshIndex();
     await expect(index.report(randomUUID(), { available: true, lat: 91, lng: 0 }, NOW)).rejects.toThrow(RangeError);

@@ -984,7 +984,17 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
           'Passengers near you are offered to you by where you are: allow this page to use your location when the browser asks, then start again.',
         );
       }
-      if (body.report === '1' && !(await index.positions([driver.id], now.getTime())).has(driver.id)) {
+      // A report moves a driver who is taking jobs, atomically (never adds one back).
+      const report = body.report === '1';
+      const recorded = await reportPresence(
+        deps,
+        driver.id,
+        { available: true, ...at },
+        now,
+        driver.testMode === true,
+        { onlyIfLive: report },
+      );
+      if (!recorded) {
         return refuse(
           409,
           'conflict',
@@ -992,7 +1002,6 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
           'You stopped taking jobs (on this page, another one or your app), or your location stopped reaching us: start again to take jobs.',
         );
       }
-      await reportPresence(deps, driver.id, { available: true, ...at }, now, driver.testMode === true);
       if (json) {
         res.status(200).json({ available: true, at: now.toISOString() });
         return;

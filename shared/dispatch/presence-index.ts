@@ -79,6 +79,12 @@ export interface PresenceIndex {
   positions(driverIds: readonly string[], nowMs: number): Promise<Map<string, NearbyDriverPosition>>;
   /** Record a driver's report: available → indexed at (lat, lng) with heartbeat nowMs; not → removed. */
   report(driverId: string, report: PresenceReport, nowMs: number): Promise<void>;
+  /**
+   * A heartbeat that never makes a driver available: moves a driver who is live now (seen
+   * within the TTL) to (lat, lng) with heartbeat nowMs, atomically; false, changing nothing,
+   * for one who is not (removed, or stale).
+   */
+  refresh(driverId: string, lat: number, lng: number, nowMs: number): Promise<boolean>;
   remove(driverId: string): Promise<void>;
   /** Live drivers nearest to (lat, lng), nearest first, at most `want`, within `maxRadiusKm`. */
   nearest(lat: number, lng: number, opts: NearestOptions): Promise<NearbyDriver[]>;
@@ -154,6 +160,18 @@ end
 return #ids
 `;
 
+/**
+ * KEYS: geo, seen. ARGV: id, lng, lat, now, cutoff (live iff seen >= cutoff). Moves a live
+ * member and renews its heartbeat; returns 1, or 0 when it is absent or stale.
+ */
+const REFRESH_LUA = `
+local seen = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not seen or tonumber(seen) < tonumber(ARGV[5]) then return 0 end
+redis.call('GEOADD', KEYS[1], ARGV[2], ARGV[3], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
+return 1
+`;
+
 interface Script {
   run(redis: Redis, keys: string[], args: (string | number)[]): Promise<unknown>;
 }
@@ -177,6 +195,7 @@ function script(source: string): Script {
 
 const nearestScript = script(NEAREST_LUA);
 const sweepScript = script(SWEEP_LUA);
+const refreshScript = script(REFRESH_LUA);
 
 function checkDriverId(driverId: string): void {
   if (typeof driverId !== 'string' || driverId.length === 0) throw new TypeError('driverId must be a non-empty string');
@@ -226,6 +245,14 @@ export function createPresenceIndex(redis: Redis, opts: PresenceIndexOptions): P
       } else {
         checkExec(await redis.multi().zrem(keys.geo, driverId).zrem(keys.seen, driverId).exec());
       }
+    },
+
+    async refresh(driverId, lat, lng, nowMs) {
+      checkDriverId(driverId);
+      checkPoint(lat, lng);
+      checkNow(nowMs);
+      const kept = await refreshScript.run(redis, [keys.geo, keys.seen], [driverId, lng, lat, nowMs, nowMs - ttlMs]);
+      return Number(kept) === 1;
     },
 
     async remove(driverId) {

@@ -412,8 +412,15 @@ export async function reportPresence(
   report: { available: boolean; lat: number; lng: number },
   now = new Date(),
   testMode = false,
-): Promise<void> {
-  await presenceIndex(deps.redis, deps.config, testMode).report(driverId, report, now.getTime());
+  /** A heartbeat that never makes the driver available: false, changing nothing, unless they are live. */
+  opts: { onlyIfLive?: boolean } = {},
+): Promise<boolean> {
+  const index = presenceIndex(deps.redis, deps.config, testMode);
+  if (opts.onlyIfLive && report.available) {
+    if (!(await index.refresh(driverId, report.lat, report.lng, now.getTime()))) return false;
+  } else {
+    await index.report(driverId, report, now.getTime());
+  }
   await deps
     .db('drivers')
     .where({ id: driverId })
@@ -424,4 +431,5 @@ export async function reportPresence(
         .orWhere('last_seen_at', '<', new Date(now.getTime() - 30_000)),
     )
     .update({ available: report.available, last_lat: report.lat, last_lng: report.lng, last_seen_at: now });
+  return true;
 }
