@@ -593,6 +593,11 @@ describe('taking jobs from the page', () => {
       },
       body: new URLSearchParams(fields).toString(),
     });
+  /** The page's form, posted as the browser does (its script put the location in the form). */
+  const availability = (jar: CookieJar, csrf: string, fields: Record<string, string>) =>
+    postForm(api.url, '/driver/availability', { csrf, ...fields }, jar);
+  const start = (jar: CookieJar, csrf: string, at: { lat: number; lng: number }) =>
+    availability(jar, csrf, { available: '1', lat: String(at.lat), lng: String(at.lng) });
 
   it('start with the location, get offered a booking nearby, report a move, stop: the same presence index as the driver API', async () => {
     const d = await approvedDriver(env.rt.db, { name: 'Wendy Web' });
@@ -606,27 +611,17 @@ describe('taking jobs from the page', () => {
     const csrf = csrfOf(off.html, '/driver/availability');
 
     // Without a location (JavaScript off, or the browser refused it): said, and nothing changes.
-    const noPlace = await postForm(api.url, '/driver/availability', { csrf, available: '1', lat: '', lng: '' }, jar);
+    const noPlace = await availability(jar, csrf, { available: '1', lat: '', lng: '' });
     expect(noPlace.status).toBe(400);
     expect(noPlace.html).toContain('Your location is needed');
     expect(await positionOf(d.id)).toBeUndefined();
-    const badPlace = await postForm(
-      api.url,
-      '/driver/availability',
-      { csrf, available: '1', lat: '86', lng: '0' },
-      jar,
-    );
+    const badPlace = await start(jar, csrf, { lat: 86, lng: 0 });
     // Beyond the presence index's latitudes (Web Mercator): refused like the API's presence report.
     expect(badPlace.status).toBe(400);
 
     // With the location the page's script puts in the form.
     const here = near(0.1);
-    const started = await postForm(
-      api.url,
-      '/driver/availability',
-      { csrf, available: '1', lat: String(here.lat), lng: String(here.lng) },
-      jar,
-    );
+    const started = await start(jar, csrf, here);
     expect(started.status).toBe(303);
     expect(started.location).toBe('/driver');
     const at = await positionOf(d.id);
@@ -668,12 +663,7 @@ describe('taking jobs from the page', () => {
 
     const seenBeforeStop = await env.rt.db('drivers').where({ id: d.id }).first('last_lat', 'last_seen_at');
     // Stop: off the map at once, and the page says so.
-    const stopped = await postForm(
-      api.url,
-      '/driver/availability',
-      { csrf: csrfOf(on.html, '/driver/availability'), available: '0' },
-      jar,
-    );
+    const stopped = await availability(jar, csrfOf(on.html, '/driver/availability'), { available: '0' });
     expect(stopped.status).toBe(303);
     expect(await positionOf(d.id)).toBeUndefined();
     expect((await getPage(api.url, '/driver', jar)).html).toContain('<strong>You are not taking jobs.</strong>');
@@ -701,18 +691,13 @@ describe('taking jobs from the page', () => {
     const jar = await signedIn(d);
     const csrf = csrfOf((await getPage(api.url, '/driver', jar)).html, '/driver/availability');
     const here = near(0.2);
-    const started = await postForm(
-      api.url,
-      '/driver/availability',
-      { csrf, available: '1', lat: String(here.lat), lng: String(here.lng) },
-      jar,
-    );
+    const started = await start(jar, csrf, here);
     expect(started.status).toBe(303);
     const sandbox = presenceIndex(env.rt.redis, env.config, true);
     expect((await sandbox.positions([d.id], Date.now())).has(d.id)).toBe(true);
     expect(await positionOf(d.id)).toBeUndefined();
     expect((await getPage(api.url, '/driver', jar)).html).toContain('<strong>You are taking jobs.</strong>');
-    await postForm(api.url, '/driver/availability', { csrf, available: '0' }, jar);
+    await availability(jar, csrf, { available: '0' });
     expect((await sandbox.positions([d.id], Date.now())).has(d.id)).toBe(false);
   });
 });
