@@ -4,6 +4,8 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { awaitJob, JobWaitTimeout } from '../shared/queues/await-job.ts';
 import { createRedis } from '../shared/queues/connection.ts';
+import type { PriceQuoteRequest } from '../shared/queues/registry.ts';
+import { createPricingClient } from '../shared/services/pricing-client.ts';
 import { deleteKeys } from './helpers/env.ts';
 import { testRedisUrl } from './helpers/urls.ts';
 
@@ -124,5 +126,32 @@ describe('awaitJob', () => {
     expect(outcome).not.toBeInstanceOf(JobWaitTimeout);
     // Well inside the 60 s timeout: the failure itself rejected the wait.
     expect(Date.now() - started).toBeLessThan(30_000);
+  });
+});
+
+describe('pricing client', () => {
+  it('keeps many requests waiting at once without a listener-leak warning, and close() answers them all', async () => {
+    const q = queue('pricing-held');
+    const client = createPricingClient(q, () => connection('worker'), prefix, 60_000);
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      // No worker takes them: each request, sent in its own turn, is its own job still waiting.
+      const waits: Promise<unknown>[] = [];
+      for (let i = 0; i < 15; i++) {
+        waits.push(client.price({ pickup: `p${i}` } as unknown as PriceQuoteRequest).catch((err: unknown) => err));
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await expect.poll(async () => q.count(), { timeout: 10_000 }).toBe(15);
+      await client.close();
+      const outcomes = await Promise.all(waits);
+      for (const o of outcomes) expect(o).toMatchObject({ code: 'service_unavailable' });
+      // Node reports a listener leak on the next turn.
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });

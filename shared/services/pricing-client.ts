@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { type Job, type Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { AppError } from '../errors.ts';
@@ -38,6 +39,8 @@ export function createPricingClient(
   let isReady = false;
   // Aborted by close(): every wait still under way answers 503 at once, not after its timeout.
   const closing = new AbortController();
+  // Each wait under way listens on it: hundreds at once is normal, not a leak to warn about.
+  setMaxListeners(0, closing.signal);
   const unavailable = (message: string) => new AppError('service_unavailable', message, [], { 'Retry-After': '5' });
   const eventsReady = async (): Promise<QueueEvents> => {
     if (!queueEvents) {
