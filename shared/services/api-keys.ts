@@ -1,6 +1,6 @@
-import { v7 as uuidv7 } from 'uuid';
 import { randomBase62, sha256 } from '../crypto.ts';
 import type { Db, Queryable } from '../db/knex.ts';
+import { uuidv7 } from '../ids.ts';
 
 /**
  * API keys: `<code>_<mode>_<32 base62>` (e.g. `dtn_live_…`, about 190 random bits). Only the

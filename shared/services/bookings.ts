@@ -1,5 +1,4 @@
 import { createHmac } from 'node:crypto';
-import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { sha256 } from '../crypto.ts';
 import { type Guard, insertAllIf, insertManyIf, type RowInsert } from '../db/atomic.ts';
@@ -10,6 +9,7 @@ import { normaliseEmail } from '../domain/email-acceptance.ts';
 import { newReference, normaliseReference } from '../domain/reference.ts';
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
+import { uuidv7 } from '../ids.ts';
 import { verificationRow } from './email-verification.ts';
 import { messageRows, type NewMessage } from './messages.ts';
 import type { PricedQuote } from './quotes.ts';

@@ -1,5 +1,4 @@
 import type { Redis } from 'ioredis';
-import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { appendStatus, type BookingRow } from '../db/bookings.ts';
 import type { Db, Tx } from '../db/knex.ts';
@@ -15,6 +14,7 @@ import {
   type PartnerCandidate,
 } from '../domain/dispatch/matching.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
+import { uuidv7 } from '../ids.ts';
 import { queueMessage } from './messages.ts';
 
 /**

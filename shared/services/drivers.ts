@@ -1,4 +1,3 @@
-import { v7 as uuidv7 } from 'uuid';
 import { randomBase62, sha256 } from '../crypto.ts';
 import type { Db, Queryable } from '../db/knex.ts';
 import { type ScreenField, screenFields } from '../domain/content-screen.ts';
@@ -12,6 +11,7 @@ import type { VehicleType } from '../domain/tariffs/types.ts';
 import { AppError, type ErrorDetail } from '../errors.ts';
 import { defaultGazetteer } from '../geo/gazetteer.ts';
 import type { Geocoder, Place } from '../geo/types.ts';
+import { uuidv7 } from '../ids.ts';
 import { normalisePhone } from './bookings.ts';
 import { queueMessage } from './messages.ts';
 

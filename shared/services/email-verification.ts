@@ -1,8 +1,8 @@
 import { randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
-import { v7 as uuidv7 } from 'uuid';
 import { sha256 } from '../crypto.ts';
 import type { Queryable, Tx } from '../db/knex.ts';
 import { normaliseEmail } from '../domain/email-acceptance.ts';
+import { uuidv7 } from '../ids.ts';
 import { queueMessage } from './messages.ts';
 
 /**

@@ -1,5 +1,4 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { safeEqual, sha256, unseal } from '../crypto.ts';
 import { insertAllIf, insertManyIf, type KeyedRowInsert } from '../db/atomic.ts';
@@ -12,6 +11,7 @@ import type { TestScenario } from '../domain/sandbox.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { parseVehicleType } from '../domain/tariffs/vehicle.ts';
 import { AppError, type ErrorDetail } from '../errors.ts';
+import { uuidv7 } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
 import { assertStorableText } from '../schemas/text.ts';

@@ -1,7 +1,7 @@
-import { v7 as uuidv7 } from 'uuid';
 import type { RowInsert } from '../db/atomic.ts';
 import type { Tx } from '../db/knex.ts';
 import { enqueueJob, outboxRow } from '../db/outbox.ts';
+import { uuidv7 } from '../ids.ts';
 
 export interface NewMessage {
   channel: 'email' | 'sms' | 'whatsapp';

@@ -9,10 +9,10 @@ import {
   type OAuthError,
 } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import type { OAuthClientInformationFull, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
-import { v7 as uuidv7 } from 'uuid';
 import { randomBase62, sha256 } from '../crypto.ts';
 import type { Db, Queryable } from '../db/knex.ts';
 import { screenFields } from '../domain/content-screen.ts';
+import { uuidv7 } from '../ids.ts';
 
 /**
  * OAuth 2.1 authorization server state for the MCP tool server, in Postgres: registered

@@ -1,7 +1,7 @@
 import { randomBytes, type ScryptOptions, scrypt, timingSafeEqual } from 'node:crypto';
-import { v7 as uuidv7 } from 'uuid';
 import { randomBase62, sha256 } from '../crypto.ts';
 import type { Db, Queryable } from '../db/knex.ts';
+import { uuidv7 } from '../ids.ts';
 
 /**
  * Operator accounts and their sessions (the operator pages, `/operator`).

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { randomBase62, seal } from '../crypto.ts';
 import type { Db, Queryable } from '../db/knex.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
+import { uuidv7 } from '../ids.ts';
 import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
 import { createApiKey } from './api-keys.ts';
 import { MAX_TRIAL_EXTENSION_DAYS } from './drivers.ts';

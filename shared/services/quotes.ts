@@ -1,10 +1,10 @@
-import { v7 as uuidv7 } from 'uuid';
 import { insertAllIf } from '../db/atomic.ts';
 import type { Db } from '../db/knex.ts';
 import { SeatingError } from '../domain/tariffs/errors.ts';
 import { type AppliedRule, type TariffSource, VEHICLE_SEATS, type VehicleType } from '../domain/tariffs/types.ts';
 import { AppError } from '../errors.ts';
 import type { Place } from '../geo/types.ts';
+import { uuidv7 } from '../ids.ts';
 import type { PricingClient } from './pricing-client.ts';
 
 export const QUOTE_TTL_MS = 24 * 3600 * 1000;
@@ -90,7 +90,10 @@ export async function rateCardOf(db: Db, caller: QuoteCaller): Promise<{ id: str
       ? { driver_id: caller.driverId }
       : null;
   if (!cardOwner) return null;
-  const card = await db('rate_cards').where(cardOwner).whereNotNull('approved_at').first<{ id: string } | undefined>('id');
+  const card = await db('rate_cards')
+    .where(cardOwner)
+    .whereNotNull('approved_at')
+    .first<{ id: string } | undefined>('id');
   return card ?? null;
 }
 

@@ -1,6 +1,6 @@
-import { v7 as uuidv7 } from 'uuid';
 import type { Db } from '../db/knex.ts';
 import type { RateCard } from '../domain/tariffs/types.ts';
+import { uuidv7 } from '../ids.ts';
 
 /**
  * Approved rate cards (SPEC.md 2.1): a driver's or a partner's own prices (per mile, a minimum,

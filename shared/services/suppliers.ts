@@ -1,8 +1,8 @@
 import { createHmac } from 'node:crypto';
-import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { randomBase62, safeEqual, seal } from '../crypto.ts';
 import type { Db } from '../db/knex.ts';
+import { uuidv7 } from '../ids.ts';
 import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
 import type { IntakeSupplier } from './intake.ts';
 import { newWebhookSecret } from './partners.ts';

@@ -1,9 +1,9 @@
 import { createHmac } from 'node:crypto';
-import { v7 as uuidv7 } from 'uuid';
 import type { Config } from '../config.ts';
 import { safeEqual, seal } from '../crypto.ts';
 import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
+import { uuidv7 } from '../ids.ts';
 import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
 import { newWebhookSecret } from './partners.ts';
 
