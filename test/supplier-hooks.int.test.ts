@@ -285,6 +285,47 @@ describe('hmac adapter', () => {
       await refused(await post(hook, raw, captured), /^Stale timestamp/);
     });
 
+    it('answers a signed message delivered again inside the window with its first result, so an old amend cannot undo a newer one', async () => {
+      const created = await jetSend(jetJob('JT-3'));
+      expect(created.status, created.text).toBe(201);
+      const reference = created.json.results[0]?.bookingReference ?? null;
+
+      // Amend A (3 passengers), then a newer amend B (5 passengers), each signed when sent.
+      const amendA = JSON.stringify(jetJob('JT-3', { type: 'amend', passengers: 3 }));
+      const headersA = supplierHmacHeaders('jet-link', jetlink.secret, amendA, unixNow(-30));
+      const first = await post(hook, amendA, headersA);
+      expect(first.status, first.text).toBe(200);
+      expect(first.json.results[0]).toMatchObject({ outcome: 'amended' });
+      const amendB = JSON.stringify(jetJob('JT-3', { type: 'amend', passengers: 5 }));
+      expect((await post(hook, amendB, supplierHmacHeaders('jet-link', jetlink.secret, amendB))).status).toBe(200);
+      expect((await bookingByRef(reference)).passengers).toBe(5);
+
+      // A captured copy of A, still inside the window: its first answer again, nothing applied.
+      const res = await fetch(`${api.url}${hook}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headersA },
+        body: amendA,
+      });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('idempotency-replayed')).toBe('true');
+      expect(await res.text()).toBe(first.text);
+      expect((await bookingByRef(reference)).passengers).toBe(5);
+      const history = await env.rt.db('booking_amendments').whereIn(
+        'booking_id',
+        env.rt
+          .db('bookings')
+          .select('id')
+          .where({ reference: reference ?? '' }),
+      );
+      expect(history).toHaveLength(2);
+
+      // The same body signed afresh is a new message: processed (here, back to 3 passengers).
+      const again = await post(hook, amendA, supplierHmacHeaders('jet-link', jetlink.secret, amendA, unixNow(-10)));
+      expect(again.status, again.text).toBe(200);
+      expect(again.json.results[0]).toMatchObject({ outcome: 'amended' });
+      expect((await bookingByRef(reference)).passengers).toBe(3);
+    });
+
     it('refuses a missing or malformed timestamp, a body-only signature and a timestamp altered after signing', async () => {
       const raw = JSON.stringify(jetJob('JT-2'));
       const signed = supplierHmacHeaders('jet-link', jetlink.secret, raw);

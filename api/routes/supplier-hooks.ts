@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { unseal } from '../../shared/crypto.ts';
 import { AppError } from '../../shared/errors.ts';
 import { partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
+import { beginIdempotent } from '../../shared/services/idempotency.ts';
 import { processJobs, summarise } from '../../shared/services/intake.ts';
 import {
   ADAPTERS,
@@ -14,7 +15,7 @@ import { defineRoute, type RouteDef } from '../route.ts';
 const DESCRIPTION = [
   'Booking hook for configured suppliers (CONTRACT.md section 6): each supplier posts to /api/public/hooks/{supplier}-booking in its own format; an unknown or inactive supplier is 404 not_found, missing or wrong credentials 401 unauthorized (compared in constant time).',
   'Adapter secret-header: one job per request, the shared secret in header x-{supplier}-secret. Body: {"event": "booking.created" | "booking.updated" | "booking.cancelled", "booking": {"id": "<your reference>", "pickup_address", "dropoff_address", "pickup_at": "<ISO 8601>", "passenger": {"name", "phone", "email"}, "pax": 1-8, "vehicle": "<vehicle class>", "flight", "price"?: GBP, "notes"}} (created = new, updated = amend, cancelled = cancel; a cancel needs only booking.id).',
-  `Adapter hmac: one job or a batch, headers x-{supplier}-timestamp: <Unix seconds, the time of signing> and x-{supplier}-signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>" (the timestamp header value, a dot, then the raw body bytes) with the supplier secret>. A timestamp that is missing, not whole seconds, or more than ${SUPPLIER_SIGNATURE_TOLERANCE_SECONDS / 60} minutes from the server clock is 401 unauthorized (missing, invalid or stale timestamp), so a captured request cannot be replayed later; sign every attempt, retries included, afresh. A signature over the body alone is refused. Body: one job, or {"jobs": [job, ...]} (1 to 100), each {"reference": "<your reference>", "type": "new" | "amend" | "cancel" (default new), "from", "to", "when": "<ISO 8601>", "passengers": 1-8, "customer": {"name", "phone", "email"}, "vehicle_class", "flight_no", "fare"?: GBP, "comments"}.`,
+  `Adapter hmac: one job or a batch, headers x-{supplier}-timestamp: <Unix seconds, the time of signing> and x-{supplier}-signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>" (the timestamp header value, a dot, then the raw body bytes) with the supplier secret>. A timestamp that is missing, not whole seconds, or more than ${SUPPLIER_SIGNATURE_TOLERANCE_SECONDS / 60} minutes from the server clock is 401 unauthorized (missing, invalid or stale timestamp), so a captured request cannot be replayed later; sign every attempt, retries included, afresh. A signature over the body alone is refused. The same signed message delivered again (the same timestamp, body and signature) is answered with its first result and the header "Idempotency-Replayed: true" and changes nothing, so a captured amend replayed inside the window cannot undo a newer one; while the first delivery is still being processed the copy is 409 idempotency_in_progress. Body: one job, or {"jobs": [job, ...]} (1 to 100), each {"reference": "<your reference>", "type": "new" | "amend" | "cancel" (default new), "from", "to", "when": "<ISO 8601>", "passengers": 1-8, "customer": "name", "phone", "email", "vehicle_class", "flight_no", "fare"?: GBP, "comments"}.`,
   "Jobs are idempotent on the supplier reference: the same new job again is unchanged, with other content it amends; amend or cancel of an unknown reference is rejected 404 job_not_found. Accepted jobs are dispatched automatically. The answer is the partner jobs shape {results, summary}: 200 when every job succeeded, else 207 (a single-job body answers with its job's own status).",
 ].join('\n\n');
 
@@ -32,7 +33,7 @@ export function supplierHookRoutes(): RouteDef[] {
       auth: 'public',
       params: Type.Object({ supplier: Type.String({ description: 'The supplier slug' }) }),
       textCheckedPerJob: true,
-      errors: ['unauthorized', 'not_found', 'invalid_input'],
+      errors: ['unauthorized', 'not_found', 'invalid_input', 'idempotency_in_progress'],
       responses: partnerJobsResponses(),
       handler: async ({ req, deps, params, body }) => {
         const slug = params.supplier;
@@ -49,15 +50,43 @@ export function supplierHookRoutes(): RouteDef[] {
         if (!parsed.ok) {
           throw new AppError('invalid_input', parsed.message, [{ field: '/', problem: parsed.message }]);
         }
-        const results = await processJobs(
-          { ...deps, logger: req.log ?? deps.logger },
-          { partner: null, supplier, apiKeyId: null, testMode: false, scope: `supplier:${supplier.slug}` },
-          parsed.jobs.map((j) => j.job),
-          baseUrlFor(req, deps.config),
-        );
-        const summary = summarise(results);
-        const status = parsed.single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
-        return { status, body: { results, summary } };
+        // A signed message delivered again (the same signature: the same timestamp and body)
+        // answers its first result and changes nothing, so a captured amend replayed inside the
+        // timestamp window cannot undo a newer one. Remembered as an idempotency key (24 h).
+        const idem = auth.messageId
+          ? await beginIdempotent(
+              deps.db,
+              `supplier-message:${supplier.slug}`,
+              auth.messageId,
+              req.method,
+              req.path,
+              req.rawBody,
+            )
+          : null;
+        if (idem?.kind === 'replay') {
+          return {
+            status: idem.response.status,
+            body: JSON.parse(idem.response.body.toString('utf8')) as unknown,
+            headers: { ...idem.response.headers, 'Idempotency-Replayed': 'true' },
+          };
+        }
+        try {
+          const results = await processJobs(
+            { ...deps, logger: req.log ?? deps.logger },
+            { partner: null, supplier, apiKeyId: null, testMode: false, scope: `supplier:${supplier.slug}` },
+            parsed.jobs.map((j) => j.job),
+            baseUrlFor(req, deps.config),
+          );
+          const summary = summarise(results);
+          const status = parsed.single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
+          const answer = { results, summary };
+          await idem?.complete({ status, headers: {}, body: Buffer.from(JSON.stringify(answer)) });
+          return { status, body: answer };
+        } catch (err) {
+          // A failure on our side: the supplier's retry of the same message is processed afresh.
+          await idem?.abandon();
+          throw err;
+        }
       },
     }),
   ];

@@ -33,8 +33,13 @@ export interface HookRequest {
   rawBody: Buffer | undefined;
 }
 
-/** The outcome of an adapter's credential check; `message` (the 401's) says what to fix, never the expected value. */
-export type AuthResult = { ok: true } | { ok: false; message: string };
+/**
+ * The outcome of an adapter's credential check; `message` (the 401's) says what to fix, never
+ * the expected value. `messageId`, from adapters that sign each message, names this one signed
+ * message: the same message delivered again is answered as it was the first time, not applied
+ * again (so a captured amend replayed inside the timestamp window cannot undo a newer one).
+ */
+export type AuthResult = { ok: true; messageId?: string } | { ok: false; message: string };
 
 export interface SupplierAdapter {
   name: string;
@@ -168,7 +173,8 @@ export const hmacAdapter: SupplierAdapter = {
       .update(req.rawBody ?? Buffer.alloc(0))
       .digest('hex');
     // Constant time whatever was sent; the expected value never leaves this function.
-    if (safeEqual(given, expected) && /^[0-9a-f]{64}$/.test(given)) return { ok: true };
+    // The signature covers the timestamp and the body: it names this one signed message.
+    if (safeEqual(given, expected) && /^[0-9a-f]{64}$/.test(given)) return { ok: true, messageId: `sha256=${given}` };
     return { ok: false, message: `${header === '' ? 'Missing' : 'Invalid'} signature: ${how}.` };
   },
   parse(body) {
