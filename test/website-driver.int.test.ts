@@ -5,7 +5,7 @@ import { approveDriver, suspendDriver } from '../shared/services/drivers.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { bookThroughApi } from './helpers/bookings.ts';
-import { approvedDriver, type TestDriver } from './helpers/drivers.ts';
+import { approvedDriver, type TestDriver, withPresenceUnreadable } from './helpers/drivers.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { CookieJar, csrfOf, expectSafePage, getPage, type Page, postForm } from './helpers/pages.ts';
 
@@ -683,6 +683,22 @@ describe('taking jobs from the page', () => {
     expect(stale.status).toBe(409);
     expect(((await stale.json()) as { error: { code: string } }).error.code).toBe('conflict');
     expect(await positionOf(d.id)).toBeUndefined();
+  });
+
+  it('says it cannot tell when the live map does not answer, and the jobs page still works', async () => {
+    const d = await approvedDriver(env.rt.db, { name: 'Una Unknown' });
+    const jar = await signedIn(d);
+    await withPresenceUnreadable(env.rt.redis, env.config.queuePrefix, async () => {
+      const page = await getPage(api.url, '/driver', jar);
+      expect(page.status).toBe(200);
+      expect(page.html).toContain('data-availability="unknown"');
+      expect(page.html).toContain('<strong>We cannot tell right now whether you are taking jobs</strong>');
+      // Both choices are offered, and the rest of the page (the feed, the dashboard) is there.
+      expect(page.html).toContain('<button type="submit">Start taking jobs here</button>');
+      expect(page.html).toContain('<button type="submit" class="secondary">Stop taking jobs</button>');
+      expect(page.html).toContain('<h1>Hello, Una</h1>');
+    });
+    expect((await getPage(api.url, '/driver', jar)).html).toContain('data-availability="off"');
   });
 
   it('a sandbox driver signed in on the web takes jobs in the sandbox presence index, never the live one', async () => {

@@ -7,7 +7,7 @@ import { applyDriver, authenticateDriver } from '../shared/services/drivers.ts';
 import { createOperator, disableOperator } from '../shared/services/operators.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { DEMO_OPERATOR_EMAIL, seedDemo } from '../shared/services/seed.ts';
-import { approvedDriver } from './helpers/drivers.ts';
+import { approvedDriver, withPresenceUnreadable } from './helpers/drivers.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { CookieJar, csrfOf, expectSafePage, getPage, postForm } from './helpers/pages.ts';
 import { runTs } from './helpers/process.ts';
@@ -453,6 +453,18 @@ describe('operator pages: drivers taking jobs', () => {
     expect(card((await getPage(api.url, '/operator/drivers?status=approved', jar)).html)).toContain(
       '<dt>Taking jobs</dt><dd>no</dd>',
     );
+    // The live map not answering: the pages still work and say they cannot tell.
+    await withPresenceUnreadable(env.rt.redis, env.config.queuePrefix, async () => {
+      const home = await getPage(api.url, '/operator', jar);
+      expect(home.status).toBe(200);
+      expect(home.html).toContain(
+        '<li><strong>?</strong><a href="/operator/drivers?status=approved">Drivers taking jobs (Redis did not answer)</a></li>',
+      );
+      const drivers = await getPage(api.url, '/operator/drivers?status=approved', jar);
+      expect(drivers.status).toBe(200);
+      expect(card(drivers.html)).toContain('<dt>Taking jobs</dt><dd>unknown: Redis did not answer</dd>');
+    });
+
     // A pending application says nothing about taking jobs.
     const pending = await pendingDriver('Pat Pending');
     const list = await getPage(api.url, '/operator/drivers', jar);

@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis';
 import type { Db } from '../../shared/db/knex.ts';
 import { applyDriver, approveDriver, type DriverApplication } from '../../shared/services/drivers.ts';
 
@@ -59,4 +60,27 @@ export async function approvedDriver(db: Db, opts: TestDriverOptions = {}): Prom
   const approved = await approveDriver(db, driverId, 'test');
   if (!approved) throw new Error(`driver ${driverId} could not be approved`);
   return { id: driverId, token: approved.token, phone, trialEndsAt: approved.trialEndsAt };
+}
+
+/**
+ * Run `fn` while the live presence index cannot be read: its heartbeat set is swapped for a
+ * plain string, so every presence read fails (WRONGTYPE) while Redis itself, the pages' rate
+ * limits included, keeps working. The set is put back afterwards.
+ */
+export async function withPresenceUnreadable(
+  redis: Redis,
+  queuePrefix: string,
+  fn: () => Promise<void>,
+): Promise<void> {
+  const seen = `${queuePrefix}:dispatch:presence:seen`;
+  const aside = `${seen}:aside`;
+  const had = (await redis.exists(seen)) === 1;
+  if (had) await redis.rename(seen, aside);
+  await redis.set(seen, 'not a sorted set');
+  try {
+    await fn();
+  } finally {
+    await redis.del(seen);
+    if (had) await redis.rename(aside, seen);
+  }
 }
