@@ -1,7 +1,7 @@
 import { type RunningWeb, startWeb } from '../api/server.ts';
 import { configOrExit, handleShutdown } from '../shared/lifecycle.ts';
-import { WORKER_ROLES } from '../shared/queues/registry.ts';
 import { waitForRedis } from '../shared/queues/connection.ts';
+import { WORKER_ROLES } from '../shared/queues/registry.ts';
 import { createRuntime } from '../shared/runtime.ts';
 import { seedDemo } from '../shared/services/seed.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';

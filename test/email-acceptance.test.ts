@@ -5,9 +5,9 @@ import {
   isDisposableDomain,
   isRoleLocalPart,
   normaliseEmail,
-  ROLE_LOCAL_PARTS,
   type ResolveAddresses,
   type ResolveMx,
+  ROLE_LOCAL_PARTS,
 } from '../shared/domain/email-acceptance.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { queueMessage } from '../shared/services/messages.ts';
 import { enqueueJob } from '../shared/db/outbox.ts';
+import { queueMessage } from '../shared/services/messages.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
 import { type CapturedMail, startSmtpCapture } from './helpers/smtp-capture.ts';

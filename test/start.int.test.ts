@@ -121,7 +121,9 @@ describe('the Procfile', () => {
       proc.child.kill('SIGTERM');
     }
     const exited = await proc.exited;
-    expect(exited.code, `signal ${exited.signal}\n${exited.stdout.slice(-2000)}\n${exited.stderr.slice(-2000)}`).toBe(0);
+    expect(exited.code, `signal ${exited.signal}\n${exited.stdout.slice(-2000)}\n${exited.stderr.slice(-2000)}`).toBe(
+      0,
+    );
     const bad = await runTs('workers/main.ts', ['teleport'], env.childEnv);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('unknown role teleport');

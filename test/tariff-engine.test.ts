@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AppError } from '../shared/errors.ts';
 import {
   DEFAULT_AUTHORITY,
   DEFAULT_TABLE,
@@ -22,6 +21,7 @@ import {
   VEHICLE_SEATS,
   VEHICLE_TYPES,
 } from '../shared/domain/tariffs/types.ts';
+import { AppError } from '../shared/errors.ts';
 
 const TABLES = convertCouncilFile(
   JSON.parse(readFileSync(path.join(import.meta.dirname, '..', 'data', 'council-tariffs.json'), 'utf8')),

@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
 import type { JobPayload, JobsOf, QueueName } from '../shared/queues/registry.ts';
-import type { WorkerContext } from './context.ts';
 import { chargeInvoicesJob, runWeeklyBilling } from './billing/billing-jobs.ts';
+import type { WorkerContext } from './context.ts';
 import { bookingCancelled } from './dispatch/booking-cancelled.ts';
 import { dispatchBooking, offerExpired } from './dispatch/dispatch-booking.ts';
 import { deliverWebhook } from './fanout/deliver-webhook.ts';

@@ -29,9 +29,9 @@ import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { cookieValue } from '../pages/csrf.ts';
 import {
+  pageHeaders as basePageHeaders,
   contentSecurityPolicy,
   escapeHtml,
-  pageHeaders as basePageHeaders,
   renderPage,
   stylesheet,
 } from '../pages/layout.ts';

@@ -4,6 +4,7 @@ import type { Request } from 'express';
 import * as z from 'zod';
 import { VEHICLE_SEATS, VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
 import { AppError, type ErrorDetail } from '../../shared/errors.ts';
+import type { ApiKeyIdentity } from '../../shared/services/api-keys.ts';
 import {
   type BookingCaller,
   type BookingView,
@@ -15,7 +16,6 @@ import {
   repeatedBooking,
   viewOf,
 } from '../../shared/services/bookings.ts';
-import type { ApiKeyIdentity } from '../../shared/services/api-keys.ts';
 import type { McpScope } from '../../shared/services/oauth.ts';
 import { createQuote, gbp, priceQuote, type Quote } from '../../shared/services/quotes.ts';
 import type { ApiDeps } from '../deps.ts';

@@ -1,6 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { AppError } from '../../shared/errors.ts';
 import { TEST_SCENARIOS } from '../../shared/domain/sandbox.ts';
+import { AppError } from '../../shared/errors.ts';
 import { DateTime, StringEnum } from '../../shared/schemas/common.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import { DASHBOARD_WEEKS, type DriverDashboard, driverDashboard } from '../../shared/services/driver-dashboard.ts';

@@ -15,7 +15,7 @@
  * UNKNOWN_ERROR, HTTP 429/5xx, network failures and timeouts → a retryable MapProviderError.
  * The key never appears in an error message.
  */
-import { type NearestDistrict, nearestDistrict as defaultNearestDistrict } from '../geo/gazetteer.ts';
+import { nearestDistrict as defaultNearestDistrict, type NearestDistrict } from '../geo/gazetteer.ts';
 import { slowSecondsFor } from '../geo/route-estimate.ts';
 import type { GeocodeOptions, GeocodeResult, Geocoder, Place, RouteEstimate, RouteProvider } from '../geo/types.ts';
 

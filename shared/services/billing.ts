@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
-import { enqueueJob } from '../db/outbox.ts';
 import type { Db, Queryable } from '../db/knex.ts';
+import { enqueueJob } from '../db/outbox.ts';
 import type { BillingWeek } from '../domain/billing/week.ts';
 import type { Logger } from '../logger.ts';
 import type { ChargeOutcome, PaymentProvider } from '../providers/payments.ts';

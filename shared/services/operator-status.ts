@@ -169,7 +169,9 @@ async function recordDriver(
   if (!latest) return;
   await db('booking_status_history')
     .where({ booking_id: bookingId, seq: latest.seq })
-    .update({ details: db.raw('details || ?::jsonb', [JSON.stringify(fresh ? details : { ...details, updated: true })]) });
+    .update({
+      details: db.raw('details || ?::jsonb', [JSON.stringify(fresh ? details : { ...details, updated: true })]),
+    });
 }
 
 /**

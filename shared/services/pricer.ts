@@ -37,9 +37,7 @@ export interface PricerDeps {
   mapProvider?: (Geocoder & RouteProvider) | null;
 }
 
-type Located =
-  | { ok: true; from: Place; to: Place; route: RouteEstimate }
-  | { ok: false; result: PriceQuoteResult };
+type Located = { ok: true; from: Place; to: Place; route: RouteEstimate } | { ok: false; result: PriceQuoteResult };
 
 /** Geocode both ends and estimate the route with one provider (the offline pair or a map API with a key). */
 async function locate(

@@ -1,7 +1,7 @@
 import type { Job, Queue } from 'bullmq';
 import { parseWeek, weekBefore } from '../../shared/domain/billing/week.ts';
-import type { JobPayload } from '../../shared/queues/registry.ts';
 import { failpoint } from '../../shared/failpoints.ts';
+import type { JobPayload } from '../../shared/queues/registry.ts';
 import { chargeInvoices, issueInvoices } from '../../shared/services/billing.ts';
 import type { WorkerContext } from '../context.ts';
 

@@ -1,7 +1,7 @@
 import { UnrecoverableError } from 'bullmq';
 import type { Knex } from 'knex';
-import type { JobPayload } from '../../shared/queues/registry.ts';
 import { PermanentSendError } from '../../shared/providers/sms.ts';
+import type { JobPayload } from '../../shared/queues/registry.ts';
 import type { WorkerContext } from '../context.ts';
 
 interface MessageRow {

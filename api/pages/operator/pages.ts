@@ -24,8 +24,8 @@ import {
 import type { ApiDeps } from '../../deps.ts';
 import { escapeHtml } from '../layout.ts';
 import { sendMessagePage, timeElement, VEHICLE_LABELS } from '../site.ts';
-import { refuseForm } from './login.ts';
 import { notice, operatorPage, postForm, sendOperatorPage } from './layout.ts';
+import { refuseForm } from './login.ts';
 import { actorOf, sessionFormToken, sessionFormValid, sessionOf } from './session.ts';
 
 /**

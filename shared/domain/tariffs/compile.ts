@@ -9,9 +9,9 @@ import type {
   IncrementBand,
   LargePartyRule,
   PlaceCharge,
+  TableExtras,
   Tariff,
   TariffTable,
-  TableExtras,
   Waiting,
   WhenRule,
 } from './table.ts';
