@@ -9,9 +9,12 @@ import { type RunningRoles, startRoles } from '../workers/runner.ts';
 
 /**
  * `npm start`: the whole system in one process for a single machine: migrations, demo seed
- * (SEED_DEMO=1), the API and every worker role. In production run the Procfile's process
+ * (SEED_DEMO defaults to 1 here), the API and every worker role. In production run the Procfile's process
  * types instead, one role per process.
  */
+// `npm start` is the newcomer's whole system: demo data unless SEED_DEMO says otherwise
+// (`SEED_DEMO=0 npm start` starts empty). The Procfile's process types default to no seed.
+process.env.SEED_DEMO ??= '1';
 const config = await configOrExit();
 const rt = createRuntime(config, 'all');
 // Signals are handled from here on, before anything starts: a SIGTERM that arrives while the
