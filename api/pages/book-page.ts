@@ -480,7 +480,14 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
         // address), then redeemQuote, which books a quote once and returns the same booking
         // to the same passenger.
         screen(req, [{ pointer: '/name', kind: 'name', value: values.name }]);
-        const { passenger, emailVerified } = await v1Passenger(deps, values.name, values.email, values.phone, '/email');
+        const { passenger, emailVerified } = await v1Passenger(
+          deps,
+          values.name,
+          values.email,
+          values.phone,
+          '/email',
+          quote.test_mode,
+        );
         const view = await redeemQuote(
           deps,
           {

@@ -2,7 +2,7 @@ import type { Request } from 'express';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { sha256 } from '../../shared/crypto.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
-import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
+import { checkEmail, EMAIL_PROBLEM_MESSAGES, mxCheckFor } from '../../shared/domain/email-acceptance.ts';
 import { paymentState } from '../../shared/domain/payment-state.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
 import { AppError, type ErrorDetail } from '../../shared/errors.ts';
@@ -85,8 +85,8 @@ async function limitUnverified(deps: ApiDeps, email: string): Promise<void> {
 }
 
 /** The passenger e-mail rules: malformed, disposable, role addresses, no mail server: 400. */
-async function acceptEmail(deps: ApiDeps, raw: string, pointer: string): Promise<string> {
-  const result = await checkEmail(raw, { mx: deps.config.bookings.emailMxCheck });
+async function acceptEmail(deps: ApiDeps, raw: string, pointer: string, testMode: boolean): Promise<string> {
+  const result = await checkEmail(raw, { mx: mxCheckFor(deps.config.bookings.emailMxCheck, testMode) });
   if (!result.accepted) {
     throw new AppError('email_not_accepted', EMAIL_PROBLEM_MESSAGES[result.problem], [
       { field: pointer, problem: result.problem },
@@ -122,12 +122,14 @@ export async function v1Passenger(
   email: string | undefined,
   phone: string | undefined,
   emailPointer: string,
+  /** A test-mode booking: no mail-server lookup (`mxCheckFor`). */
+  testMode: boolean,
   /** The quote to redeem: read with the passenger's standing (`passengerStanding`). */
   quoteId?: string,
 ): Promise<{ passenger: Passenger; emailVerified: boolean; preloaded?: { quote: QuoteRow | null } }> {
   const passenger: Passenger = {
     name: name as string,
-    email: await acceptEmail(deps, email as string, emailPointer),
+    email: await acceptEmail(deps, email as string, emailPointer, testMode),
     phone: normalisePhone(phone as string),
   };
   const { emailVerified, quote } = await passengerStanding(deps.db, passenger, quoteId);
@@ -144,13 +146,16 @@ async function aliasPassenger(
     passenger_phone?: string;
     passenger_email?: string;
   },
+  testMode: boolean,
 ): Promise<Passenger> {
   const phone = body.passenger_phone_whatsapp ?? body.passenger_phone;
   requireFields({ passenger_phone_whatsapp: phone });
   return {
     name: body.passenger_name,
     email:
-      body.passenger_email === undefined ? null : await acceptEmail(deps, body.passenger_email, '/passenger_email'),
+      body.passenger_email === undefined
+        ? null
+        : await acceptEmail(deps, body.passenger_email, '/passenger_email', testMode),
     phone: normalisePhone(phone as string),
   };
 }
@@ -288,6 +293,7 @@ export function bookingRoutes(): RouteDef[] {
             email,
             phone,
             emailPointer,
+            bc.testMode,
             quoteId,
           );
           const view = await redeemQuote(
@@ -316,7 +322,7 @@ export function bookingRoutes(): RouteDef[] {
           passengerEmail: email,
           passengerPhone: phone,
         });
-        const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer);
+        const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer, bc.testMode);
         const vehicleType = parseVehicleType(body.vehicleType);
         const fare = await partnerFare(deps, caller, body.fareGBP);
         const hash = contentHash(bc.scope, {
@@ -398,7 +404,8 @@ export function bookingRoutes(): RouteDef[] {
           { pointer: '/notes', kind: 'notes', value: body.notes },
           { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
         ]);
-        const passenger = await aliasPassenger(deps, body);
+        const bc = bookingCaller(caller, req);
+        const passenger = await aliasPassenger(deps, body, bc.testMode);
         // Not blocked (403), and the quote, in one query.
         const { quote } = await passengerStanding(deps.db, passenger, body.quote_id);
         const view = await redeemQuote(
@@ -411,7 +418,7 @@ export function bookingRoutes(): RouteDef[] {
             flightNumber: body.flight_number,
             notes: body.notes,
           },
-          bookingCaller(caller, req),
+          bc,
           baseUrlFor(req, deps.config),
           { quote: quote ?? null },
         );
@@ -450,7 +457,7 @@ export function bookingRoutes(): RouteDef[] {
         ]);
         const base = baseUrlFor(req, deps.config);
         const bc = bookingCaller(caller, req);
-        const passenger = await aliasPassenger(deps, body);
+        const passenger = await aliasPassenger(deps, body, bc.testMode);
         await assertNotBlocked(deps.db, passenger);
         const method = payment(body.payment_method);
         const departAt = body.depart_at ?? new Date().toISOString();

@@ -30,6 +30,15 @@ export type EmailCheck = { accepted: true; email: string } | { accepted: false; 
 export type MxMode = 'strict' | 'soft' | 'off';
 export const MX_MODES = ['strict', 'soft', 'off'] as const satisfies readonly MxMode[];
 
+/**
+ * The mail-server check a request gets: none in test mode, whose messages are recorded and
+ * never sent (so sandbox addresses such as @example.com, and machines without DNS, work),
+ * else the configured mode. The other rules (malformed, disposable, role) apply in both.
+ */
+export function mxCheckFor(mode: MxMode, testMode: boolean): MxMode {
+  return testMode ? 'off' : mode;
+}
+
 export type ResolveMx = (domain: string) => Promise<Array<{ exchange: string; priority?: number }>>;
 /** A and AAAA addresses of a host; rejects like node:dns does (`ENODATA`, `ENOTFOUND`, ...). */
 export type ResolveAddresses = (domain: string) => Promise<string[]>;

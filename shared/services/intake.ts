@@ -6,7 +6,7 @@ import type { BookingRow } from '../db/bookings.ts';
 import type { Db } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { screenFields } from '../domain/content-screen.ts';
-import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../domain/email-acceptance.ts';
+import { checkEmail, EMAIL_PROBLEM_MESSAGES, mxCheckFor } from '../domain/email-acceptance.ts';
 import type { TestScenario } from '../domain/sandbox.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { parseVehicleType } from '../domain/tariffs/vehicle.ts';
@@ -231,7 +231,7 @@ function dailyLimitError(limit: number, retryAfter: number, testMode: boolean, f
 const norm = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase().replace(/\s+/g, ' ') : (v ?? null));
 
 /** Validate, screen and normalise one job; throws the AppError that rejects it. */
-async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown): Promise<NormJob> {
+async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, testMode: boolean): Promise<NormJob> {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new AppError('invalid_input', 'Each job must be a JSON object.', [{ field: '/', problem: 'must be object' }]);
   }
@@ -274,7 +274,9 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown): 
   const passengerPhone = job.passengerPhone?.trim() ? normalisePhone(job.passengerPhone) : null;
   let passengerEmail: string | null = null;
   if (job.passengerEmail?.trim()) {
-    const checked = await checkEmail(job.passengerEmail, { mx: deps.config.bookings.emailMxCheck });
+    const checked = await checkEmail(job.passengerEmail, {
+      mx: mxCheckFor(deps.config.bookings.emailMxCheck, testMode),
+    });
     if (!checked.accepted) {
       throw new AppError('email_not_accepted', EMAIL_PROBLEM_MESSAGES[checked.problem], [
         { field: '/passengerEmail', problem: checked.problem },
@@ -865,7 +867,7 @@ export async function processJobs(
   await Promise.all(
     jobs.map(async (raw, index) => {
       try {
-        valid.push({ index, job: await normaliseJob(deps, source.key, raw) });
+        valid.push({ index, job: await normaliseJob(deps, source.key, raw, caller.testMode) });
       } catch (err) {
         if (!(err instanceof AppError)) throw err;
         const r = raw as { jobRef?: unknown; action?: unknown } | null;

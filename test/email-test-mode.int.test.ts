@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiKey } from '../shared/services/api-keys.ts';
+import { createPartner } from '../shared/services/partners.ts';
+import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { CookieJar, csrfOf, getPage, postForm } from './helpers/pages.ts';
+
+/**
+ * The mail-server check and test mode, with EMAIL_MX_CHECK=strict: a live booking for an
+ * address whose domain takes no mail is 400 email_not_accepted (no_mail_server); a test-mode
+ * one (a test key, a sandbox quote's booking page, a partner's test key) skips the lookup, as
+ * its messages are recorded and never sent. `.invalid` never resolves (RFC 2606), so the live
+ * refusal holds on any network; the other e-mail rules still apply in test mode.
+ */
+let env: TestEnv;
+let roles: RunningRoles;
+let api: Served;
+let liveKey: string;
+let testKey: string;
+
+beforeAll(async () => {
+  env = await createTestEnv({
+    env: { EMAIL_MX_CHECK: 'strict', RATE_LIMIT_PER_IP_PER_MINUTE: '100000', QUOTE_LIMIT_PER_HOUR: '100000' },
+  });
+  await syncBuiltInTariffs(env.rt.db);
+  roles = startRoles(['pricing'], env.rt);
+  api = await serve(await appFor(env));
+  const serviceCode = env.config.serviceCode;
+  liveKey = (await createApiKey(env.rt.db, { serviceCode, name: 'live' })).key;
+  testKey = (await createApiKey(env.rt.db, { serviceCode, name: 'sandbox', mode: 'test' })).key;
+}, 60_000);
+afterAll(async () => {
+  await api?.close();
+  await roles?.close();
+  await env?.cleanup();
+});
+
+const NO_MAIL = 'ada@mail.invalid';
+const inHours = (h: number) => new Date(Date.now() + h * 3600_000).toISOString();
+
+async function postJson(path: string, key: string, body: unknown) {
+  const res = await fetch(`${api.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, text, json: JSON.parse(text) as Record<string, unknown> };
+}
+
+const booking = (email: string, n: number) => ({
+  pickup: 'Manchester Piccadilly',
+  dropoff: 'Manchester Airport',
+  departAt: inHours(5),
+  passengerName: `Ada ${n}`,
+  passengerEmail: email,
+  passengerPhone: '+447700900123',
+});
+
+describe('the mail-server check in test mode', () => {
+  it('refuses a live v1 booking for a domain with no mail server, and books the same with a test key', async () => {
+    const live = await postJson('/api/public/v1/booking', liveKey, booking(NO_MAIL, 1));
+    expect(live.status, live.text).toBe(400);
+    expect(live.json.error).toMatchObject({
+      code: 'email_not_accepted',
+      details: [{ field: '/passengerEmail', problem: 'no_mail_server' }],
+    });
+
+    const sandbox = await postJson('/api/public/v1/booking', testKey, booking(NO_MAIL, 2));
+    expect(sandbox.status, sandbox.text).toBe(201);
+    const row = await env.rt.db('bookings').where({ passenger_email: NO_MAIL }).first();
+    expect(row?.test_mode).toBe(true);
+
+    // The other rules still apply in test mode.
+    const role = await postJson('/api/public/v1/booking', testKey, booking('bookings@mail.invalid', 3));
+    expect(role.status, role.text).toBe(400);
+    expect(role.json.error).toMatchObject({ details: [{ problem: 'role_address' }] });
+  });
+
+  it('books a sandbox quote on its booking page with such an address; a live quote’s page refuses it', async () => {
+    const quoteWith = async (key: string) => {
+      const q = await postJson('/api/public/v1/quote', key, {
+        pickup: 'Manchester Piccadilly',
+        dropoff: 'Manchester Airport',
+        departAt: inHours(4),
+      });
+      expect(q.status, q.text).toBe(200);
+      return new URL(q.json.bookingUrl as string).pathname;
+    };
+    const post = async (path: string) => {
+      const jar = new CookieJar();
+      const csrf = csrfOf((await getPage(api.url, path, jar)).html, path);
+      return postForm(
+        api.url,
+        path,
+        { csrf, name: 'Grace Page', phone: '07700 900456', email: NO_MAIL, payment: 'cash' },
+        jar,
+      );
+    };
+    const sandbox = await post(await quoteWith(testKey));
+    expect(sandbox.status, sandbox.html).toBe(303);
+    expect(sandbox.location).toMatch(/^\/track\//);
+
+    const live = await post(await quoteWith(liveKey));
+    expect(live.status).toBe(400);
+    expect(live.html).toContain('No mail server was found');
+  });
+
+  it('takes a partner’s test-mode job with such an address and rejects the live one', async () => {
+    const partner = await createPartner(env.rt.db, env.config, { name: 'Mail Fleet', actor: 'test' });
+    const partnerTestKey = (
+      await createApiKey(env.rt.db, {
+        serviceCode: env.config.serviceCode,
+        name: 'partner sandbox',
+        partnerId: partner.id,
+        mode: 'test',
+      })
+    ).key;
+    const job = (jobRef: string) => ({
+      jobRef,
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      pickupTime: inHours(6),
+      passengerName: 'Jo Partner',
+      passengerPhone: '+447700900789',
+      passengerEmail: NO_MAIL,
+    });
+    const live = await postJson('/api/public/v1/jobs', partner.apiKey, job('MX-LIVE'));
+    expect(live.status, live.text).toBe(400);
+    expect(live.text).toContain('no_mail_server');
+    const sandbox = await postJson('/api/public/v1/jobs', partnerTestKey, job('MX-TEST'));
+    expect(sandbox.status, sandbox.text).toBe(201);
+  });
+});
