@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Queryable } from './knex.ts';
+import { rawNamed } from './prepared.ts';
 
 /** One row to insert: column → value. jsonb columns take the value itself (an object or array), not a JSON string. */
 export interface RowInsert {
@@ -58,7 +59,7 @@ export async function insertAllIf(
     ? 'select (select row_to_json(g) from g limit 1) as guard_row'
     : 'select null::json as guard_row';
   const sql = `with ${ctes.join(',\n')}\n${select}`;
-  const result = await db.raw<{ rows: { guard_row: Record<string, unknown> | null }[] }>(sql, bindings);
+  const result = await rawNamed<{ rows: { guard_row: Record<string, unknown> | null }[] }>(db, sql, bindings);
   const guardRow = result.rows[0]?.guard_row ?? null;
   return { passed: guard === null || guardRow !== null, guardRow };
 }
@@ -107,6 +108,6 @@ export async function insertManyIf(
     bindings.push(JSON.stringify(items));
   }
   const sql = `with ${ctes.join(',\n')}\nselect coalesce(json_agg(key::text), '[]'::json) as keys from g`;
-  const result = await db.raw<{ rows: { keys: string[] }[] }>(sql, bindings);
+  const result = await rawNamed<{ rows: { keys: string[] }[] }>(db, sql, bindings);
   return new Set(result.rows[0]?.keys ?? []);
 }

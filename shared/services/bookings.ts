@@ -5,6 +5,7 @@ import { type Guard, insertAllIf, insertManyIf, type RowInsert } from '../db/ato
 import { appendStatus, type BookingRow, findBookingByRef } from '../db/bookings.ts';
 import type { Db, Queryable } from '../db/knex.ts';
 import { enqueueJob, outboxRow } from '../db/outbox.ts';
+import { rawNamed } from '../db/prepared.ts';
 import { normaliseEmail } from '../domain/email-acceptance.ts';
 import { newReference, normaliseReference } from '../domain/reference.ts';
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
@@ -615,8 +616,10 @@ export async function passengerStanding(
   const standing = `select (select kind from blocked_contacts
               where (kind = 'phone' and value = ?) or (kind = 'email' and value = ?) limit 1) as blocked,
             exists (select 1 from email_verifications where email = ? and verified_at is not null) as verified`;
-  const { rows } = await db.raw<{ rows: (Partial<QuoteRow> & { blocked: string | null; verified: boolean })[] }>(
-    id ? `select s.blocked, s.verified, q.* from (${standing}) s left join quotes q on q.id = ?` : standing,
+  const sql = id ? `select s.blocked, s.verified, q.* from (${standing}) s left join quotes q on q.id = ?` : standing;
+  const { rows } = await rawNamed<{ rows: (Partial<QuoteRow> & { blocked: string | null; verified: boolean })[] }>(
+    db,
+    sql,
     id ? [passenger.phone, email, email, id] : [passenger.phone, email, email],
   );
   const row = rows[0];

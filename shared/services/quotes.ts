@@ -1,5 +1,6 @@
 import { insertAllIf } from '../db/atomic.ts';
 import type { Db } from '../db/knex.ts';
+import { rawNamed } from '../db/prepared.ts';
 import { SeatingError } from '../domain/tariffs/errors.ts';
 import { type AppliedRule, type TariffSource, VEHICLE_SEATS, type VehicleType } from '../domain/tariffs/types.ts';
 import { AppError } from '../errors.ts';
@@ -219,9 +220,11 @@ function createQuoteWriter(db: Db): (row: Record<string, unknown>) => Promise<vo
       .map((c) => `"${c}"`)
       .join(', ');
     try {
-      await db.raw(`insert into quotes (${cols}) select ${cols} from json_populate_recordset(null::quotes, ?::json)`, [
-        JSON.stringify(batch.map((p) => p.row)),
-      ]);
+      await rawNamed(
+        db,
+        `insert into quotes (${cols}) select ${cols} from json_populate_recordset(null::quotes, ?::json)`,
+        [JSON.stringify(batch.map((p) => p.row))],
+      );
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       if (typeof code === 'string' && ROW_ERROR.test(code)) {
