@@ -77,6 +77,32 @@ export interface HttpResult {
   errors: number;
   /** CPU and memory of the processes serving the run, when they were watched. */
   processes?: ProcessStats[];
+  /**
+   * When watched: each process's CPU per request, in ms of one core. Steadier than requests a
+   * second on a machine whose speed changes from one run to the next.
+   */
+  cpuMsPerRequest?: Record<string, number>;
+}
+
+/** Processes to watch during a measured run (`measured`): name → child process or pid. */
+export type Watch = Record<string, ChildProcess | number | undefined>;
+
+/** One measured autocannon run as a row, with each watched process's CPU per request. */
+export async function measured(
+  name: string,
+  run: () => Promise<autocannon.Result>,
+  watch?: Watch,
+): Promise<HttpResult> {
+  if (!watch) return httpResult(name, await run());
+  const { result, processes } = await watchProcesses(watch, run);
+  const total = result.requests.total;
+  const cpuMsPerRequest = Object.fromEntries(
+    processes.map((p) => [
+      p.name,
+      total > 0 ? Math.round(((p.cpuPercent * 10 * result.duration) / total) * 1000) / 1000 : 0,
+    ]),
+  );
+  return { ...httpResult(name, result), processes, cpuMsPerRequest };
 }
 
 export const ratio = (a: HttpResult, b: HttpResult): number =>
@@ -88,6 +114,7 @@ export async function load(
   body: unknown,
   connections = CONNECTIONS,
   seconds = DURATION,
+  watch?: Watch,
 ): Promise<HttpResult> {
   // Warm up (JIT, connection pools, lazy data) before measuring.
   await autocannon({
@@ -98,15 +125,16 @@ export async function load(
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
-  const r = await autocannon({
-    url,
-    method: 'POST',
-    connections,
-    duration: seconds,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return httpResult(name, r);
+  const run = () =>
+    autocannon({
+      url,
+      method: 'POST',
+      connections,
+      duration: seconds,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  return measured(name, run, watch);
 }
 
 /** One autocannon run as a row of the results. */

@@ -23,9 +23,9 @@ import {
   config,
   DURATION,
   type HttpResult,
-  httpResult,
   id,
   load,
+  measured,
   NODE_TS,
   type ProcessStats,
   processLine,
@@ -34,6 +34,7 @@ import {
   start,
   stop,
   systemProcesses,
+  type Watch,
   watchProcesses,
 } from './harness.ts';
 import { benchMatching } from './matching.ts';
@@ -53,6 +54,7 @@ async function loadBookings(
   body: (n: number) => Record<string, unknown>,
   connections = CONNECTIONS,
   seconds = DURATION,
+  watch?: Watch,
 ): Promise<HttpResult> {
   const requests = [
     {
@@ -65,8 +67,7 @@ async function loadBookings(
     },
   ];
   await autocannon({ url, connections, duration: 2, requests });
-  const r = await autocannon({ url, connections, duration: seconds, requests });
-  return httpResult(name, r);
+  return measured(name, () => autocannon({ url, connections, duration: seconds, requests }), watch);
 }
 
 /** Copies of one priced quote, each redeemable once, for the redemption benchmarks. */
@@ -270,7 +271,7 @@ async function benchIntake(db: ReturnType<typeof createDb>, base: string) {
  * The booking endpoints under load: v1 booking priced in the request, and the two redemptions
  * of a priced quote (the ones comparable to Express + one INSERT), each request a different booking.
  */
-async function bookingEndpoints(db: ReturnType<typeof createDb>, apiPort: number) {
+async function bookingEndpoints(db: ReturnType<typeof createDb>, apiPort: number, watch: Watch) {
   const departAt = new Date(Date.now() + 48 * 3600_000).toISOString();
   const bookingR = await loadBookings(
     'POST /api/public/v1/booking (priced by the worker, stored, outbox, e-mail)',
@@ -283,6 +284,9 @@ async function bookingEndpoints(db: ReturnType<typeof createDb>, apiPort: number
       passengerEmail: `bench-${n}@example.org`,
       passengerPhone: '+447700900123',
     }),
+    CONNECTIONS,
+    DURATION,
+    watch,
   );
   // Redeeming a quote prices nothing: the booking endpoints comparable to Express + one INSERT.
   const seedQuote = (await (
@@ -302,6 +306,9 @@ async function bookingEndpoints(db: ReturnType<typeof createDb>, apiPort: number
       passenger_phone: '+447700900123',
       payment_method: 'cash',
     }),
+    CONNECTIONS,
+    DURATION,
+    watch,
   );
   const redeemV1R = await loadBookings(
     'POST /api/public/v1/booking with quote_id (redeem, confirmation e-mail)',
@@ -313,6 +320,9 @@ async function bookingEndpoints(db: ReturnType<typeof createDb>, apiPort: number
       passenger_phone: '+447700900123',
       payment_method: 'cash',
     }),
+    CONNECTIONS,
+    DURATION,
+    watch,
   );
   return { bookingR, redeemR, redeemV1R };
 }
@@ -423,11 +433,22 @@ async function main(): Promise<void> {
     // The booking endpoints next to Express + one INSERT, as in the full run (results files untouched).
     // BENCH_CPU_PROF=dir profiles the API, as for BENCH_ONLY=quote.
     const { apiSrv, pricing } = await startApi(process.env.BENCH_CPU_PROF);
-    const { bookingR, redeemR, redeemV1R } = await bookingEndpoints(db, apiSrv.port);
+    const { bookingR, redeemR, redeemV1R } = await bookingEndpoints(db, apiSrv.port, {
+      api: apiSrv.child,
+      pricing,
+      ...systemProcesses(),
+    });
     await stop(apiSrv.child);
     await stop(pricing);
     const insert = await start(['bench/server.ts', 'insert']);
-    const insertR = await load('baseline: express + 1 INSERT', `http://127.0.0.1:${insert.port}/insert`, { a: 1 });
+    const insertR = await load(
+      'baseline: express + 1 INSERT',
+      `http://127.0.0.1:${insert.port}/insert`,
+      { a: 1 },
+      CONNECTIONS,
+      DURATION,
+      { api: insert.child, ...systemProcesses() },
+    );
     await stop(insert.child);
     const http = [insertR, redeemR, redeemV1R, bookingR];
     const ratios = { redeemVsInsert: ratio(redeemR, insertR), redeemV1VsInsert: ratio(redeemV1R, insertR) };
@@ -559,11 +580,22 @@ async function main(): Promise<void> {
     api: apiSrv.child,
     pricing,
   });
-  const { bookingR, redeemR, redeemV1R } = await bookingEndpoints(db, apiSrv.port);
+  const { bookingR, redeemR, redeemV1R } = await bookingEndpoints(db, apiSrv.port, {
+    api: apiSrv.child,
+    pricing,
+    ...systemProcesses(),
+  });
   results.intake = await intakeWatched(db, apiSrv, pricing);
   await stop(apiSrv.child);
   const insert = await start(['bench/server.ts', 'insert']);
-  const insertR = await load('baseline: express + 1 INSERT', `http://127.0.0.1:${insert.port}/insert`, { a: 1 });
+  const insertR = await load(
+    'baseline: express + 1 INSERT',
+    `http://127.0.0.1:${insert.port}/insert`,
+    { a: 1 },
+    CONNECTIONS,
+    DURATION,
+    { api: insert.child, ...systemProcesses() },
+  );
   await stop(insert.child);
   http.push(insertR, redeemR, redeemV1R, bookingR);
   await stop(pricing);
@@ -596,6 +628,25 @@ async function main(): Promise<void> {
   await db.raw('drop schema if exists ?? cascade', [config.databaseSchema]);
   await db.destroy();
   await deleteKeys(config.redisUrl, `${config.queuePrefix}:*`);
+}
+
+/**
+ * CPU per request (ms of one core) of each watched process in the booking runs and their
+ * baseline: what a request costs the machine, steadier than requests a second when the
+ * machine's speed changes from one run to the next.
+ */
+function cpuPerRequestLines(http: readonly HttpResult[]): string[] {
+  const watched = http.filter((h) => h.cpuMsPerRequest);
+  if (watched.length === 0) return [];
+  return [
+    '',
+    'CPU per request, ms of one core (the same runs; "api" is the server under test):',
+    ...watched.map((h) => {
+      const parts = Object.entries(h.cpuMsPerRequest ?? {}).filter(([, ms]) => ms > 0);
+      const sum = parts.reduce((a, [, ms]) => a + ms, 0);
+      return `- ${h.name}: ${parts.map(([n, ms]) => `${n} ${ms}`).join(', ')}; **${Math.round(sum * 100) / 100} in all**`;
+    }),
+  ];
 }
 
 /** bench/results.md from a full run's results (`BENCH_ONLY=report` renders it again from bench/results.json). */
@@ -635,6 +686,7 @@ function writeReport(results: Record<string, unknown>): void {
     `- redeem a quote (bookings/create): **${ratios.redeemVsInsert}**`,
     `- v1 booking with quote_id (adds the confirmation e-mail and a verification): **${ratios.redeemV1VsInsert}**`,
     `- v1 booking priced in the same request: **${ratios.bookingVsInsert}**; it pays the pricing worker's request and reply, so its floor is the BullMQ baseline above: **${ratios.bookingVsBaseline}** of it.`,
+    ...cpuPerRequestLines(http),
     '',
     `Matching, live presence over 100,000 London drivers: nearest-20 search p50 ${matching.nearest.p50ms} ms, **p99 ${matching.nearest.p99ms} ms** (target < 5 ms); a naive 10 km GEOSEARCH in the same run: p99 ${matching.baselineNaive10km.p99ms} ms.`,
     `Partner intake, batches of 100 new jobs from 4 senders (${intake.batches} batches, ${intake.failedJobs} jobs failed): **${intake.jobsPerSecond} jobs/s** (target ≥ 3,000), batch p50 ${intake.p50ms} ms, **p99 ${intake.p99ms} ms** (target < 300 ms).`,
