@@ -327,6 +327,21 @@ async function bookingEndpoints(db: ReturnType<typeof createDb>, apiPort: number
   return { bookingR, redeemR, redeemV1R };
 }
 
+/** The booking endpoints' baseline: Express + one INSERT, with its CPU per request. */
+async function insertBaseline(): Promise<HttpResult> {
+  const insert = await start(['bench/server.ts', 'insert']);
+  const r = await load(
+    'baseline: express + 1 INSERT',
+    `http://127.0.0.1:${insert.port}/insert`,
+    { a: 1 },
+    CONNECTIONS,
+    DURATION,
+    { api: insert.child, ...systemProcesses() },
+  );
+  await stop(insert.child);
+  return r;
+}
+
 /** The intake benchmark with the CPU and memory of the API, the pricing worker, Postgres and Redis. */
 async function intakeWatched(
   db: ReturnType<typeof createDb>,
@@ -440,16 +455,7 @@ async function main(): Promise<void> {
     });
     await stop(apiSrv.child);
     await stop(pricing);
-    const insert = await start(['bench/server.ts', 'insert']);
-    const insertR = await load(
-      'baseline: express + 1 INSERT',
-      `http://127.0.0.1:${insert.port}/insert`,
-      { a: 1 },
-      CONNECTIONS,
-      DURATION,
-      { api: insert.child, ...systemProcesses() },
-    );
-    await stop(insert.child);
+    const insertR = await insertBaseline();
     const http = [insertR, redeemR, redeemV1R, bookingR];
     const ratios = { redeemVsInsert: ratio(redeemR, insertR), redeemV1VsInsert: ratio(redeemV1R, insertR) };
     process.stdout.write(`${JSON.stringify({ http, ratios })}\n`);
@@ -587,16 +593,7 @@ async function main(): Promise<void> {
   });
   results.intake = await intakeWatched(db, apiSrv, pricing);
   await stop(apiSrv.child);
-  const insert = await start(['bench/server.ts', 'insert']);
-  const insertR = await load(
-    'baseline: express + 1 INSERT',
-    `http://127.0.0.1:${insert.port}/insert`,
-    { a: 1 },
-    CONNECTIONS,
-    DURATION,
-    { api: insert.child, ...systemProcesses() },
-  );
-  await stop(insert.child);
+  const insertR = await insertBaseline();
   http.push(insertR, redeemR, redeemV1R, bookingR);
   await stop(pricing);
 

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { AppError, errorBody } from '../../shared/errors.ts';
 import { StringEnum } from '../../shared/schemas/common.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
-import { beginIdempotent } from '../../shared/services/idempotency.ts';
+import { beginIdempotent, replayedResult } from '../../shared/services/idempotency.ts';
 import {
   applyOperatorUpdate,
   OPERATOR_STATUSES,
@@ -92,13 +92,7 @@ export function bookingStatusHookRoutes(): RouteDef[] {
 
         // A redelivered webhook-id replays the first answer (the idempotency_keys table, scope per partner).
         const idem = await beginIdempotent(deps.db, `hook:${partnerId}`, messageId, req.method, req.path, rawBody);
-        if (idem.kind === 'replay') {
-          return {
-            status: idem.response.status,
-            body: JSON.parse(idem.response.body.toString('utf8')) as unknown,
-            headers: { ...idem.response.headers, 'Idempotency-Replayed': 'true' },
-          };
-        }
+        if (idem.kind === 'replay') return replayedResult(idem.response);
         try {
           const applied = await applyOperatorUpdate(
             deps,

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { unseal } from '../../shared/crypto.ts';
 import { AppError } from '../../shared/errors.ts';
 import { partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
-import { beginIdempotent } from '../../shared/services/idempotency.ts';
+import { beginIdempotent, replayedResult } from '../../shared/services/idempotency.ts';
 import { processJobs, summarise } from '../../shared/services/intake.ts';
 import {
   ADAPTERS,
@@ -63,13 +63,7 @@ export function supplierHookRoutes(): RouteDef[] {
               req.rawBody,
             )
           : null;
-        if (idem?.kind === 'replay') {
-          return {
-            status: idem.response.status,
-            body: JSON.parse(idem.response.body.toString('utf8')) as unknown,
-            headers: { ...idem.response.headers, 'Idempotency-Replayed': 'true' },
-          };
-        }
+        if (idem?.kind === 'replay') return replayedResult(idem.response);
         try {
           const results = await processJobs(
             { ...deps, logger: req.log ?? deps.logger },

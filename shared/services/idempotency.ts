@@ -11,6 +11,19 @@ export interface StoredResponse {
   body: Buffer;
 }
 
+/** A stored answer given again as a route's result (JSON body), marked `Idempotency-Replayed: true`. */
+export function replayedResult(response: StoredResponse): {
+  status: number;
+  body: unknown;
+  headers: Record<string, string>;
+} {
+  return {
+    status: response.status,
+    body: JSON.parse(response.body.toString('utf8')) as unknown,
+    headers: { ...response.headers, 'Idempotency-Replayed': 'true' },
+  };
+}
+
 export type IdempotencyStart =
   | { kind: 'replay'; response: StoredResponse }
   | { kind: 'new'; complete(response: StoredResponse): Promise<void>; abandon(): Promise<void> };
