@@ -40,10 +40,11 @@ import { supplierHmacHeaders } from './helpers/supplier-signing.ts';
  * makes, and nothing else, are exempt:
  *
  * - `idempotency_keys`: a refusal (4xx other than 401 and 429) of a request that carried an
- *   `Idempotency-Key`, and a refused booking-status delivery with a valid signature (keyed
- *   by `webhook-id`), are stored so that the retry replays the same answer (CONTRACT.md
- *   section 2, api/mount.ts, api/routes/booking-status-hook.ts). Exempt only for batches
- *   that sent such a request.
+ *   `Idempotency-Key`, a refused booking-status delivery with a valid signature (keyed by
+ *   `webhook-id`) and a refused supplier hmac message with a valid signature (keyed by the
+ *   signature) are stored so that the same message again gets the same answer (CONTRACT.md
+ *   section 2, api/mount.ts, api/routes/booking-status-hook.ts, api/routes/supplier-hooks.ts).
+ *   Exempt only for batches that sent such a request.
  * - `api_keys.last_used_at`: a request with a valid key records its use (at most once a
  *   minute, after the response: shared/services/api-keys.ts touchApiKey). Always exempt.
  * - Redis counters (rate limits, failed authentications, unconfirmed e-mail addresses) are
@@ -260,7 +261,7 @@ interface Auth {
   /** False for credentials that must be refused (missing, malformed, unknown, wrong signature). */
   good: boolean;
   apply(headers: Record<string, string>, body: string): void;
-  /** Whether this request writes an idempotency record even when refused (a signed booking-status delivery). */
+  /** Whether this request writes an idempotency record even when refused (a signed booking-status delivery or supplier hmac message). */
   keyed?: boolean;
 }
 
@@ -506,6 +507,8 @@ function supplierBody(slug: 'cabco' | 'jet-link'): fc.Arbitrary<unknown> {
 const supplierAuth = (slug: 'cabco' | 'jet-link', good: boolean): Auth => ({
   label: `${slug} ${good ? 'credentials' : 'wrong credentials'}`,
   good,
+  // A correctly signed hmac message's answer is kept (keyed by its signature), refusals too.
+  keyed: good && slug === 'jet-link',
   apply: (h, body) => {
     if (slug === 'cabco') h['x-cabco-secret'] = good ? fx.suppliers.cabco : 'wrong-secret';
     else Object.assign(h, supplierHmacHeaders('jet-link', good ? fx.suppliers.jetLink : 'wrong', body));
