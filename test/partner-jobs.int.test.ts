@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidv7 } from '../shared/ids.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { type CreatedPartner, createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
@@ -371,6 +372,48 @@ describe('fares, limits and concurrency', () => {
     expect(retry).toBeGreaterThan(0);
     expect(retry).toBeLessThanOrEqual(25 * 3600);
     expect(await countBookings(limited.id)).toBe(2);
+  });
+
+  it('counts the daily limit per Europe/London day, in one counter row per day kept by the database', async () => {
+    const limited = await createPartner(env.rt.db, env.config, { name: 'Daily', dailyLimit: 2, actor: 'test' });
+    const first = await asPartner([job('D-1'), job('D-2')], limited);
+    expect(first.status, first.text).toBe(200);
+    expect((await asPartner([job('D-3')], limited)).status).toBe(429);
+    const counters = () =>
+      env.rt.db('partner_job_days').where({ partner_id: limited.id }).orderBy('day').select('day', 'jobs');
+    expect((await counters()).map((c) => c.jobs)).toEqual([2]);
+    // A day later (the counter moved back a day): today's allowance is whole again.
+    await env.rt
+      .db('partner_job_days')
+      .where({ partner_id: limited.id })
+      .update({ day: env.rt.db.raw('day - 1') });
+    const next = await asPartner([job('D-3')], limited);
+    expect(next.status, next.text).toBe(200);
+    expect((await counters()).map((c) => c.jobs)).toEqual([2, 1]);
+    // Rows written any other way count too, on the London date of created_at (BST: UTC+1).
+    const row = (ref: string, at: string) => ({
+      id: uuidv7(),
+      partner_id: limited.id,
+      job_ref: ref,
+      last_action: 'new',
+      content_hash: Buffer.from(ref),
+      payload: {},
+      created_at: at,
+      updated_at: at,
+    });
+    await env.rt
+      .db('partner_jobs')
+      .insert([row('D-late', '2026-07-01T22:59:00Z'), row('D-early', '2026-07-01T23:30:00Z')]);
+    const july = await env.rt
+      .db('partner_job_days')
+      .where({ partner_id: limited.id })
+      .whereRaw("day between '2026-07-01' and '2026-07-02'")
+      .orderBy('day')
+      .select(env.rt.db.raw("to_char(day, 'YYYY-MM-DD') as day"), 'jobs');
+    expect(july).toEqual([
+      { day: '2026-07-01', jobs: 1 },
+      { day: '2026-07-02', jobs: 1 },
+    ]);
   });
 
   it('counts test-mode jobs apart from live ones: the sandbox never uses up the live allowance', async () => {

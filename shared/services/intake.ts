@@ -5,6 +5,7 @@ import { insertAllIf, insertManyIf, type KeyedRowInsert } from '../db/atomic.ts'
 import type { BookingRow } from '../db/bookings.ts';
 import type { Db } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
+import { rawNamed } from '../db/prepared.ts';
 import { screenFields } from '../domain/content-screen.ts';
 import { checkEmail, EMAIL_PROBLEM_MESSAGES, mxCheckFor } from '../domain/email-acceptance.ts';
 import type { TestScenario } from '../domain/sandbox.ts';
@@ -193,14 +194,14 @@ export async function dailyAllowance(
   partner: IntakePartner,
   testMode: boolean,
 ): Promise<{ used: number; limit: number; remaining: number; retryAfterSeconds: number }> {
-  const { rows } = await deps.db.raw<{ rows: { used: number; retry_after: number }[] }>(
-    `with b as (
-       select (date_trunc('day', now() at time zone 'Europe/London') at time zone 'Europe/London') as day_start,
-              ((date_trunc('day', now() at time zone 'Europe/London') + interval '1 day') at time zone 'Europe/London') as day_end)
-     select (select count(*)::int from partner_jobs
-              where partner_id = ? and test_mode = ? and created_at >= b.day_start) as used,
-            ceil(extract(epoch from b.day_end - now()))::int as retry_after
-     from b`,
+  // One counter row per partner, mode and London day, kept by a trigger on partner_jobs
+  // (migration 20261125001800): the read does not grow with the day's jobs.
+  const { rows } = await rawNamed<{ rows: { used: number; retry_after: number }[] }>(
+    deps.db,
+    `select coalesce((select jobs from partner_job_days
+                      where partner_id = ? and test_mode = ? and day = (now() at time zone 'Europe/London')::date), 0) as used,
+            ceil(extract(epoch from ((date_trunc('day', now() at time zone 'Europe/London') + interval '1 day')
+                                     at time zone 'Europe/London') - now()))::int as retry_after`,
     [partner.id, testMode],
   );
   const used = rows[0]?.used ?? 0;
@@ -374,14 +375,22 @@ async function findJob(db: Db, source: Source, jobRef: string): Promise<PartnerJ
   return (await findJobs(db, source, [jobRef])).get(jobRef);
 }
 
-/** The jobs of these jobRefs already received from the source, by jobRef (one query). */
+/**
+ * The jobs of these jobRefs already received from the source, by jobRef (one query). The
+ * jobRefs drive the join, one probe each of the (source, jobRef) unique index: the plan does
+ * not depend on how many jobs the source has sent or on how fresh the table's statistics are
+ * (with `job_ref in (...)` and stale statistics Postgres scanned all of a partner's jobs).
+ */
 async function findJobs(db: Db, source: Source, jobRefs: readonly string[]): Promise<Map<string, PartnerJobRow>> {
   if (jobRefs.length === 0) return new Map();
-  const rows = await db('partner_jobs as j')
-    .join('bookings as b', 'b.id', 'j.booking_id')
-    .where(`j.${source.column}`, source.id)
-    .whereIn('j.job_ref', jobRefs)
-    .select<PartnerJobRow[]>(...JOB_COLUMNS);
+  const { rows } = await rawNamed<{ rows: PartnerJobRow[] }>(
+    db,
+    `select ${JOB_COLUMNS.join(', ')}
+       from unnest(?::text[]) as r(job_ref)
+       join partner_jobs j on j.${source.column} = ? and j.job_ref = r.job_ref
+       join bookings b on b.id = j.booking_id`,
+    [jobRefs as string[], source.id],
+  );
   return new Map(rows.map((r) => [r.job_ref, r]));
 }
 
