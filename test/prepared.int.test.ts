@@ -57,7 +57,7 @@ describe('rawNamed', () => {
     expect(await preparedLike('select 42 as answer_in_a_transaction')).toEqual([]);
   });
 
-  it("keeps the passenger standing read (the booking path's q.*) working across a column added to quotes", async () => {
+  it('keeps the passenger standing read (it names the quote columns it reads) working across a column added to quotes', async () => {
     const standing = () =>
       passengerStanding(db, { name: 'Ada', email: 'ada@example.org', phone: '+447700900123' }, uuidv7());
     expect(await standing()).toEqual({ emailVerified: false, quote: null });

@@ -106,6 +106,7 @@ export function viewOf(row: BookingRow, baseUrl: string, key: Buffer, created: b
   };
 }
 
+/** The quote columns a redemption reads (`QUOTE_COLUMNS`): not the rest of the row. */
 export interface QuoteRow {
   id: string;
   expires_at: Date;
@@ -120,6 +121,21 @@ export interface QuoteRow {
   tariff_source: unknown;
   test_mode: boolean;
 }
+
+const QUOTE_COLUMNS = [
+  'id',
+  'expires_at',
+  'redeemed_at',
+  'pickup',
+  'dropoff',
+  'depart_at',
+  'vehicle_type',
+  'passengers',
+  'fare_pence',
+  'applied_rules',
+  'tariff_source',
+  'test_mode',
+] as const satisfies readonly (keyof QuoteRow)[];
 
 export interface NewBooking {
   origin: Origin;
@@ -178,7 +194,10 @@ export async function redeemQuote(
   const { db, config } = deps;
   const quoteId = quoteIdOf(input.quoteId);
   if (!quoteId) throw quoteNotFound(input.quoteId);
-  const readQuote = () => db<QuoteRow>('quotes').where({ id: quoteId }).first();
+  const readQuote = () =>
+    db<QuoteRow>('quotes')
+      .where({ id: quoteId })
+      .first(...QUOTE_COLUMNS);
 
   let quote = preloaded ? (preloaded.quote ?? undefined) : await readQuote();
   for (let attempt = 0; ; attempt++) {
@@ -616,7 +635,9 @@ export async function passengerStanding(
   const standing = `select (select kind from blocked_contacts
               where (kind = 'phone' and value = ?) or (kind = 'email' and value = ?) limit 1) as blocked,
             exists (select 1 from email_verifications where email = ? and verified_at is not null) as verified`;
-  const sql = id ? `select s.blocked, s.verified, q.* from (${standing}) s left join quotes q on q.id = ?` : standing;
+  const sql = id
+    ? `select s.blocked, s.verified, ${QUOTE_COLUMNS.map((c) => `q.${c}`).join(', ')} from (${standing}) s left join quotes q on q.id = ?`
+    : standing;
   const { rows } = await rawNamed<{ rows: (Partial<QuoteRow> & { blocked: string | null; verified: boolean })[] }>(
     db,
     sql,
