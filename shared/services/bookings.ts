@@ -315,9 +315,10 @@ const bookingWriters = new WeakMap<Db, Map<string, BookingWriter>>();
 /**
  * Writes bookings, coalescing those that reach it in the same turn of the event loop into ONE
  * statement (`insertManyIf`): the batch guard (`manyGuard`, over every booking's `batchItem`)
- * returns the keys it let through, and only those bookings are written. Each commit waits for
- * the WAL to reach the disk, and under load that flush, not the work, is what bounds bookings
- * a second; one commit for many bookings shares it. A key appears once per statement (a second
+ * returns the keys it let through, and only those bookings are written. One statement and one
+ * commit for many bookings share the round trip, the statement's fixed cost in Postgres and the
+ * WAL flush (measured, bookings a second are bounded by CPU, not by the flush: README,
+ * Benchmarks). A key appears once per statement (a second
  * booking with it waits for the next); when a statement fails (a reference collision, a row's
  * content, a guard hit twice) each booking of it is written with its own guard, so only its
  * own caller sees the error.
