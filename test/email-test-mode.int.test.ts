@@ -10,7 +10,7 @@ import { CookieJar, csrfOf, getPage, postForm } from './helpers/pages.ts';
  * The mail-server check and test mode, with EMAIL_MX_CHECK=strict: a live booking for an
  * address whose domain takes no mail is 400 email_not_accepted (no_mail_server); a test-mode
  * one (a test key, a sandbox quote's booking page, a partner's test key) skips the lookup, as
- * its messages are recorded and never sent. `.invalid` never resolves (RFC 2606), so the live
+ * its messages are recorded and never sent; the alias endpoints follow the same rule. `.invalid` never resolves (RFC 2606), so the live
  * refusal holds on any network; the other e-mail rules still apply in test mode.
  */
 let env: TestEnv;
@@ -76,6 +76,59 @@ describe('the mail-server check in test mode', () => {
     const role = await postJson('/api/public/v1/booking', testKey, booking('bookings@mail.invalid', 3));
     expect(role.status, role.text).toBe(400);
     expect(role.json.error).toMatchObject({ details: [{ problem: 'role_address' }] });
+  });
+
+  it('applies the same rule on the alias endpoints: bookings/create and bookings/instant', async () => {
+    const redeem = async (key: string, n: number) => {
+      const q = await postJson('/api/public/v1/quote', key, {
+        pickup: 'Manchester Piccadilly',
+        dropoff: 'Manchester Airport',
+        departAt: inHours(4),
+      });
+      expect(q.status, q.text).toBe(200);
+      return postJson('/api/public/bookings/create', key, {
+        quote_id: q.json.quote_id,
+        passenger_name: `Alias ${n}`,
+        passenger_phone_whatsapp: '+447700900124',
+        passenger_email: NO_MAIL,
+        payment_method: 'cash',
+      });
+    };
+    const liveRedeem = await redeem(liveKey, 1);
+    expect(liveRedeem.status, liveRedeem.text).toBe(400);
+    expect(liveRedeem.json.error).toMatchObject({
+      code: 'email_not_accepted',
+      details: [{ field: '/passenger_email', problem: 'no_mail_server' }],
+    });
+    const testRedeem = await redeem(testKey, 2);
+    expect(testRedeem.status, testRedeem.text).toBe(200);
+    const redeemed = await env.rt
+      .db('bookings')
+      .where({ reference: testRedeem.json.booking_reference as string })
+      .first();
+    expect(redeemed).toMatchObject({ passenger_email: NO_MAIL, test_mode: true });
+
+    const instant = (n: number) => ({
+      pickup_address: 'Manchester Piccadilly',
+      dropoff_address: 'Manchester Airport',
+      depart_at: inHours(5),
+      passenger_name: `Instant ${n}`,
+      passenger_phone_whatsapp: '+447700900125',
+      passenger_email: NO_MAIL,
+    });
+    const liveInstant = await postJson('/api/public/bookings/instant', liveKey, instant(1));
+    expect(liveInstant.status, liveInstant.text).toBe(400);
+    expect(liveInstant.json.error).toMatchObject({
+      code: 'email_not_accepted',
+      details: [{ field: '/passenger_email', problem: 'no_mail_server' }],
+    });
+    const testInstant = await postJson('/api/public/bookings/instant', testKey, instant(2));
+    expect(testInstant.status, testInstant.text).toBe(200);
+    const booked = await env.rt
+      .db('bookings')
+      .where({ reference: testInstant.json.booking_reference as string })
+      .first();
+    expect(booked).toMatchObject({ passenger_email: NO_MAIL, test_mode: true });
   });
 
   it('books a sandbox quote on its booking page with such an address; a live quote’s page refuses it', async () => {
