@@ -1,5 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AppError } from '../shared/errors.ts';
+import { priceUnlessRepeated } from '../shared/services/bookings.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -379,6 +382,32 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(await env.rt.db('bookings').where({ passenger_name: 'Concurrent Carla' }).count({ n: '*' })).toEqual([
       { n: 1 },
     ]);
+  });
+
+  it('finds a repeat by the guarded write, and returns it even when pricing the repeat is refused', async () => {
+    const body = { ...instant, passenger_name: 'Retrying Rosa', depart_at: inHours(3) };
+    const first = await post('/api/public/bookings/instant', body);
+    expect(first.status, first.text).toBe(200);
+    const row = await bookingRow(first.json.booking_reference as string);
+    const quotesBefore = await env.rt.db('quotes').count({ n: '*' });
+    const again = await post('/api/public/bookings/instant', body);
+    expect(again.status, again.text).toBe(200);
+    expect(again.json.booking_reference).toBe(first.json.booking_reference);
+    // The repeat was priced, then refused by the write's guard: nothing of it was stored.
+    expect(await env.rt.db('quotes').count({ n: '*' })).toEqual(quotesBefore);
+    expect(await env.rt.db('bookings').where({ passenger_name: 'Retrying Rosa' })).toHaveLength(1);
+
+    // Pricing a repeat can fail where the first succeeded (its pickup time has passed since, say):
+    // the earlier booking is the answer; without one, the error stands; a bug is not masked.
+    const refused = () => Promise.reject(new AppError('pickup_in_past', 'The departure time is in the past.'));
+    const found = await priceUnlessRepeated(env.rt.db, row.content_hash as Buffer, refused);
+    expect(found.repeat?.id).toBe(row.id);
+    await expect(priceUnlessRepeated(env.rt.db, randomBytes(32), refused)).rejects.toMatchObject({
+      code: 'pickup_in_past',
+    });
+    await expect(
+      priceUnlessRepeated(env.rt.db, row.content_hash as Buffer, () => Promise.reject(new Error('a bug'))),
+    ).rejects.toThrow('a bug');
   });
 
   it('books 12 different instant requests arriving together, each once, with its own quote', async () => {

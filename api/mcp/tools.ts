@@ -12,8 +12,8 @@ import {
   normalisePhone,
   type PaymentMethod,
   passengerStanding,
+  priceUnlessRepeated,
   redeemQuote,
-  repeatedBooking,
   viewOf,
 } from '../../shared/services/bookings.ts';
 import type { McpScope } from '../../shared/services/oauth.ts';
@@ -402,10 +402,11 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     fare: null,
     method: paymentMethod,
   });
-  const repeat = await repeatedBooking(deps.db, hash);
-  if (repeat) return bookingOut(viewOf(repeat, base, deps.config.dataEncryptionKey, false), email);
-  const priced = await priceQuote(deps, { ...input, meetAndGreet: false, worldwide: false }, caller, base);
-  const view = await bookPricedQuote(deps, priced, { ...common, contentHash: hash }, caller, base);
+  const pricing = await priceUnlessRepeated(deps.db, hash, () =>
+    priceQuote(deps, { ...input, meetAndGreet: false, worldwide: false }, caller, base),
+  );
+  if (pricing.repeat) return bookingOut(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false), email);
+  const view = await bookPricedQuote(deps, pricing.priced, { ...common, contentHash: hash }, caller, base);
   return bookingOut(view, email);
 }
 

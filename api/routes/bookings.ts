@@ -30,9 +30,9 @@ import {
   normalisePhone,
   type Passenger,
   passengerStanding,
+  priceUnlessRepeated,
   type QuoteRow,
   redeemQuote,
-  repeatedBooking,
   trackingToken,
   viewOf,
 } from '../../shared/services/bookings.ts';
@@ -335,25 +335,27 @@ export function bookingRoutes(): RouteDef[] {
           fare,
           method,
         });
-        const repeat = await repeatedBooking(deps.db, hash);
-        if (repeat) return { status: 201, body: v1Body(viewOf(repeat, base, deps.config.dataEncryptionKey, false)) };
-        const priced = await priceQuote(
-          deps,
-          {
-            pickup: body.pickup as string,
-            dropoff: body.dropoff as string,
-            departAt: body.departAt,
-            passengers: body.passengers ?? 1,
-            vehicleType,
-            meetAndGreet: false,
-            worldwide: false,
-          },
-          bc,
-          base,
+        const pricing = await priceUnlessRepeated(deps.db, hash, () =>
+          priceQuote(
+            deps,
+            {
+              pickup: body.pickup as string,
+              dropoff: body.dropoff as string,
+              departAt: body.departAt,
+              passengers: body.passengers ?? 1,
+              vehicleType,
+              meetAndGreet: false,
+              worldwide: false,
+            },
+            bc,
+            base,
+          ),
         );
+        if (pricing.repeat)
+          return { status: 201, body: v1Body(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false)) };
         const view = await bookPricedQuote(
           deps,
-          priced,
+          pricing.priced,
           {
             origin: 'api',
             passenger,
@@ -471,25 +473,27 @@ export function bookingRoutes(): RouteDef[] {
           vehicleType: body.vehicle_type,
           method,
         });
-        const repeat = await repeatedBooking(deps.db, hash);
-        if (repeat) return { status: 200, body: aliasBody(viewOf(repeat, base, deps.config.dataEncryptionKey, false)) };
-        const priced = await priceQuote(
-          deps,
-          {
-            pickup: body.pickup_address,
-            dropoff: body.dropoff_address,
-            departAt,
-            passengers: body.passenger_count ?? 1,
-            vehicleType: body.vehicle_type,
-            meetAndGreet: false,
-            worldwide: false,
-          },
-          bc,
-          base,
+        const pricing = await priceUnlessRepeated(deps.db, hash, () =>
+          priceQuote(
+            deps,
+            {
+              pickup: body.pickup_address,
+              dropoff: body.dropoff_address,
+              departAt,
+              passengers: body.passenger_count ?? 1,
+              vehicleType: body.vehicle_type,
+              meetAndGreet: false,
+              worldwide: false,
+            },
+            bc,
+            base,
+          ),
         );
+        if (pricing.repeat)
+          return { status: 200, body: aliasBody(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false)) };
         const view = await bookPricedQuote(
           deps,
-          priced,
+          pricing.priced,
           {
             origin: 'agent',
             passenger,

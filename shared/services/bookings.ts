@@ -268,6 +268,28 @@ export async function bookPricedQuote(
   }
 }
 
+/**
+ * Price a booking that may repeat one of the last 15 minutes (instant, v1 and MCP bookings),
+ * without looking the repeat up first: `bookPricedQuote`'s guarded write finds it and returns
+ * the earlier booking, so a first request (nearly every request) pays no extra round trip.
+ * When pricing refuses a repeat (its pickup time has passed since the first, say), the
+ * earlier booking is looked up and returned instead of the error.
+ */
+export async function priceUnlessRepeated<T>(
+  db: Queryable,
+  contentHash: Buffer,
+  price: () => Promise<T>,
+): Promise<{ priced: T; repeat?: undefined } | { repeat: BookingRow }> {
+  try {
+    return { priced: await price() };
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err;
+    const repeat = await repeatedBooking(db, contentHash);
+    if (repeat) return { repeat };
+    throw err;
+  }
+}
+
 /** The booking an identical request made in the last 15 minutes, if any. */
 export async function repeatedBooking(db: Queryable, contentHash: Buffer): Promise<BookingRow | undefined> {
   return db<BookingRow>('booking_repeat_guard as g')
