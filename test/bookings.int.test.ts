@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../shared/errors.ts';
-import { priceUnlessRepeated } from '../shared/services/bookings.ts';
+import { passengerStanding, priceUnlessRepeated } from '../shared/services/bookings.ts';
+import { verificationRow } from '../shared/services/email-verification.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -157,8 +158,36 @@ describe('POST /api/public/bookings/create', () => {
           .whereRaw("payload->>'bookingId' = ?", [rows[0].id]),
       ).toHaveLength(1);
     }
-    // 24 requests arriving together were not written one statement each.
+    // 24 requests arriving together were not written one statement each, nor read one query each.
     expect(statements.filter((q) => q.includes('json_array_elements_text')).length).toBeGreaterThan(0);
+    const standingReads = statements.filter((q) => q.includes('from blocked_contacts'));
+    expect(standingReads.length).toBeGreaterThan(0);
+    expect(standingReads.length).toBeLessThan(24);
+  });
+
+  it('reads the standing of passengers asked together in one query, each its own answer', async () => {
+    const q = await quote(3);
+    await env.rt.db('blocked_contacts').insert({ kind: 'phone', value: '+447700900911', reason: 'test' });
+    const verified = verificationRow({ email: 'verified.vera@example.org' });
+    await env.rt.db('email_verifications').insert({ ...verified.row, verified_at: new Date() });
+    const statements: string[] = [];
+    const watch = (x: { sql: string }) => statements.push(x.sql);
+    env.rt.db.on('query', watch);
+    const [vera, bob, nia, oli] = await Promise.allSettled([
+      passengerStanding(env.rt.db, { name: 'Vera', email: 'Verified.Vera@example.org', phone: '+447700900910' }, q),
+      passengerStanding(env.rt.db, { name: 'Bob', email: 'bob@example.org', phone: '+447700900911' }, q),
+      passengerStanding(env.rt.db, { name: 'Nia', email: null, phone: '+447700900912' }, uuidv7()),
+      passengerStanding(env.rt.db, { name: 'Oli', email: 'oli@example.org', phone: '+447700900913' }),
+    ]);
+    env.rt.db.off('query', watch);
+    expect(vera).toMatchObject({
+      status: 'fulfilled',
+      value: { emailVerified: true, quote: { id: q, fare_pence: expect.any(Number), redeemed_at: null } },
+    });
+    expect(bob).toMatchObject({ status: 'rejected', reason: { code: 'account_blocked' } });
+    expect(nia).toEqual({ status: 'fulfilled', value: { emailVerified: false, quote: null } });
+    expect(oli).toEqual({ status: 'fulfilled', value: { emailVerified: false } });
+    expect(statements.filter((x) => x.includes('from blocked_contacts'))).toHaveLength(1);
   });
 
   it('redeems a quote into a booking with a DTN reference, and the same passenger again gets the same booking', async () => {

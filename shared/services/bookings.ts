@@ -634,10 +634,6 @@ export async function cancelBooking(
   });
 }
 
-/**
- * Whether the passenger may book (403 account_blocked when an operator blocked their e-mail or
- * phone: `npm run admin -- block`) and whether their e-mail is confirmed, in one query.
- */
 /** A quote id as stored (lower-case UUID), or null when the text cannot be one. */
 export function quoteIdOf(raw: string): string | null {
   return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw) ? raw.toLowerCase() : null;
@@ -647,6 +643,8 @@ export function quoteIdOf(raw: string): string | null {
  * Whether the passenger may book (403 `account_blocked` if not) and whether their e-mail is
  * verified. With `quoteId`, the quote to redeem is read by the same query (`quote`: null when
  * there is none), for `redeemQuote`'s `preloaded`: a redemption then costs two round trips.
+ * Reads of requests that arrive in the same turn of the event loop share one query
+ * (`standingReader`).
  */
 export async function passengerStanding(
   db: Db,
@@ -655,24 +653,85 @@ export async function passengerStanding(
 ): Promise<{ emailVerified: boolean; quote?: QuoteRow | null }> {
   const email = passenger.email ? normaliseEmail(passenger.email) : null;
   const id = quoteId === undefined ? null : quoteIdOf(quoteId);
-  const standing = `select (select kind from blocked_contacts
-              where (kind = 'phone' and value = ?) or (kind = 'email' and value = ?) limit 1) as blocked,
-            exists (select 1 from email_verifications where email = ? and verified_at is not null) as verified`;
-  const sql = id
-    ? `select s.blocked, s.verified, ${QUOTE_COLUMNS.map((c) => `q.${c}`).join(', ')} from (${standing}) s left join quotes q on q.id = ?`
-    : standing;
-  const { rows } = await rawNamed<{ rows: (Partial<QuoteRow> & { blocked: string | null; verified: boolean })[] }>(
-    db,
-    sql,
-    id ? [passenger.phone, email, email, id] : [passenger.phone, email, email],
-  );
-  const row = rows[0];
+  const row = await standingReader(db)({ phone: passenger.phone, email, quote: id });
   if (row?.blocked) throw blockedError(row.blocked);
   const emailVerified = row?.verified === true;
   if (quoteId === undefined) return { emailVerified };
   if (!row?.id) return { emailVerified, quote: null };
-  const { blocked: _b, verified: _v, ...quote } = row;
+  const { i: _i, blocked: _b, verified: _v, ...quote } = row;
   return { emailVerified, quote: quote as QuoteRow };
+}
+
+/** Most passengers one standing query reads. */
+const MAX_READ_BATCH = 100;
+
+/**
+ * One row per asked passenger (`i`, its position in the batch): an operator's block on the
+ * phone or the e-mail, whether the e-mail is verified, and the quote's columns (null when no
+ * such quote or none asked). The quote is read by a lateral lookup, one index probe per row,
+ * whatever the planner guesses of the batch's size.
+ */
+const STANDING_SQL = `select x.i,
+    (select b.kind from blocked_contacts b
+       where (b.kind = 'phone' and b.value = x.phone) or (b.kind = 'email' and b.value = x.email) limit 1) as blocked,
+    exists (select 1 from email_verifications v where v.email = x.email and v.verified_at is not null) as verified,
+    ${QUOTE_COLUMNS.map((c) => `q.${c}`).join(', ')}
+  from json_to_recordset(?::json) as x(i int, phone text, email text, quote uuid)
+  left join lateral (select ${QUOTE_COLUMNS.join(', ')} from quotes where quotes.id = x.quote) q on true`;
+
+interface StandingAsk {
+  phone: string | null;
+  email: string | null;
+  /** A quote id as stored, or null. */
+  quote: string | null;
+}
+type StandingRow = Partial<QuoteRow> & { i: number; blocked: string | null; verified: boolean };
+type StandingReader = (ask: StandingAsk) => Promise<StandingRow | undefined>;
+
+const standingReaders = new WeakMap<Db, StandingReader>();
+
+/**
+ * Reads passenger standings, coalescing those asked in the same turn of the event loop into ONE
+ * query (up to MAX_READ_BATCH): under load, concurrent bookings share its round trip and
+ * Postgres's fixed cost per statement, as their writes share one statement (`bookingWriter`).
+ * A failed query fails each of its readers, as their own queries would have.
+ */
+function standingReader(db: Db): StandingReader {
+  const existing = standingReaders.get(db);
+  if (existing) return existing;
+  let pending: { ask: StandingAsk; resolve(r: StandingRow | undefined): void; reject(err: unknown): void }[] = [];
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    const batch = pending.slice(0, MAX_READ_BATCH);
+    pending = pending.slice(MAX_READ_BATCH);
+    if (pending.length > 0) schedule();
+    const items = batch.map((p, i) => ({ i, ...p.ask }));
+    rawNamed<{ rows: StandingRow[] }>(db, STANDING_SQL, [JSON.stringify(items)]).then(
+      ({ rows }) => {
+        const byIndex = new Map(rows.map((r) => [r.i, r]));
+        batch.forEach((p, i) => {
+          p.resolve(byIndex.get(i));
+        });
+      },
+      (err: unknown) => {
+        for (const p of batch) p.reject(err);
+      },
+    );
+  };
+  const schedule = () => {
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
+  const reader: StandingReader = (ask) =>
+    new Promise((resolve, reject) => {
+      pending.push({ ask, resolve, reject });
+      schedule();
+    });
+  standingReaders.set(db, reader);
+  return reader;
 }
 
 function blockedError(kind: string): AppError {
