@@ -65,30 +65,26 @@ function unavailable(): AppError {
 }
 
 /**
- * Rate limits on Redis, per API key when the caller has one and per IP otherwise, plus any
- * policies a route declares (e.g. 30 quotes an hour). Every limited response carries
- * `RateLimit-Policy` and `RateLimit` (IETF httpapi draft, structured-field form:
- * `"per-key";q=600;w=60` and `"per-key";r=599;t=60`); a 429 adds `Retry-After`.
- * When Redis is unreachable the request is answered 503, not let through unlimited.
+ * Adds one to each fixed-window counter `keys[i]` (window `durations[i]` seconds) and answers,
+ * per key, the count after it and the window's time left in ms: [count, ttl, count, ttl, ...].
  */
-export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' | 'queuePrefix'>): RateLimits {
+export type FixedWindowCounter = (keys: readonly string[], durations: readonly string[]) => Promise<number[]>;
+
+const counters = new WeakMap<Redis, FixedWindowCounter>();
+
+/**
+ * The fixed-window counter of a Redis connection, shared by every limit counted on it (the
+ * route limits here, the unverified-address limit of bookings): counts asked in the same turn
+ * of the event loop go to Redis as one script call; the script walks the keys in order, so
+ * two requests of one caller are two increments, exactly as two calls would be. A Redis
+ * failure fails each of them.
+ */
+export function fixedWindowCounter(redis: Redis): FixedWindowCounter {
+  const existing = counters.get(redis);
+  if (existing) return existing;
   // ioredis sends the script by its SHA (EVALSHA), loading it again after a restart.
   if (!(COMMAND in redis)) redis.defineCommand(COMMAND, { lua: CONSUME_LUA });
   const run = (redis as unknown as Record<string, ConsumeCommand>)[COMMAND] as ConsumeCommand;
-
-  const make = (p: RoutePolicy): Limiter => ({ ...p, keyPrefix: `${config.queuePrefix}:rl:${p.name}` });
-  const perKey = make({ name: 'per-key', points: config.rateLimit.perKeyPerMinute, durationSeconds: 60 });
-  const perIp = make({ name: 'per-ip', points: config.rateLimit.perIpPerMinute, durationSeconds: 60 });
-  const authFailures = make(AUTH_FAILURES);
-  const policies = new Map<string, Limiter>();
-  const policy = (p: RoutePolicy): Limiter => {
-    let l = policies.get(p.name);
-    if (!l) {
-      l = make(p);
-      policies.set(p.name, l);
-    }
-    return l;
-  };
 
   interface Pending {
     keys: string[];
@@ -99,11 +95,6 @@ export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' 
   let pending: Pending[] = [];
   let scheduled = false;
 
-  /**
-   * Requests that reach their limits in the same turn of the event loop are counted by one
-   * script call: the script walks the keys in order, so two requests of one caller are two
-   * increments, exactly as two calls would be. A Redis failure fails each of them (503).
-   */
   const flush = () => {
     scheduled = false;
     const all = pending;
@@ -140,6 +131,41 @@ export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' 
       });
   };
 
+  const counter: FixedWindowCounter = (keys, durations) =>
+    new Promise<number[]>((resolve, reject) => {
+      pending.push({ keys: [...keys], durations: [...durations], resolve, reject });
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    });
+  counters.set(redis, counter);
+  return counter;
+}
+
+/**
+ * Rate limits on Redis, per API key when the caller has one and per IP otherwise, plus any
+ * policies a route declares (e.g. 30 quotes an hour). Every limited response carries
+ * `RateLimit-Policy` and `RateLimit` (IETF httpapi draft, structured-field form:
+ * `"per-key";q=600;w=60` and `"per-key";r=599;t=60`); a 429 adds `Retry-After`.
+ * When Redis is unreachable the request is answered 503, not let through unlimited.
+ */
+export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' | 'queuePrefix'>): RateLimits {
+  const count = fixedWindowCounter(redis);
+  const make = (p: RoutePolicy): Limiter => ({ ...p, keyPrefix: `${config.queuePrefix}:rl:${p.name}` });
+  const perKey = make({ name: 'per-key', points: config.rateLimit.perKeyPerMinute, durationSeconds: 60 });
+  const perIp = make({ name: 'per-ip', points: config.rateLimit.perIpPerMinute, durationSeconds: 60 });
+  const authFailures = make(AUTH_FAILURES);
+  const policies = new Map<string, Limiter>();
+  const policy = (p: RoutePolicy): Limiter => {
+    let l = policies.get(p.name);
+    if (!l) {
+      l = make(p);
+      policies.set(p.name, l);
+    }
+    return l;
+  };
+
   /** Count one request against each of its limiters. */
   async function consume(limiters: readonly Limiter[], id: string): Promise<Consumed[]> {
     const keys: string[] = [];
@@ -150,13 +176,7 @@ export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' 
     }
     let reply: number[];
     try {
-      reply = await new Promise<number[]>((resolve, reject) => {
-        pending.push({ keys, durations, resolve, reject });
-        if (!scheduled) {
-          scheduled = true;
-          setImmediate(flush);
-        }
-      });
+      reply = await count(keys, durations);
     } catch {
       throw unavailable();
     }

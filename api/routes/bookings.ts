@@ -1,5 +1,4 @@
 import type { Request } from 'express';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { sha256 } from '../../shared/crypto.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
 import { checkEmail, EMAIL_PROBLEM_MESSAGES, mxCheckFor } from '../../shared/domain/email-acceptance.ts';
@@ -40,48 +39,47 @@ import { gbp, priceQuote } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
+import { fixedWindowCounter } from '../middleware/rate-limit.ts';
 import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { scenarioHeader } from '../sandbox.ts';
 import { quoteCaller } from './quotes.ts';
 
-const unverifiedLimiters = new WeakMap<object, RateLimiterRedis>();
+const UNVERIFIED_POINTS = 8;
+const UNVERIFIED_WINDOW_SECONDS = 3600;
 
 /**
  * An address nobody has confirmed yet gets 8 priced requests an hour (SPEC.md section 8,
  * CONTRACT.md section 5); confirming it (passenger-verify, or the link in the confirmation
- * e-mail) lifts the limit.
+ * e-mail) lifts the limit. Counted on the route limits' fixed-window counter (one Redis script
+ * call for the counts of requests arriving together), under the key rate-limiter-flexible
+ * used before, `<prefix>:rl:unverified-email:<address>`, so running windows carry over.
  */
 async function limitUnverified(deps: ApiDeps, email: string): Promise<void> {
-  let limiter = unverifiedLimiters.get(deps.redis);
-  if (!limiter) {
-    limiter = new RateLimiterRedis({
-      storeClient: deps.redis,
-      keyPrefix: `${deps.config.queuePrefix}:rl:unverified-email`,
-      points: 8,
-      duration: 3600,
-    });
-    unverifiedLimiters.set(deps.redis, limiter);
-  }
+  let reply: number[];
   try {
-    await limiter.consume(email);
-  } catch (err) {
-    if (!(err instanceof RateLimiterRes)) {
-      throw new AppError('service_unavailable', 'The service is briefly unavailable; retry in a few seconds.', [], {
-        'Retry-After': '5',
-      });
-    }
-    throw new AppError(
-      'rate_limited',
-      'Too many bookings for an unconfirmed e-mail address: confirm it with the code or link we sent, or wait.',
-      [{ field: '/passengerEmail', problem: 'unconfirmed address: 8 priced requests per hour' }],
-      {
-        'Retry-After': String(Math.max(1, Math.ceil(err.msBeforeNext / 1000))),
-        'RateLimit-Policy': '"unverified-email";q=8;w=3600',
-        RateLimit: `"unverified-email";r=0;t=${Math.ceil(err.msBeforeNext / 1000)}`,
-      },
+    reply = await fixedWindowCounter(deps.redis)(
+      [`${deps.config.queuePrefix}:rl:unverified-email:${email}`],
+      [String(UNVERIFIED_WINDOW_SECONDS)],
     );
+  } catch {
+    throw new AppError('service_unavailable', 'The service is briefly unavailable; retry in a few seconds.', [], {
+      'Retry-After': '5',
+    });
   }
+  const consumed = Number(reply[0]);
+  if (consumed <= UNVERIFIED_POINTS) return;
+  const retryAfter = Math.max(1, Math.ceil(Number(reply[1]) / 1000));
+  throw new AppError(
+    'rate_limited',
+    'Too many bookings for an unconfirmed e-mail address: confirm it with the code or link we sent, or wait.',
+    [{ field: '/passengerEmail', problem: 'unconfirmed address: 8 priced requests per hour' }],
+    {
+      'Retry-After': String(retryAfter),
+      'RateLimit-Policy': `"unverified-email";q=${UNVERIFIED_POINTS};w=${UNVERIFIED_WINDOW_SECONDS}`,
+      RateLimit: `"unverified-email";r=0;t=${retryAfter}`,
+    },
+  );
 }
 
 /** The passenger e-mail rules: malformed, disposable, role addresses, no mail server: 400. */
