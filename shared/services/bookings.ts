@@ -707,17 +707,17 @@ function standingReader(db: Db): StandingReader {
     pending = pending.slice(MAX_READ_BATCH);
     if (pending.length > 0) schedule();
     const items = batch.map((p, i) => ({ i, ...p.ask }));
-    rawNamed<{ rows: StandingRow[] }>(db, STANDING_SQL, [JSON.stringify(items)]).then(
-      ({ rows }) => {
+    rawNamed<{ rows: StandingRow[] }>(db, STANDING_SQL, [JSON.stringify(items)])
+      .then(({ rows }) => {
         const byIndex = new Map(rows.map((r) => [r.i, r]));
         batch.forEach((p, i) => {
           p.resolve(byIndex.get(i));
         });
-      },
-      (err: unknown) => {
+      })
+      // Every waiting reader settles, whatever went wrong (a settled one ignores this).
+      .catch((err: unknown) => {
         for (const p of batch) p.reject(err);
-      },
-    );
+      });
   };
   const schedule = () => {
     if (!scheduled) {
