@@ -19,9 +19,10 @@ if [ "$major" -lt "$need_major" ] || { [ "$major" -eq "$need_major" ] && [ "$min
   exit 1
 fi
 
-# Install when node_modules is missing or older than the lockfile. `npm install` (which follows
-# the lockfile) rather than `npm ci`: the registry this project uses lacks the non-Linux
-# platform binaries of @biomejs/biome, which `npm ci` insists on finding in the lockfile.
+# Install when node_modules is missing or older than the lockfile. `npm install` follows the
+# lockfile and keeps a node_modules that is only stale, where `npm ci` would delete it first.
+# The lockfile lists every platform's optional binaries (@biomejs/biome's, msgpackr-extract's),
+# so `npm ci` works too and neither command rewrites it (checked 2026-11-25).
 stamp=node_modules/.package-lock.json
 if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
   echo "bootstrap: installing dependencies (npm install from package-lock.json)..." >&2
