@@ -9,9 +9,10 @@ import { CookieJar, csrfOf, getPage, postForm } from './helpers/pages.ts';
 /**
  * The mail-server check and test mode, with EMAIL_MX_CHECK=strict: a live booking for an
  * address whose domain takes no mail is 400 email_not_accepted (no_mail_server); a test-mode
- * one (a test key, a sandbox quote's booking page, a partner's test key) skips the lookup, as
- * its messages are recorded and never sent; the alias endpoints follow the same rule. `.invalid` never resolves (RFC 2606), so the live
- * refusal holds on any network; the other e-mail rules still apply in test mode.
+ * one (a test key, a sandbox quote's booking page, a partner's test key, the alias endpoints)
+ * skips the lookup, as its messages are recorded and never sent. `.invalid` never resolves
+ * (RFC 2606), so the live refusal holds on any network; the other e-mail rules still apply in
+ * test mode.
  */
 let env: TestEnv;
 let roles: RunningRoles;
@@ -49,6 +50,22 @@ async function postJson(path: string, key: string, body: unknown) {
   return { status: res.status, text, json: JSON.parse(text) as Record<string, unknown> };
 }
 
+/** A 400 refusing the address for its missing mail server, at `field`. */
+function expectNoMailServer(res: { status: number; text: string; json: Record<string, unknown> }, field: string) {
+  expect(res.status, res.text).toBe(400);
+  expect(res.json.error).toMatchObject({ code: 'email_not_accepted', details: [{ field, problem: 'no_mail_server' }] });
+}
+
+/** A 200 whose booking was stored for NO_MAIL in test mode. */
+async function expectTestModeBooking(res: { status: number; text: string; json: Record<string, unknown> }) {
+  expect(res.status, res.text).toBe(200);
+  const row = await env.rt
+    .db('bookings')
+    .where({ reference: res.json.booking_reference as string })
+    .first();
+  expect(row).toMatchObject({ passenger_email: NO_MAIL, test_mode: true });
+}
+
 const booking = (email: string, n: number) => ({
   pickup: 'Manchester Piccadilly',
   dropoff: 'Manchester Airport',
@@ -61,11 +78,7 @@ const booking = (email: string, n: number) => ({
 describe('the mail-server check in test mode', () => {
   it('refuses a live v1 booking for a domain with no mail server, and books the same with a test key', async () => {
     const live = await postJson('/api/public/v1/booking', liveKey, booking(NO_MAIL, 1));
-    expect(live.status, live.text).toBe(400);
-    expect(live.json.error).toMatchObject({
-      code: 'email_not_accepted',
-      details: [{ field: '/passengerEmail', problem: 'no_mail_server' }],
-    });
+    expectNoMailServer(live, '/passengerEmail');
 
     const sandbox = await postJson('/api/public/v1/booking', testKey, booking(NO_MAIL, 2));
     expect(sandbox.status, sandbox.text).toBe(201);
@@ -94,19 +107,8 @@ describe('the mail-server check in test mode', () => {
         payment_method: 'cash',
       });
     };
-    const liveRedeem = await redeem(liveKey, 1);
-    expect(liveRedeem.status, liveRedeem.text).toBe(400);
-    expect(liveRedeem.json.error).toMatchObject({
-      code: 'email_not_accepted',
-      details: [{ field: '/passenger_email', problem: 'no_mail_server' }],
-    });
-    const testRedeem = await redeem(testKey, 2);
-    expect(testRedeem.status, testRedeem.text).toBe(200);
-    const redeemed = await env.rt
-      .db('bookings')
-      .where({ reference: testRedeem.json.booking_reference as string })
-      .first();
-    expect(redeemed).toMatchObject({ passenger_email: NO_MAIL, test_mode: true });
+    expectNoMailServer(await redeem(liveKey, 1), '/passenger_email');
+    await expectTestModeBooking(await redeem(testKey, 2));
 
     const instant = (n: number) => ({
       pickup_address: 'Manchester Piccadilly',
@@ -116,19 +118,8 @@ describe('the mail-server check in test mode', () => {
       passenger_phone_whatsapp: '+447700900125',
       passenger_email: NO_MAIL,
     });
-    const liveInstant = await postJson('/api/public/bookings/instant', liveKey, instant(1));
-    expect(liveInstant.status, liveInstant.text).toBe(400);
-    expect(liveInstant.json.error).toMatchObject({
-      code: 'email_not_accepted',
-      details: [{ field: '/passenger_email', problem: 'no_mail_server' }],
-    });
-    const testInstant = await postJson('/api/public/bookings/instant', testKey, instant(2));
-    expect(testInstant.status, testInstant.text).toBe(200);
-    const booked = await env.rt
-      .db('bookings')
-      .where({ reference: testInstant.json.booking_reference as string })
-      .first();
-    expect(booked).toMatchObject({ passenger_email: NO_MAIL, test_mode: true });
+    expectNoMailServer(await postJson('/api/public/bookings/instant', liveKey, instant(1)), '/passenger_email');
+    await expectTestModeBooking(await postJson('/api/public/bookings/instant', testKey, instant(2)));
   });
 
   it('books a sandbox quote on its booking page with such an address; a live quote’s page refuses it', async () => {

@@ -58,7 +58,8 @@ const MAX_BATCH = 200;
 
 type ConsumeCommand = (numKeys: number, ...keysThenArgs: string[]) => Promise<number[]>;
 
-function unavailable(): AppError {
+/** A limit that could not be counted (Redis away or too slow): 503, never let through unlimited. */
+export function unavailable(): AppError {
   return new AppError('service_unavailable', 'The service is briefly unavailable; retry in a few seconds.', [], {
     'Retry-After': '5',
   });

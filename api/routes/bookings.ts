@@ -39,7 +39,7 @@ import { gbp, priceQuote } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
-import { fixedWindowCounter } from '../middleware/rate-limit.ts';
+import { fixedWindowCounter, unavailable } from '../middleware/rate-limit.ts';
 import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { scenarioHeader } from '../sandbox.ts';
@@ -63,9 +63,7 @@ async function limitUnverified(deps: ApiDeps, email: string): Promise<void> {
       [String(UNVERIFIED_WINDOW_SECONDS)],
     );
   } catch {
-    throw new AppError('service_unavailable', 'The service is briefly unavailable; retry in a few seconds.', [], {
-      'Retry-After': '5',
-    });
+    throw unavailable();
   }
   const consumed = Number(reply[0]);
   if (consumed <= UNVERIFIED_POINTS) return;
