@@ -128,8 +128,18 @@ export async function v1Passenger(
     email: await acceptEmail(deps, email as string, emailPointer, testMode),
     phone: normalisePhone(phone as string),
   };
-  const { emailVerified, quote } = await passengerStanding(deps.db, passenger, quoteId);
-  if (!emailVerified) await limitUnverified(deps, passenger.email as string);
+  // The address's hourly count is taken while its standing is read, not after it: one round
+  // trip less per booking. Counting a confirmed (or blocked) address's request is harmless: the
+  // limit applies only while an address is unconfirmed, and a blocked one is refused anyway.
+  const limited = limitUnverified(deps, passenger.email as string).then(
+    () => null,
+    (err: unknown) => err,
+  );
+  const { emailVerified, quote } = await passengerStanding(deps.db, passenger, quoteId).finally(() => limited);
+  if (!emailVerified) {
+    const refusal = await limited;
+    if (refusal) throw refusal;
+  }
   return { passenger, emailVerified, ...(quote !== undefined ? { preloaded: { quote } } : {}) };
 }
 

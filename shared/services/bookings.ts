@@ -89,8 +89,14 @@ function samePassenger(
   );
 }
 
-export function viewOf(row: BookingRow, baseUrl: string, key: Buffer, created: boolean): BookingView {
-  const token = trackingToken(row.id, key);
+export function viewOf(
+  row: BookingRow,
+  baseUrl: string,
+  key: Buffer,
+  created: boolean,
+  /** The row's tracking token, when the caller has it already (`bookingWrite`). */
+  token = trackingToken(row.id, key),
+): BookingView {
   return {
     id: row.id,
     reference: row.reference,
@@ -229,7 +235,7 @@ export async function redeemQuote(
     const quoteKey = quote.id;
     const passed = await writeOnce(() => redeemWriter(db)(quoteKey, write.inserts));
     if (passed === 'collision' && attempt < 5) continue;
-    if (passed === true) return viewOf(write.row, baseUrl, config.dataEncryptionKey, true);
+    if (passed === true) return write.view;
     // Another request redeemed it (or it expired) between the read and the write: decide again.
     quote = await readQuote();
   }
@@ -261,7 +267,7 @@ export async function bookPricedQuote(
       repeatWriter(db)(guard, [{ table: 'quotes', row: { ...priced.row, redeemed_at: now } }, ...write.inserts]),
     );
     if (passed === 'collision' && attempt < 5) continue;
-    if (passed === true) return viewOf(write.row, baseUrl, config.dataEncryptionKey, true);
+    if (passed === true) return write.view;
     const repeat = await repeatedBooking(db, input.contentHash);
     if (repeat) return viewOf(repeat, baseUrl, config.dataEncryptionKey, false);
     if (attempt >= 5) throw new Error('repeat guard held by a booking that does not exist');
@@ -464,8 +470,9 @@ export function bookingWrite(
   caller: BookingCaller,
   baseUrl: string,
   now: Date,
-): { row: BookingRow; inserts: RowInsert[] } {
+): { row: BookingRow; view: BookingView; inserts: RowInsert[] } {
   const id = uuidv7();
+  const token = trackingToken(id, deps.config.dataEncryptionKey);
   const fare = input.farePenceOverride ?? quote.fare_pence;
   const pickupTime = quote.depart_at;
   const testMode = caller.testMode || quote.test_mode;
@@ -496,7 +503,7 @@ export function bookingWrite(
     flight_number: input.flightNumber ?? null,
     notes: input.notes ?? null,
     agent: input.agent ?? null,
-    tracking_token_hash: sha256(trackingToken(id, deps.config.dataEncryptionKey)),
+    tracking_token_hash: sha256(token),
     content_hash: input.contentHash ?? null,
     test_mode: testMode,
     test_scenario: testMode ? (caller.testScenario ?? scenarioInNotes(input.notes)) : null,
@@ -505,6 +512,7 @@ export function bookingWrite(
     updated_at: now,
   };
   const row: BookingRow = { ...values, currency: 'GBP', driver_id: null, vehicle_id: null };
+  const view = viewOf(row, baseUrl, deps.config.dataEncryptionKey, true, token);
   const leadMs = deps.config.bookings.dispatchLeadMinutes * 60_000;
   const dispatchAt = new Date(pickupTime.getTime() - leadMs);
   const inserts: RowInsert[] = [
@@ -529,12 +537,10 @@ export function bookingWrite(
       inserts.push({ table: 'email_verifications', row: verification.row });
       verifyLink = `${baseUrl}${VERIFY_LINK_PATH}?token=${verification.started.linkToken}`;
     }
-    const message = messageRows(
-      confirmation(row, viewOf(row, baseUrl, deps.config.dataEncryptionKey, true), verifyLink),
-    );
+    const message = messageRows(confirmation(row, view, verifyLink));
     inserts.push(message.message, message.job);
   }
-  return { row, inserts };
+  return { row, view, inserts };
 }
 
 /** The passenger-verify link route (api/routes/passenger-verify.ts). */
