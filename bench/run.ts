@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import autocannon from 'autocannon';
+import type autocannon from 'autocannon';
 import { createDb } from '../shared/db/knex.ts';
 import { priceJourney } from '../shared/domain/tariffs/engine.ts';
 import { VEHICLE_TYPES } from '../shared/domain/tariffs/types.ts';
@@ -25,13 +25,13 @@ import {
   type HttpResult,
   id,
   load,
-  measured,
   NODE_TS,
   type ProcessStats,
   processLine,
   ROOT,
   ratio,
   start,
+  steady,
   stop,
   systemProcesses,
   type Watch,
@@ -66,8 +66,7 @@ async function loadBookings(
       },
     },
   ];
-  await autocannon({ url, connections, duration: 2, requests });
-  return measured(name, () => autocannon({ url, connections, duration: seconds, requests }), watch);
+  return steady(name, { url, connections, requests }, seconds, watch);
 }
 
 /** Copies of one priced quote, each redeemable once, for the redemption benchmarks. */
@@ -85,6 +84,7 @@ async function cloneQuotes(db: ReturnType<typeof createDb>, quoteId: string, n: 
   // Vacuumed and analysed now, untimed: otherwise autovacuum takes up this bulk insert during
   // the measured runs, a cost the baseline does not pay and a live system does not see at once.
   await db.raw('vacuum (analyze) quotes');
+  await db.raw('checkpoint');
   return rows.map((r) => r.id);
 }
 
