@@ -84,9 +84,9 @@ async function cloneQuotes(db: ReturnType<typeof createDb>, quoteId: string, n: 
   // Vacuumed and analysed now, untimed: otherwise autovacuum takes up this bulk insert during
   // the measured runs, a cost the baseline does not pay and a live system does not see at once.
   await db.raw('vacuum (analyze) quotes');
-  // And its WAL checkpointed now: otherwise the checkpoint it sets off is flushed
-  // during the booking runs, stalling their commits for up to half a second. CHECKPOINT needs a
-  // superuser or pg_checkpoint; without one the runs go on, and may carry that stall.
+  // And its WAL checkpointed now: otherwise the checkpoint it sets off is written out during
+  // the booking runs (their p99 jumped to 424-545 ms in half the runs before this, none since).
+  // CHECKPOINT needs a superuser or pg_checkpoint; without one the runs go on as before.
   await db.raw('checkpoint').catch((err: Error) => {
     process.stderr.write(`bench: no checkpoint after the quote setup (${err.message})\n`);
   });
