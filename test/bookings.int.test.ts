@@ -3,7 +3,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../shared/errors.ts';
 import { passengerStanding, priceUnlessRepeated } from '../shared/services/bookings.ts';
-import { verificationRow } from '../shared/services/email-verification.ts';
+import { bookingVerifyToken, isEmailVerified, verificationRow } from '../shared/services/email-verification.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -718,6 +718,62 @@ describe('passenger e-mail on bookings', () => {
     const afterMail = await eventually(async () => smtp.mails.find((m) => m.raw.includes(afterRef)));
     expect(mailText(afterMail)).toContain(afterRef);
     expect(mailText(afterMail)).not.toContain('Confirm your e-mail address');
+  });
+
+  it("signs the confirmation's link instead of storing it: nothing is written until it is opened, and it verifies only its booking's address", async () => {
+    const email = `signed-${Date.now()}@example.org`;
+    // A code the passenger asked for first still works after they book (the booking does not
+    // start a verification of its own that would supersede it).
+    const asked = await post('/api/public/v1/passenger-verify', { email });
+    expect(asked.status, asked.text).toBe(200);
+    const codeMail = await eventually(async () =>
+      smtp.mails.find((m) => m.to.includes(email) && /verification code is/.test(mailText(m))),
+    );
+    const code = /verification code is: (\d{6})/.exec(mailText(codeMail))?.[1] as string;
+    const rowsBefore = await env.rt.db('email_verifications').where({ email });
+    expect(rowsBefore).toHaveLength(1);
+
+    const booked = await post('/api/public/v1/booking', { ...base, departAt: inHours(31), passengerEmail: email });
+    expect(booked.status, booked.text).toBe(201);
+    expect(booked.json.emailVerified).toBe(false);
+    const ref = booked.json.bookingReference as string;
+    const mail = await eventually(async () => smtp.mails.find((m) => m.raw.includes(ref)));
+    const link = new URL(/Confirm your e-mail address: (\S+)/.exec(mailText(mail))?.[1] as string);
+    const token = link.searchParams.get('token') as string;
+    expect(token).toMatch(/^B[0-9a-f]{40}[0-9A-Za-z_-]{43}$/);
+    // The booking wrote no verification row.
+    expect(await env.rt.db('email_verifications').where({ email })).toHaveLength(1);
+    const open = (t: string, accept = 'application/json') =>
+      fetch(`${api.url}${link.pathname}?token=${t}`, { headers: { accept } });
+
+    // Altered: another character of the signature, or another booking's id under it.
+    const flipped = `${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`;
+    expect((await open(flipped)).status).toBe(404);
+    const other = (await env.rt.db('bookings').whereNot({ reference: ref }).first('id')) as { id: string };
+    expect((await open(`B${other.id.replace(/-/g, '')}${token.slice(33)}`)).status).toBe(404);
+    // Signed with the service's key but expired: 404.
+    const row = (await env.rt.db('bookings').where({ reference: ref }).first('id')) as { id: string };
+    const expired = bookingVerifyToken(row.id, email, env.config.dataEncryptionKey, new Date(Date.now() - 1000));
+    expect((await open(expired)).status).toBe(404);
+    // A browser is shown the address and a button; opening the page verifies nothing.
+    const page = await open(token, 'text/html');
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain(email);
+    expect(await isEmailVerified(env.rt.db, email)).toBe(false);
+
+    // Opened by an API client: verified, once, however often it is opened.
+    for (let i = 0; i < 2; i++) {
+      const r = await open(token);
+      expect(r.status).toBe(200);
+      expect(await r.json()).toEqual({ email, verified: true });
+    }
+    const verifiedRows = await env.rt.db('email_verifications').where({ email }).whereNotNull('verified_at');
+    expect(verifiedRows).toHaveLength(1);
+
+    // The code e-mailed before the booking still verifies (its own row).
+    const byCode = await post('/api/public/v1/passenger-verify', { email, code });
+    expect(byCode.status, byCode.text).toBe(200);
+    expect(byCode.json.verified).toBe(true);
   });
 });
 

@@ -38,7 +38,7 @@ export function verifyLinkHandlers(deps: ApiDeps, limits: { page(req: Request, r
       await limits.page(req, res);
       const token = tokenOf(req.query.token);
       if (!token) return unknown(res);
-      const link = await linkState(deps.db, token);
+      const link = await linkState(deps.db, token, { key: deps.config.dataEncryptionKey });
       if (link.state === 'unknown') return unknown(res);
       if (link.state === 'verified') return verified(res, link.email);
       const html = sitePage(serviceName, 'Confirm your e-mail address', [
@@ -57,7 +57,7 @@ export function verifyLinkHandlers(deps: ApiDeps, limits: { page(req: Request, r
       await limits.page(req, res);
       const token = tokenOf((req.body as Record<string, unknown> | undefined)?.token);
       if (!token) return unknown(res);
-      const result = await verifyByLink(deps.db, token);
+      const result = await verifyByLink(deps.db, token, { key: deps.config.dataEncryptionKey });
       if (!result) return unknown(res);
       verified(res, result.email);
     },

@@ -179,7 +179,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
       errors: ['not_found'],
       responses: { 200: { description: 'The address is verified', schema: PassengerVerified } },
       handler: async ({ query, deps }) => {
-        const result = await verifyByLink(deps.db, query.token);
+        const result = await verifyByLink(deps.db, query.token, { key: deps.config.dataEncryptionKey });
         if (!result) {
           throw new AppError('not_found', 'This verification link is unknown or has expired; request a new one.');
         }

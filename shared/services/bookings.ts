@@ -11,7 +11,7 @@ import { newReference, normaliseReference } from '../domain/reference.ts';
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
-import { verificationRow } from './email-verification.ts';
+import { bookingVerifyToken, VERIFICATION_TTL_MS } from './email-verification.ts';
 import { messageRows, type NewMessage } from './messages.ts';
 import type { PricedQuote } from './quotes.ts';
 
@@ -531,12 +531,10 @@ export function bookingWrite(
     },
   ];
   if (input.confirmByEmail && row.passenger_email) {
-    let verifyLink: string | null = null;
-    if (!row.email_verified) {
-      const verification = verificationRow({ email: row.passenger_email, now });
-      inserts.push({ table: 'email_verifications', row: verification.row });
-      verifyLink = `${baseUrl}${VERIFY_LINK_PATH}?token=${verification.started.linkToken}`;
-    }
+    // An unconfirmed address gets a link that confirms it, signed, not stored: no row here.
+    const verifyLink = row.email_verified
+      ? null
+      : `${baseUrl}${VERIFY_LINK_PATH}?token=${bookingVerifyToken(id, row.passenger_email, deps.config.dataEncryptionKey, new Date(now.getTime() + VERIFICATION_TTL_MS))}`;
     const message = messageRows(confirmation(row, view, verifyLink));
     inserts.push(message.message, message.job);
   }

@@ -1,4 +1,4 @@
-import { randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { sha256 } from '../crypto.ts';
 import type { Queryable, Tx } from '../db/knex.ts';
 import { normaliseEmail } from '../domain/email-acceptance.ts';
@@ -19,6 +19,12 @@ import { queueMessage } from './messages.ts';
  *   the verification it started (`verificationId`), one per authorization.
  * - Verified is a property of the address: any verified row for it, for any purpose.
  *
+ * - A booking's confirmation e-mail carries a link of its own, signed rather than stored
+ *   (`bookingVerifyToken`): nothing is written when the booking is made, and opening the link
+ *   writes a verified row of its own purpose (`BOOKING_LINK_PURPOSE`). So bookings neither add
+ *   a row per e-mail nor supersede the code a passenger was sent by passenger-verify, nor
+ *   count against its e-mails per address.
+ *
  * The MCP OAuth sign-in (purpose `oauth`) e-mails the code only (`sendSignInCodeEmail`): its
  * proof must happen in the browser that started the sign-in, and a link opened anywhere would
  * let whoever started it sign in as the recipient. Its row's link token is never sent.
@@ -27,6 +33,12 @@ import { queueMessage } from './messages.ts';
 export const VERIFICATION_TTL_MS = 30 * 60 * 1000;
 export const MAX_CODE_ATTEMPTS = 5;
 export const DEFAULT_PURPOSE = 'passenger';
+/**
+ * The verified row a booking's signed link writes when opened: its own purpose, so it neither
+ * becomes the address's latest passenger verification (whose code counts) nor counts as an
+ * e-mail sent (`countVerificationsSince`).
+ */
+export const BOOKING_LINK_PURPOSE = 'booking_link';
 
 interface VerificationRow {
   id: string;
@@ -79,6 +91,55 @@ export async function startVerification(
   const { row, started } = verificationRow(input);
   await db('email_verifications').insert(row);
   return started;
+}
+
+/**
+ * The token of the verification link in a booking's confirmation e-mail: `B`, the booking id
+ * (32 hex digits), its expiry (8 hex digits of Unix seconds) and an HMAC-SHA256, with the
+ * service's key, of the three and the booking's address (base64url). It is checked against
+ * the booking's address when opened, so the link verifies only the address it was sent to.
+ * The same alphabet as a stored link's token, 84 characters against its 43.
+ */
+export function bookingVerifyToken(bookingId: string, email: string, key: Buffer, expiresAt: Date): string {
+  const id = bookingId.replace(/-/g, '').toLowerCase();
+  const exp = Math.floor(expiresAt.getTime() / 1000)
+    .toString(16)
+    .padStart(8, '0');
+  return `B${id}${exp}${bookingLinkMac(id, exp, email, key).toString('base64url')}`;
+}
+
+function bookingLinkMac(id: string, exp: string, email: string, key: Buffer): Buffer {
+  return createHmac('sha256', key)
+    .update(`verify-link:${id}:${exp}:${normaliseEmail(email)}`)
+    .digest();
+}
+
+const BOOKING_TOKEN = /^B([0-9a-f]{32})([0-9a-f]{8})([0-9A-Za-z_-]{43})$/;
+
+/**
+ * The address a booking's verification link stands for, when its signature holds for the
+ * booking's address (null when it is not such a token, or the signature, the booking or the
+ * key does not match), and whether it has expired.
+ */
+async function bookingLinkAddress(
+  db: Queryable,
+  token: string,
+  key: Buffer | undefined,
+  now: Date,
+): Promise<{ email: string; expiresAt: Date } | null> {
+  const m = BOOKING_TOKEN.exec(token);
+  if (!m || !key) return null;
+  const [, id, exp, mac] = m as unknown as [string, string, string, string];
+  const bookingId = `${id.slice(0, 8)}-${id.slice(8, 12)}-${id.slice(12, 16)}-${id.slice(16, 20)}-${id.slice(20)}`;
+  const booking = await db('bookings')
+    .where({ id: bookingId })
+    .first<{ passenger_email: string | null } | undefined>('passenger_email');
+  if (!booking?.passenger_email) return null;
+  const given = Buffer.from(mac, 'base64url');
+  const expected = bookingLinkMac(id, exp, booking.passenger_email, key);
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
+  const expiresAt = new Date(Number.parseInt(exp, 16) * 1000);
+  return expiresAt.getTime() > now.getTime() ? { email: normaliseEmail(booking.passenger_email), expiresAt } : null;
 }
 
 /** A new verification's row (to insert) and what to send: the code and link token are never stored. */
@@ -166,18 +227,53 @@ export async function verifyByCode(
 export async function verifyByLink(
   db: Queryable,
   token: string,
-  opts: { now?: Date } = {},
+  /** `key`: the service's key, for the signed links of confirmation e-mails (`bookingVerifyToken`). */
+  opts: { now?: Date; key?: Buffer } = {},
 ): Promise<{ email: string; verificationId: string } | null> {
   const now = opts.now ?? new Date();
   const row = await db<VerificationRow>('email_verifications')
     .where({ link_token_hash: sha256(token) })
     .first();
-  if (!row) return null;
+  if (!row) return verifyBookingLink(db, token, opts.key, now);
   if (row.verified_at) return { email: row.email, verificationId: row.id };
   if (row.expires_at.getTime() <= now.getTime()) return null;
   // Conditional update: concurrent opens of the same link set it once; both answer the address.
   await db('email_verifications').where({ id: row.id }).whereNull('verified_at').update({ verified_at: now });
   return { email: row.email, verificationId: row.id };
+}
+
+/**
+ * A booking's signed link opened for the first time: its verified row is written then (a
+ * second open finds that row; two at once write it once and both answer the address).
+ */
+async function verifyBookingLink(
+  db: Queryable,
+  token: string,
+  key: Buffer | undefined,
+  now: Date,
+): Promise<{ email: string; verificationId: string } | null> {
+  const link = await bookingLinkAddress(db, token, key, now);
+  if (!link) return null;
+  const id = uuidv7();
+  const inserted = await db('email_verifications')
+    .insert({
+      id,
+      email: link.email,
+      // No code goes with this link: the hash of random bytes matches none.
+      code_hash: sha256(randomBytes(32)),
+      link_token_hash: sha256(token),
+      purpose: BOOKING_LINK_PURPOSE,
+      expires_at: link.expiresAt,
+      verified_at: now,
+    })
+    .onConflict('link_token_hash')
+    .ignore()
+    .returning('id');
+  if (inserted.length > 0) return { email: link.email, verificationId: id };
+  const row = await db<VerificationRow>('email_verifications')
+    .where({ link_token_hash: sha256(token) })
+    .first('id');
+  return row ? { email: link.email, verificationId: row.id } : null;
 }
 
 /**
@@ -187,13 +283,17 @@ export async function verifyByLink(
 export async function linkState(
   db: Queryable,
   token: string,
-  opts: { now?: Date } = {},
+  /** `key`: as for `verifyByLink`. */
+  opts: { now?: Date; key?: Buffer } = {},
 ): Promise<{ state: 'unknown' } | { state: 'verified' | 'pending'; email: string }> {
   const now = opts.now ?? new Date();
   const row = await db<VerificationRow>('email_verifications')
     .where({ link_token_hash: sha256(token) })
     .first('email', 'verified_at', 'expires_at');
-  if (!row) return { state: 'unknown' };
+  if (!row) {
+    const link = await bookingLinkAddress(db, token, opts.key, now);
+    return link ? { state: 'pending', email: link.email } : { state: 'unknown' };
+  }
   if (row.verified_at) return { state: 'verified', email: row.email };
   if (row.expires_at.getTime() <= now.getTime()) return { state: 'unknown' };
   return { state: 'pending', email: row.email };
@@ -216,6 +316,7 @@ export async function countVerificationsSince(
 ): Promise<{ count: number; oldest: Date | null }> {
   const row = await db('email_verifications')
     .where({ email: normaliseEmail(email) })
+    .whereNot({ purpose: BOOKING_LINK_PURPOSE })
     .where('created_at', '>=', since)
     .first<{ count: number; oldest: Date | null }>(
       db.raw('count(*)::int as count'),
