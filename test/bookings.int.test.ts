@@ -151,6 +151,10 @@ describe('POST /api/public/bookings/create', () => {
       const rows = await env.rt.db('bookings').where({ quote_id: quoteId });
       expect(rows).toHaveLength(1);
       expect(rows[0].reference).toBe(mine.find((r) => r.status === 200)?.json.booking_reference);
+      // The route, rules and tariff source are copied from the quote inside the statement.
+      const source = await env.rt.db('quotes').where({ id: quoteId }).first();
+      expect(source.applied_rules.length).toBeGreaterThan(0);
+      for (const c of ['pickup', 'dropoff', 'applied_rules', 'tariff_source']) expect(rows[0][c], c).toEqual(source[c]);
       expect(
         await env.rt
           .db('outbox')
@@ -213,6 +217,10 @@ describe('POST /api/public/bookings/create', () => {
       passenger_phone: '+447700900123',
       quote_id: q,
     });
+    // Written alone (not in a shared statement): the quote's route, rules and tariff source copied all the same.
+    const source = await env.rt.db('quotes').where({ id: q }).first();
+    expect(source.applied_rules.length).toBeGreaterThan(0);
+    for (const c of ['pickup', 'dropoff', 'applied_rules', 'tariff_source']) expect(row[c], c).toEqual(source[c]);
     expect(JSON.stringify(row)).not.toContain(String(first.json.tracking_url).split('/track/')[1]);
   });
 

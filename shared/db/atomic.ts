@@ -6,6 +6,13 @@ import { rawNamed } from './prepared.ts';
 export interface RowInsert {
   table: string;
   row: Record<string, unknown>;
+  /**
+   * Columns taken from the guard's row (its column of the same name) instead of from `row`:
+   * values Postgres already has (a redeemed quote's rules, say) are copied inside the statement
+   * rather than read out, encoded and sent back. Only under a guard; in `insertManyIf`, the
+   * guard row whose `key` is the row's.
+   */
+  fromGuard?: readonly string[];
 }
 
 /** A statement whose returned rows decide whether the inserts happen (at least one row: yes). */
@@ -47,11 +54,16 @@ export async function insertAllIf(
   }
   inserts.forEach((ins, i) => {
     const cols = Object.keys(ins.row).map(ident);
+    const copied = (ins.fromGuard ?? []).map(ident);
     if (cols.length === 0) throw new Error(`no columns for ${ins.table}`);
+    if (copied.length > 0 && !guard) throw new Error(`columns from a guard without one: ${ins.table}`);
     const record: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(ins.row)) record[k] = jsonValue(v);
+    const t = ident(ins.table);
     ctes.push(
-      `i${i} as (insert into ${ident(ins.table)} (${cols.join(', ')}) select ${cols.join(', ')} from json_populate_record(null::${ident(ins.table)}, ?::json)${guard ? ' where exists (select 1 from g)' : ''} returning 1)`,
+      copied.length > 0
+        ? `i${i} as (insert into ${t} (${[...cols, ...copied].join(', ')}) select ${[...cols.map((c) => `r.${c}`), ...copied.map((c) => `g.${c}`)].join(', ')} from json_populate_record(null::${t}, ?::json) r cross join (select * from g limit 1) g returning 1)`
+        : `i${i} as (insert into ${t} (${cols.join(', ')}) select ${cols.join(', ')} from json_populate_record(null::${t}, ?::json)${guard ? ' where exists (select 1 from g)' : ''} returning 1)`,
     );
     bindings.push(JSON.stringify(record));
   });
@@ -83,14 +95,18 @@ export async function insertManyIf(
   guard: Guard,
   inserts: readonly KeyedRowInsert[],
 ): Promise<Set<string>> {
-  const groups = new Map<string, { table: string; cols: string[]; items: { k: string; r: unknown }[] }>();
+  const groups = new Map<
+    string,
+    { table: string; cols: string[]; copied: string[]; items: { k: string; r: unknown }[] }
+  >();
   for (const ins of inserts) {
     const cols = Object.keys(ins.row);
+    const copied = ins.fromGuard ?? [];
     if (cols.length === 0) throw new Error(`no columns for ${ins.table}`);
-    const id = `${ins.table}(${cols.join(',')})`;
+    const id = `${ins.table}(${cols.join(',')};${copied.join(',')})`;
     let group = groups.get(id);
     if (!group) {
-      group = { table: ins.table, cols: cols.map(ident), items: [] };
+      group = { table: ins.table, cols: cols.map(ident), copied: copied.map(ident), items: [] };
       groups.set(id, group);
     }
     const record: Record<string, unknown> = {};
@@ -100,10 +116,13 @@ export async function insertManyIf(
   const ctes = [`g as (${guard.sql})`];
   const bindings: Knex.RawBinding[] = [...guard.bindings];
   let i = 0;
-  for (const { table, cols, items } of groups.values()) {
+  for (const { table, cols, copied, items } of groups.values()) {
     const t = ident(table);
     ctes.push(
-      `i${i++} as (insert into ${t} (${cols.join(', ')}) select ${cols.map((c) => `r.${c}`).join(', ')} from json_array_elements(?::json) e cross join lateral json_populate_record(null::${t}, e->'r') r where (e->>'k') in (select key::text from g) returning 1)`,
+      copied.length > 0
+        ? // The guard returns each key once (a key appears once per statement), so the join adds no rows.
+          `i${i++} as (insert into ${t} (${[...cols, ...copied].join(', ')}) select ${[...cols.map((c) => `r.${c}`), ...copied.map((c) => `g.${c}`)].join(', ')} from json_array_elements(?::json) e cross join lateral json_populate_record(null::${t}, e->'r') r join g on g.key::text = (e->>'k') returning 1)`
+        : `i${i++} as (insert into ${t} (${cols.join(', ')}) select ${cols.map((c) => `r.${c}`).join(', ')} from json_array_elements(?::json) e cross join lateral json_populate_record(null::${t}, e->'r') r where (e->>'k') in (select key::text from g) returning 1)`,
     );
     bindings.push(JSON.stringify(items));
   }
