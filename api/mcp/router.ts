@@ -35,6 +35,8 @@ export const REGISTER_PATH = '/register';
 export const REVOKE_PATH = '/revoke';
 export const PROTECTED_RESOURCE_METADATA_PATH = '/.well-known/oauth-protected-resource';
 export const AUTHORIZATION_SERVER_METADATA_PATH = '/.well-known/oauth-authorization-server';
+/** Every path `mcpRouter` serves lies under one of these (`servedUnder`, api/app.ts). */
+export const MCP_ROUTER_PATHS = [MCP_PATH, AUTHORIZE_PATH, TOKEN_PATH, REVOKE_PATH, REGISTER_PATH, '/.well-known'];
 
 /** RFC 8414: this service is the authorization server of its own MCP endpoint, on every connected domain. */
 export function authorizationServerMetadata(base: string): OAuthMetadata {

@@ -27,6 +27,9 @@ import { verifyLinkHandlers } from './verify-page.ts';
 /** The largest form the website accepts (its forms carry a few short fields). */
 const FORM_LIMIT = '16kb';
 
+/** Every path `websiteRouter` serves lies under one of these (`servedUnder`, api/app.ts). */
+export const WEBSITE_PATHS = ['/book', '/track', '/o', '/driver', PASSENGER_VERIFY_LINK_PATH, '/docs', '/assets'];
+
 /**
  * The passenger website and the API documentation, served by the API process on every
  * connected domain: `/book/{quoteId}` (a quote's bookingUrl), `/track/{token}` (a booking's

@@ -11,6 +11,9 @@ import { HOME_PATH, LOGIN_PATH, requireSession } from './session.ts';
 /** The largest form the operator pages accept (a few short fields). */
 const FORM_LIMIT = '16kb';
 
+/** Every path `operatorRouter` serves lies under this (`servedUnder`, api/app.ts). */
+export const OPERATOR_PATHS = [HOME_PATH];
+
 type Handler = (req: Request, res: Response) => Promise<void>;
 
 /**
