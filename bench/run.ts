@@ -693,7 +693,7 @@ function writeReport(results: Record<string, unknown>): void {
     `Quote endpoint / baseline: **${(results.ratios as { quoteVsBaseline: number }).quoteVsBaseline}** (target ≥ 0.7); p99 target < 50 ms.`,
     'Booking endpoints / Express + 1 INSERT (target ≥ 0.5; p99 target < 100 ms):',
     `- redeem a quote (bookings/create): **${ratios.redeemVsInsert}**`,
-    `- v1 booking with quote_id (adds the confirmation e-mail and a verification): **${ratios.redeemV1VsInsert}**`,
+    `- v1 booking with quote_id (adds the confirmation e-mail): **${ratios.redeemV1VsInsert}**`,
     `- v1 booking priced in the same request: **${ratios.bookingVsInsert}**; it pays the pricing worker's request and reply, so its floor is the BullMQ baseline above: **${ratios.bookingVsBaseline}** of it.`,
     ...cpuPerRequestLines(http),
     '',
