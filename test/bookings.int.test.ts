@@ -169,6 +169,38 @@ describe('POST /api/public/bookings/create', () => {
     expect(standingReads.length).toBeLessThan(24);
   });
 
+  it('does not hold every redemption behind one statement stuck on a lock', async () => {
+    // Statements go one after another (the next when the one in flight completes), except when
+    // one has run too long: then the bookings behind it go in a statement of their own.
+    const [stuck, free] = await Promise.all([quote(), quote()]);
+    const trx = await env.rt.db.transaction();
+    try {
+      await trx.raw('select 1 from quotes where id = ? for update', [stuck]);
+      const first = post('/api/public/bookings/create', { ...ada, quote_id: stuck });
+      // Its write is waiting for the row lock.
+      let waiting = false;
+      for (let i = 0; i < 200 && !waiting; i++) {
+        const { rows } = await env.rt.db.raw<{ rows: unknown[] }>(
+          "select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%update quotes set redeemed_at%'",
+        );
+        waiting = rows.length > 0;
+        if (!waiting) await new Promise((r) => setTimeout(r, 25));
+      }
+      expect(waiting).toBe(true);
+      const second = await Promise.race([
+        post('/api/public/bookings/create', { ...ada, passenger_phone_whatsapp: '+447700900124', quote_id: free }),
+        new Promise<null>((r) => setTimeout(() => r(null), 10_000)),
+      ]);
+      expect(second?.status, 'the second redemption was held behind the stuck one').toBe(200);
+      await trx.commit();
+      const r1 = await first;
+      expect(r1.status).toBe(200);
+      expect(r1.json.booking_reference).not.toBe(second?.json.booking_reference);
+    } finally {
+      if (!trx.isCompleted()) await trx.rollback();
+    }
+  });
+
   it('reads the standing of passengers asked together in one query, each its own answer', async () => {
     const q = await quote(3);
     await env.rt.db('blocked_contacts').insert({ kind: 'phone', value: '+447700900911', reason: 'test' });

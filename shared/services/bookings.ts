@@ -342,6 +342,9 @@ type BookingWriter = (
 
 const bookingWriters = new WeakMap<Db, Map<string, BookingWriter>>();
 
+/** How long a writer's statement may run before the bookings waiting behind it go without it. */
+const WRITE_STALL_MS = 100;
+
 /**
  * Writes bookings, coalescing those that reach it in the same turn of the event loop into ONE
  * statement (`insertManyIf`): the batch guard (`manyGuard`, over every booking's `batchItem`)
@@ -352,6 +355,13 @@ const bookingWriters = new WeakMap<Db, Map<string, BookingWriter>>();
  * booking with it waits for the next); when a statement fails (a reference collision, a row's
  * content, a guard hit twice) each booking of it is written with its own guard, so only its
  * own caller sees the error.
+ *
+ * The next statement goes when the one in flight completes, not at the next turn of the event
+ * loop: the bookings that arrive meanwhile share it, so under load there are fewer, fuller
+ * statements (9 to 12% more redemptions a second at 50 clients, and less CPU per booking in
+ * the API and Postgres: README, Benchmarks). A statement that has run WRITE_STALL_MS (a lock
+ * wait, a stalled commit) no longer holds the others: the bookings waiting behind it then go
+ * in a statement of their own.
  */
 function bookingWriter(db: Db, kind: string, manyGuard: (items: unknown[]) => Guard): BookingWriter {
   let writers = bookingWriters.get(db);
@@ -363,6 +373,9 @@ function bookingWriter(db: Db, kind: string, manyGuard: (items: unknown[]) => Gu
   if (existing) return existing;
   let pending: PendingWrite[] = [];
   let scheduled = false;
+  let inFlight = 0;
+  let lastSentAt = 0;
+  let stallTimer: NodeJS.Timeout | null = null;
 
   const single = async (p: PendingWrite): Promise<void> => {
     try {
@@ -390,6 +403,11 @@ function bookingWriter(db: Db, kind: string, manyGuard: (items: unknown[]) => Gu
 
   const flush = () => {
     scheduled = false;
+    if (stallTimer) {
+      clearTimeout(stallTimer);
+      stallTimer = null;
+    }
+    if (pending.length === 0) return;
     const all = pending;
     pending = [];
     const batch: PendingWrite[] = [];
@@ -403,13 +421,22 @@ function bookingWriter(db: Db, kind: string, manyGuard: (items: unknown[]) => Gu
       keys.add(p.key);
       batch.push(p);
     }
+    inFlight++;
+    lastSentAt = performance.now();
+    // write() settles every booking of the batch itself and never rejects.
+    void write(batch).then(() => {
+      inFlight--;
+      if (pending.length > 0) schedule();
+    });
     if (pending.length > 0) schedule();
-    void write(batch);
   };
   const schedule = () => {
-    if (!scheduled) {
+    if (scheduled) return;
+    if (inFlight === 0) {
       scheduled = true;
       setImmediate(flush);
+    } else if (!stallTimer) {
+      stallTimer = setTimeout(flush, Math.max(0, WRITE_STALL_MS - (performance.now() - lastSentAt)));
     }
   };
 
