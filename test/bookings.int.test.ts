@@ -175,13 +175,15 @@ describe('POST /api/public/bookings/create', () => {
     const [stuck, free] = await Promise.all([quote(), quote()]);
     const trx = await env.rt.db.transaction();
     try {
+      const { rows: me } = await trx.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
       await trx.raw('select 1 from quotes where id = ? for update', [stuck]);
       const first = post('/api/public/bookings/create', { ...ada, quote_id: stuck });
-      // Its write is waiting for the row lock.
+      // Its write is waiting for this transaction's row lock (and not some other test's).
       let waiting = false;
       for (let i = 0; i < 200 && !waiting; i++) {
         const { rows } = await env.rt.db.raw<{ rows: unknown[] }>(
-          "select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%update quotes set redeemed_at%'",
+          'select 1 from pg_stat_activity where ? = any(pg_blocking_pids(pid))',
+          [me[0]?.pid ?? 0],
         );
         waiting = rows.length > 0;
         if (!waiting) await new Promise((r) => setTimeout(r, 25));

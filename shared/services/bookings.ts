@@ -346,7 +346,7 @@ const bookingWriters = new WeakMap<Db, Map<string, BookingWriter>>();
 const WRITE_STALL_MS = 100;
 
 /**
- * Writes bookings, coalescing those that reach it in the same turn of the event loop into ONE
+ * Writes bookings, coalescing those waiting for it into ONE
  * statement (`insertManyIf`): the batch guard (`manyGuard`, over every booking's `batchItem`)
  * returns the keys it let through, and only those bookings are written. One statement and one
  * commit for many bookings share the round trip, the statement's fixed cost in Postgres and the
@@ -509,18 +509,18 @@ export function bookingWrite(
     input.farePenceOverride != null
       ? [{ code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: fare }]
       : null;
-  // A redemption's route, rules and tariff source are copied from the quote inside the statement.
-  const copied = quote.redeemed ? REDEEMED_COLUMNS.filter((c) => !(partnerFare && c === 'applied_rules')) : [];
-  const fromQuote = quote.redeemed
-    ? partnerFare
-      ? { applied_rules: partnerFare }
-      : {}
+  // What a redemption's booking does not carry (REDEEMED_COLUMNS) is copied from the quote
+  // inside the statement.
+  const fromQuote: Record<string, unknown> = quote.redeemed
+    ? {}
     : {
         pickup: quote.pickup,
         dropoff: quote.dropoff,
-        applied_rules: partnerFare ?? quote.applied_rules,
+        applied_rules: quote.applied_rules,
         tariff_source: quote.tariff_source,
       };
+  if (partnerFare) fromQuote.applied_rules = partnerFare;
+  const copied = quote.redeemed ? REDEEMED_COLUMNS.filter((c) => !(c in fromQuote)) : [];
   const values = {
     id,
     reference: newReference(deps.config.bookings.referencePrefix),
