@@ -695,6 +695,37 @@ describe('blocked passengers', () => {
     });
     expect(instant.status).toBe(403);
     expect(instant.json.error?.code).toBe('account_blocked');
+    // Both price while the passenger is checked: the refusal still answers first, even when
+    // pricing fails too (an address it cannot find), and the dropped price harms nothing.
+    const nowhere = 'Qzxv Nowhere Lane, Xyzzyshire';
+    const v1Nowhere = await post('/api/public/v1/booking', {
+      pickup: nowhere,
+      dropoff: 'York',
+      departAt: inHours(12),
+      passengerName: 'Blocked Bill',
+      passengerEmail: 'blocked@example.org',
+      passengerPhone: '+447700900111',
+    });
+    expect(v1Nowhere.json.error?.code).toBe('account_blocked');
+    const instantNowhere = await post('/api/public/bookings/instant', {
+      ...ada,
+      passenger_phone_whatsapp: '+447700900666',
+      pickup_address: nowhere,
+      dropoff_address: 'York',
+      depart_at: inHours(12),
+    });
+    expect(instantNowhere.json.error?.code).toBe('account_blocked');
+    // An open passenger with the same address gets pricing's answer.
+    const open = await post('/api/public/v1/booking', {
+      pickup: nowhere,
+      dropoff: 'York',
+      departAt: inHours(12),
+      passengerName: 'Open Olive',
+      passengerEmail: 'olive@example.org',
+      passengerPhone: '+447700900112',
+    });
+    expect(open.status).toBe(422);
+    expect(open.json.error?.code).toBe('address_not_found');
     // Nothing was booked for either.
     expect(await env.rt.db('bookings').whereIn('passenger_phone', ['+447700900666', '+447700900111'])).toEqual([]);
   });

@@ -328,8 +328,26 @@ export function bookingRoutes(): RouteDef[] {
           passengerEmail: email,
           passengerPhone: phone,
         });
-        const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer, bc.testMode);
         const vehicleType = parseVehicleType(body.vehicleType);
+        // Priced while the passenger is checked (standing, hourly limit, fare permission), not
+        // after: one stage less in every booking's wait. A refused passenger's price is dropped
+        // unused, and the passenger's refusal still answers first.
+        const priced = priceQuote(
+          deps,
+          {
+            pickup: body.pickup as string,
+            dropoff: body.dropoff as string,
+            departAt: body.departAt,
+            passengers: body.passengers ?? 1,
+            vehicleType,
+            meetAndGreet: false,
+            worldwide: false,
+          },
+          bc,
+          base,
+        );
+        priced.catch(() => {}); // awaited below, unless the passenger is refused first
+        const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer, bc.testMode);
         const fare = await partnerFare(deps, caller, body.fareGBP);
         const hash = contentHash(bc.scope, {
           pickup: body.pickup,
@@ -341,22 +359,7 @@ export function bookingRoutes(): RouteDef[] {
           fare,
           method,
         });
-        const pricing = await priceUnlessRepeated(deps.db, hash, () =>
-          priceQuote(
-            deps,
-            {
-              pickup: body.pickup as string,
-              dropoff: body.dropoff as string,
-              departAt: body.departAt,
-              passengers: body.passengers ?? 1,
-              vehicleType,
-              meetAndGreet: false,
-              worldwide: false,
-            },
-            bc,
-            base,
-          ),
-        );
+        const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
         if (pricing.repeat)
           return { status: 201, body: v1Body(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false)) };
         const view = await bookPricedQuote(
@@ -465,10 +468,26 @@ export function bookingRoutes(): RouteDef[] {
         ]);
         const base = baseUrlFor(req, deps.config);
         const bc = bookingCaller(caller, req);
+        const departAt = body.depart_at ?? new Date().toISOString();
+        // Priced while the passenger is checked, as on the v1 path.
+        const priced = priceQuote(
+          deps,
+          {
+            pickup: body.pickup_address,
+            dropoff: body.dropoff_address,
+            departAt,
+            passengers: body.passenger_count ?? 1,
+            vehicleType: body.vehicle_type,
+            meetAndGreet: false,
+            worldwide: false,
+          },
+          bc,
+          base,
+        );
+        priced.catch(() => {}); // awaited below, unless the passenger is refused first
         const passenger = await aliasPassenger(deps, body, bc.testMode);
         await assertNotBlocked(deps.db, passenger);
         const method = payment(body.payment_method);
-        const departAt = body.depart_at ?? new Date().toISOString();
         const hash = contentHash(bc.scope, {
           pickup: body.pickup_address,
           dropoff: body.dropoff_address,
@@ -479,22 +498,7 @@ export function bookingRoutes(): RouteDef[] {
           vehicleType: body.vehicle_type,
           method,
         });
-        const pricing = await priceUnlessRepeated(deps.db, hash, () =>
-          priceQuote(
-            deps,
-            {
-              pickup: body.pickup_address,
-              dropoff: body.dropoff_address,
-              departAt,
-              passengers: body.passenger_count ?? 1,
-              vehicleType: body.vehicle_type,
-              meetAndGreet: false,
-              worldwide: false,
-            },
-            bc,
-            base,
-          ),
-        );
+        const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
         if (pricing.repeat)
           return { status: 200, body: aliasBody(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false)) };
         const view = await bookPricedQuote(
