@@ -339,6 +339,32 @@ describe('start_booking', () => {
     expect(error.code).toBe('invalid_input');
     expect(error.details.map((d) => d.field)).toEqual(['/pickup', '/dropoff', '/departAt']);
   });
+
+  it('refuses a phone an operator blocked as account_blocked, priced or from a quote, nothing booked', async () => {
+    await env.rt.db('blocked_contacts').insert({ kind: 'phone', value: '+447700900777', reason: 'test' });
+    try {
+      const client = await connect(ada.accessToken);
+      const blocked = { passengerName: 'Ada Lovelace', passengerPhone: '07700 900777' };
+      const priced = errorOf(
+        await call(client, 'start_booking', { ...blocked, pickup: 'Leeds', dropoff: 'York', departAt: inHours(7) }),
+      );
+      expect(priced.code).toBe('account_blocked');
+      expect(priced.details).toEqual([{ field: '/passengerPhone', problem: 'blocked' }]);
+      // A quote from the public endpoint: Ada's estimate_fare allowance is for the other tests.
+      const quote = (await (
+        await fetch(`${url}/api/public/v1/quote`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ pickup: 'Leeds', dropoff: 'York', departAt: inHours(7) }),
+        })
+      ).json()) as { quoteId: string };
+      const redeem = errorOf(await call(client, 'start_booking', { ...blocked, quoteId: quote.quoteId }));
+      expect(redeem.code).toBe('account_blocked');
+      expect(await env.rt.db('bookings').where({ passenger_phone: '+447700900777' })).toEqual([]);
+    } finally {
+      await env.rt.db('blocked_contacts').where({ value: '+447700900777' }).delete();
+    }
+  });
 });
 
 describe('limits and transport', () => {
