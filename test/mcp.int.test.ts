@@ -350,6 +350,16 @@ describe('start_booking', () => {
       );
       expect(priced.code).toBe('account_blocked');
       expect(priced.details).toEqual([{ field: '/passengerPhone', problem: 'blocked' }]);
+      // Priced while the passenger is checked: the refusal answers first even when pricing fails.
+      const nowhere = errorOf(
+        await call(client, 'start_booking', {
+          ...blocked,
+          pickup: 'Qzxv Nowhere Lane, Xyzzyshire',
+          dropoff: 'York',
+          departAt: inHours(7),
+        }),
+      );
+      expect(nowhere.code).toBe('account_blocked');
       // A quote from the public endpoint: Ada's estimate_fare allowance is for the other tests.
       const quote = (await (
         await fetch(`${url}/api/public/v1/quote`, {
