@@ -251,7 +251,18 @@ describe('POST /api/public/quotes/estimate', () => {
       passenger_count: 1,
     });
     expect(lost.status).toBe(422);
-    expect(lost.json.error?.details[0]?.field).toBe('/pickup');
+    expect(lost.json.error?.code).toBe('address_not_found');
+    // Pricing's refusals name the fields as this route takes them.
+    expect(lost.json.error?.details[0]?.field).toBe('/pickup_address');
+    const past = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Leeds',
+      dropoff_address: 'York',
+      passenger_count: 1,
+      depart_at: '2020-01-01T10:00:00Z',
+    });
+    expect(past.status).toBe(400);
+    expect(past.json.error?.code).toBe('pickup_in_past');
+    expect(past.json.error?.details).toEqual([{ field: '/depart_at', problem: 'must not be in the past' }]);
   });
 });
 
@@ -268,7 +279,7 @@ describe('requests arriving together', () => {
     answers.forEach((a, i) => {
       if (i === 5) {
         expect(a.status).toBe(422);
-        expect(a.json.error?.details[0]?.field).toBe('/pickup');
+        expect(a.json.error?.details[0]?.field).toBe('/pickup_address');
       } else {
         expect(a.status, JSON.stringify(a.json)).toBe(200);
         expect(a.json.passenger_count).toBe(bodies[i]?.passenger_count);

@@ -43,7 +43,7 @@ import { fixedWindowCounter, unavailable } from '../middleware/rate-limit.ts';
 import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { scenarioHeader } from '../sandbox.ts';
-import { quoteCaller } from './quotes.ts';
+import { inAliasFields, quoteCaller } from './quotes.ts';
 
 const UNVERIFIED_POINTS = 8;
 const UNVERIFIED_WINDOW_SECONDS = 3600;
@@ -470,19 +470,21 @@ export function bookingRoutes(): RouteDef[] {
         const bc = bookingCaller(caller, req);
         const departAt = body.depart_at ?? new Date().toISOString();
         // Priced while the passenger is checked, as on the v1 path.
-        const priced = priceQuote(
-          deps,
-          {
-            pickup: body.pickup_address,
-            dropoff: body.dropoff_address,
-            departAt,
-            passengers: body.passenger_count ?? 1,
-            vehicleType: body.vehicle_type,
-            meetAndGreet: false,
-            worldwide: false,
-          },
-          bc,
-          base,
+        const priced = inAliasFields(
+          priceQuote(
+            deps,
+            {
+              pickup: body.pickup_address,
+              dropoff: body.dropoff_address,
+              departAt,
+              passengers: body.passenger_count ?? 1,
+              vehicleType: body.vehicle_type,
+              meetAndGreet: false,
+              worldwide: false,
+            },
+            bc,
+            base,
+          ),
         );
         priced.catch(() => {}); // awaited below, unless the passenger is refused first
         const passenger = await aliasPassenger(deps, body, bc.testMode);

@@ -1,3 +1,4 @@
+import { AppError } from '../../shared/errors.ts';
 import { EstimateRequest, EstimateResponse, V1QuoteRequest, V1QuoteResponse } from '../../shared/schemas/quotes.ts';
 import {
   createQuote,
@@ -12,6 +13,29 @@ import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
+
+/** Pricing names fields as the v1 quote does; the snake_case alias routes' own names for them. */
+const ALIAS_FIELDS: Readonly<Record<string, string>> = {
+  '/pickup': '/pickup_address',
+  '/dropoff': '/dropoff_address',
+  '/departAt': '/depart_at',
+  '/passengers': '/passenger_count',
+  '/vehicleType': '/vehicle_type',
+};
+
+/**
+ * Pricing's refusal with its fields named as the snake_case alias routes (quotes/estimate,
+ * bookings/instant) take them, so the error points at a field the caller sent.
+ */
+export async function inAliasFields<T>(pricing: Promise<T>): Promise<T> {
+  try {
+    return await pricing;
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err;
+    const details = err.details.map((d) => ({ ...d, field: ALIAS_FIELDS[d.field] ?? d.field }));
+    throw new AppError(err.code, err.message, details, err.headers);
+  }
+}
 
 /**
  * Who a quote is made for: the key, its partner and its mode (anonymous callers are live, no
@@ -128,19 +152,21 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
       errors: [...QUOTE_ERRORS],
       responses: { 200: { description: 'The estimate', schema: EstimateResponse } },
       handler: async ({ body, deps, caller, req }) => {
-        const quote = await createQuote(
-          deps,
-          {
-            pickup: body.pickup_address,
-            dropoff: body.dropoff_address,
-            departAt: body.depart_at,
-            passengers: body.passenger_count,
-            vehicleType: body.vehicle_type,
-            meetAndGreet: body.meet_and_greet ?? false,
-            worldwide: body.worldwide ?? false,
-          },
-          quoteCaller(caller),
-          baseUrlFor(req, deps.config),
+        const quote = await inAliasFields(
+          createQuote(
+            deps,
+            {
+              pickup: body.pickup_address,
+              dropoff: body.dropoff_address,
+              departAt: body.depart_at,
+              passengers: body.passenger_count,
+              vehicleType: body.vehicle_type,
+              meetAndGreet: body.meet_and_greet ?? false,
+              worldwide: body.worldwide ?? false,
+            },
+            quoteCaller(caller),
+            baseUrlFor(req, deps.config),
+          ),
         );
         return { status: 200, body: estimateBody(quote) };
       },
