@@ -1041,6 +1041,50 @@ describe('content screen on bookings', () => {
 });
 
 describe('cancellation reaches whoever holds the job', () => {
+  /** An approved Newport driver with this phone; returns its id. */
+  async function newportDriver(phone: string): Promise<string> {
+    const id = uuidv7();
+    await env.rt.db('drivers').insert({
+      id,
+      name: 'Dee Driver',
+      phone,
+      email: `dee-${phone.slice(-4)}@example.org`,
+      status: 'approved',
+      licensing_authority: 'Newport City Council',
+      licence_number: `NCC-${randomBytes(4).toString('hex')}`,
+      licence_expiry: '2027-12-31',
+      home_city: 'Newport',
+      home_lat: 51.58,
+      home_lng: -3.0,
+      operating_radius_miles: 10,
+    });
+    return id;
+  }
+
+  it('texts the driver assigned to the booking', async () => {
+    const made = await post('/api/public/v1/booking', {
+      pickup: 'Newport, Wales',
+      dropoff: 'Cardiff',
+      departAt: inHours(51),
+      passengerName: 'Assigned Asha',
+      passengerEmail: `asha-${Date.now()}@example.org`,
+      passengerPhone: '+447700900778',
+    });
+    const row = await bookingRow(made.json.bookingReference as string);
+    const driverId = await newportDriver('+447700900801');
+    await env.rt.db('bookings').where({ id: row.id }).update({ status: 'driver_assigned', driver_id: driverId });
+    const cancel = await post(`/api/public/v1/booking/${made.json.bookingReference}`, {
+      action: 'cancel',
+      email: row.passenger_email,
+    });
+    expect(cancel.status, cancel.text).toBe(200);
+    const sms = await eventually(async () =>
+      env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'job_cancelled' }).first(),
+    );
+    expect(sms).toMatchObject({ channel: 'sms', recipient: '+447700900801', driver_id: driverId });
+    expect(sms.body).toContain(made.json.bookingReference);
+  });
+
   it('withdraws a live offer and texts the offered driver, once', async () => {
     const made = await post('/api/public/v1/booking', {
       pickup: 'Newport, Wales',
@@ -1051,21 +1095,7 @@ describe('cancellation reaches whoever holds the job', () => {
       passengerPhone: '+447700900777',
     });
     const row = await bookingRow(made.json.bookingReference as string);
-    const driverId = uuidv7();
-    await env.rt.db('drivers').insert({
-      id: driverId,
-      name: 'Dee Driver',
-      phone: '+447700900800',
-      email: 'dee@example.org',
-      status: 'approved',
-      licensing_authority: 'Newport City Council',
-      licence_number: `NCC-${Date.now()}`,
-      licence_expiry: '2027-12-31',
-      home_city: 'Newport',
-      home_lat: 51.58,
-      home_lng: -3.0,
-      operating_radius_miles: 10,
-    });
+    const driverId = await newportDriver('+447700900800');
     await env.rt.db('dispatch_offers').insert({
       id: uuidv7(),
       booking_id: row.id,
