@@ -35,7 +35,7 @@ export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
     ...quoteRoutes(config),
     ...bookingRoutes(),
     ...bookingEventRoutes(),
-    ...passengerVerifyRoutes({ mxMode: config.bookings.emailMxCheck }),
+    ...passengerVerifyRoutes({ mxMode: config.bookings.emailMxCheck, dnsServers: config.bookings.emailDnsServers }),
     ...driverRoutes(),
     ...offerRoutes(),
     ...driverAppRoutes(),

@@ -4,6 +4,7 @@
  * `ConfigError` that names it. Defaults are chosen so that nothing needs setting on a
  * developer machine with local Postgres and Redis (see README "Configuration").
  */
+import { isIP } from 'node:net';
 
 export class ConfigError extends Error {
   constructor(
@@ -115,6 +116,11 @@ export interface Config {
     readonly referencePrefix: string;
     /** Passenger e-mail mail-server check: strict, soft (default) or off (CONTRACT.md section 5). */
     readonly emailMxCheck: 'strict' | 'soft' | 'off';
+    /**
+     * DNS servers the mail-server check asks (`EMAIL_DNS_SERVERS`, `ip` or `ip:port`, comma
+     * separated); empty: the system's resolvers.
+     */
+    readonly emailDnsServers: readonly string[];
   };
   readonly intake: {
     /** Partner jobs accepted per partner per Europe/London day (DAILY_JOB_LIMIT, default 5000);
@@ -230,6 +236,24 @@ function serviceCodeFor(serviceName: string): string {
 }
 
 const DEV_ENCRYPTION_KEY = Buffer.alloc(32, 'direct-taxi-network-dev-only-key');
+
+/** A comma list of DNS servers as node:dns `setServers` takes them: `ip`, `ip:port` or `[ipv6]:port`. */
+function dnsServers(env: Env, name: string): string[] {
+  const out: string[] = [];
+  for (const part of str(env, name, '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
+    const m = /^\[([^\]]+)\]:(\d+)$/.exec(part) ?? /^([^:]+):(\d+)$/.exec(part);
+    const host = m ? (m[1] as string) : part;
+    const port = m ? Number(m[2]) : 53;
+    if (isIP(host) === 0 || !(port >= 1 && port <= 65_535)) {
+      throw new ConfigError(name, `must be a comma list of IP addresses, each with an optional :port, got "${part}"`);
+    }
+    out.push(part);
+  }
+  return out;
+}
 
 function multipliers(env: Env, name: string, fallback: string): Record<string, number> {
   const raw = str(env, name, fallback);
@@ -384,6 +408,7 @@ export function loadConfig(env: Env = process.env): Config {
           throw new ConfigError('EMAIL_MX_CHECK', 'must be strict, soft or off');
         return mode;
       })(),
+      emailDnsServers: Object.freeze(dnsServers(env, 'EMAIL_DNS_SERVERS')),
     }),
     intake: Object.freeze({
       dailyJobLimit: int(env, 'DAILY_JOB_LIMIT', 5000, 1, 10_000_000),

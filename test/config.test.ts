@@ -25,8 +25,11 @@ describe('config', () => {
       SERVICE_NAME: 'Quick Cab Company',
       TWILIO_API_BASE_URL: 'http://127.0.0.1:9999/',
       SEED_DEMO: '1',
+      EMAIL_DNS_SERVERS: '10.0.0.2, 127.0.0.1:5353,[::1]:53',
     });
     expect(c.port).toBe(8080);
+    expect(c.bookings.emailDnsServers).toEqual(['10.0.0.2', '127.0.0.1:5353', '[::1]:53']);
+    expect(loadConfig({}).bookings.emailDnsServers).toEqual([]);
     expect(c.publicBaseUrls).toEqual(['https://directtaxi.example', 'https://book.example']);
     expect(c.apiKeyHeader).toBe('X-Quick-Cab-Company-AI-Key');
     expect(c.twilio.apiBaseUrl).toBe('http://127.0.0.1:9999');
@@ -44,6 +47,8 @@ describe('config', () => {
     ['SMTP_URL', { SMTP_URL: 'http://mail' }],
     ['DATA_ENCRYPTION_KEY', { DATA_ENCRYPTION_KEY: 'short' }],
     ['DATA_ENCRYPTION_KEY', { NODE_ENV: 'production' }],
+    ['EMAIL_DNS_SERVERS', { EMAIL_DNS_SERVERS: 'dns.example' }],
+    ['EMAIL_DNS_SERVERS', { EMAIL_DNS_SERVERS: '127.0.0.1:99999' }],
   ])('names %s when it is wrong', (variable, env) => {
     let err: unknown;
     try {

@@ -2,7 +2,7 @@ import type { AuthorizationParams } from '@modelcontextprotocol/sdk/server/auth/
 import type { OAuthClientInformationFull } from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { Request, Response } from 'express';
 import { randomBase62 } from '../../shared/crypto.ts';
-import { checkEmail, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
+import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
 import { AppError } from '../../shared/errors.ts';
 import {
   countVerificationsSince,
@@ -331,7 +331,7 @@ export function formHandler(deps: ApiDeps, limit: (req: Request, res: Response) 
 export function emailSubmitted(deps: ApiDeps): Step {
   return async (req, res, pending, view) => {
     const raw = typeof req.body?.email === 'string' ? req.body.email : '';
-    const check = await checkEmail(raw, { mx: deps.config.bookings.emailMxCheck });
+    const check = await checkEmail(raw, configuredCheck(deps.config.bookings));
     if (!check.accepted) {
       send(res, 400, emailStep(view, EMAIL_PROBLEM_MESSAGES[check.problem], raw), pending.redirectUri);
       return;

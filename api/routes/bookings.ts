@@ -1,7 +1,7 @@
 import type { Request } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
-import { checkEmail, EMAIL_PROBLEM_MESSAGES, mxCheckFor } from '../../shared/domain/email-acceptance.ts';
+import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
 import { paymentState } from '../../shared/domain/payment-state.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
 import { AppError, type ErrorDetail } from '../../shared/errors.ts';
@@ -82,7 +82,7 @@ async function limitUnverified(deps: ApiDeps, email: string): Promise<void> {
 
 /** The passenger e-mail rules: malformed, disposable, role addresses, no mail server: 400. */
 async function acceptEmail(deps: ApiDeps, raw: string, pointer: string, testMode: boolean): Promise<string> {
-  const result = await checkEmail(raw, { mx: mxCheckFor(deps.config.bookings.emailMxCheck, testMode) });
+  const result = await checkEmail(raw, configuredCheck(deps.config.bookings, testMode));
   if (!result.accepted) {
     throw new AppError('email_not_accepted', EMAIL_PROBLEM_MESSAGES[result.problem], [
       { field: pointer, problem: result.problem },

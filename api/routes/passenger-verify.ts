@@ -35,6 +35,8 @@ export const PASSENGER_VERIFY_LINK_PATH = `${PASSENGER_VERIFY_PATH}/link`;
 export interface PassengerVerifyOptions {
   /** The mail-server check (config `EMAIL_MX_CHECK`: strict, soft or off). */
   mxMode: MxMode;
+  /** The DNS servers the check asks (config `EMAIL_DNS_SERVERS`); default the system's. */
+  dnsServers?: readonly string[];
   /** DNS lookups, injectable (tests); default node:dns. */
   resolveMx?: ResolveMx;
   resolveAddresses?: ResolveAddresses;
@@ -131,6 +133,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
 
         const check = await checkEmail(body.email, {
           mx: opts.mxMode,
+          ...(opts.dnsServers && opts.dnsServers.length > 0 ? { dnsServers: opts.dnsServers } : {}),
           ...(opts.resolveMx ? { resolveMx: opts.resolveMx } : {}),
           ...(opts.resolveAddresses ? { resolveAddresses: opts.resolveAddresses } : {}),
         });

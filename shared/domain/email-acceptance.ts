@@ -55,6 +55,22 @@ export interface CheckEmailOptions {
   resolveAddresses?: ResolveAddresses;
   /** Bound on the whole DNS check; past it the answer is "DNS failed". Default 3000 ms. */
   timeoutMs?: number;
+  /** The DNS servers node:dns asks (`ip` or `ip:port`); default the system's. */
+  dnsServers?: readonly string[];
+}
+
+/**
+ * The options of a passenger e-mail check as configured: the mode (`EMAIL_MX_CHECK`; off in
+ * test mode, `mxCheckFor`) and the DNS servers (`EMAIL_DNS_SERVERS`).
+ */
+export function configuredCheck(
+  bookings: { emailMxCheck: MxMode; emailDnsServers: readonly string[] },
+  testMode = false,
+): CheckEmailOptions {
+  return {
+    mx: mxCheckFor(bookings.emailMxCheck, testMode),
+    ...(bookings.emailDnsServers.length > 0 ? { dnsServers: bookings.emailDnsServers } : {}),
+  };
 }
 
 /** The form we store and compare addresses in: trimmed and lower-cased. */
@@ -240,11 +256,18 @@ export function isRoleLocalPart(local: string): boolean {
 export type MailServerVerdict = 'yes' | 'no' | 'unknown';
 
 const DEFAULT_TIMEOUT_MS = 3000;
-let defaultResolver: Resolver | null = null;
+/** One resolver per list of servers ('' is the system's), each with a short timeout. */
+const resolvers = new Map<string, Resolver>();
 
-function resolver(): Resolver {
-  defaultResolver ??= new Resolver({ timeout: 1000, tries: 2 });
-  return defaultResolver;
+function resolver(servers: readonly string[] = []): Resolver {
+  const key = servers.join(',');
+  let r = resolvers.get(key);
+  if (!r) {
+    r = new Resolver({ timeout: 1000, tries: 2 });
+    if (servers.length > 0) r.setServers([...servers]);
+    resolvers.set(key, r);
+  }
+  return r;
 }
 
 function codeOf(err: unknown): string | undefined {
@@ -261,18 +284,24 @@ function isNoRecords(err: unknown): boolean {
   return codeOf(err) === 'ENODATA';
 }
 
-const systemResolveMx: ResolveMx = (domain) => resolver().resolveMx(domain);
+const dnsResolveMx =
+  (servers?: readonly string[]): ResolveMx =>
+  (domain) =>
+    resolver(servers).resolveMx(domain);
 
-const systemResolveAddresses: ResolveAddresses = async (domain) => {
-  const [v4, v6] = await Promise.allSettled([resolver().resolve4(domain), resolver().resolve6(domain)]);
-  const found = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
-  if (found.length > 0) return found;
-  // Neither has records: a definite "none" only if both said so; otherwise the first failure.
-  const errors: unknown[] = [v4, v6].map((r) => (r.status === 'rejected' ? r.reason : null));
-  const indefinite = errors.find((e) => e !== null && !isNoRecords(e) && !isNxDomain(e));
-  if (indefinite) throw indefinite;
-  return [];
-};
+const dnsResolveAddresses =
+  (servers?: readonly string[]): ResolveAddresses =>
+  async (domain) => {
+    const r = resolver(servers);
+    const [v4, v6] = await Promise.allSettled([r.resolve4(domain), r.resolve6(domain)]);
+    const found = [...(v4.status === 'fulfilled' ? v4.value : []), ...(v6.status === 'fulfilled' ? v6.value : [])];
+    if (found.length > 0) return found;
+    // Neither has records: a definite "none" only if both said so; otherwise the first failure.
+    const errors: unknown[] = [v4, v6].map((x) => (x.status === 'rejected' ? x.reason : null));
+    const indefinite = errors.find((e) => e !== null && !isNoRecords(e) && !isNxDomain(e));
+    if (indefinite) throw indefinite;
+    return [];
+  };
 
 /** RFC 7505 null MX: a single record with an empty (root) exchange says "no mail here". */
 function isNullMx(records: Array<{ exchange: string }>): boolean {
@@ -306,8 +335,8 @@ export async function mailServerVerdict(
   domain: string,
   opts: Omit<CheckEmailOptions, 'mx'> = {},
 ): Promise<MailServerVerdict> {
-  const resolveMx = opts.resolveMx ?? systemResolveMx;
-  const resolveAddresses = opts.resolveAddresses ?? (opts.resolveMx ? null : systemResolveAddresses);
+  const resolveMx = opts.resolveMx ?? dnsResolveMx(opts.dnsServers);
+  const resolveAddresses = opts.resolveAddresses ?? (opts.resolveMx ? null : dnsResolveAddresses(opts.dnsServers));
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<MailServerVerdict>((resolve) => {
     timer = setTimeout(() => resolve('unknown'), opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);

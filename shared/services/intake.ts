@@ -7,7 +7,7 @@ import type { Db } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { rawNamed } from '../db/prepared.ts';
 import { screenFields } from '../domain/content-screen.ts';
-import { checkEmail, EMAIL_PROBLEM_MESSAGES, mxCheckFor } from '../domain/email-acceptance.ts';
+import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../domain/email-acceptance.ts';
 import type { TestScenario } from '../domain/sandbox.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { parseVehicleType } from '../domain/tariffs/vehicle.ts';
@@ -275,9 +275,7 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, t
   const passengerPhone = job.passengerPhone?.trim() ? normalisePhone(job.passengerPhone) : null;
   let passengerEmail: string | null = null;
   if (job.passengerEmail?.trim()) {
-    const checked = await checkEmail(job.passengerEmail, {
-      mx: mxCheckFor(deps.config.bookings.emailMxCheck, testMode),
-    });
+    const checked = await checkEmail(job.passengerEmail, configuredCheck(deps.config.bookings, testMode));
     if (!checked.accepted) {
       throw new AppError('email_not_accepted', EMAIL_PROBLEM_MESSAGES[checked.problem], [
         { field: '/passengerEmail', problem: checked.problem },
