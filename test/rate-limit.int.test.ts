@@ -61,6 +61,27 @@ describe('rate limits', () => {
     expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
   });
 
+  it('limits the booking endpoints as every route: instant, v1 and bookings/create answer 429 past the budget', async () => {
+    for (const path of ['/api/public/bookings/instant', '/api/public/v1/booking', '/api/public/bookings/create']) {
+      const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: `rl-${path}` });
+      const answers: Response[] = [];
+      for (let i = 0; i < 6; i++) {
+        answers.push(
+          await fetch(`${http.url}${path}`, {
+            method: 'POST',
+            headers: { 'x-api-key': key, 'content-type': 'application/json' },
+            body: '{}',
+          }),
+        );
+      }
+      // Five answered on their merits (an empty body is 400), the sixth refused before them.
+      expect(answers.map((r) => r.status)).toEqual([400, 400, 400, 400, 400, 429]);
+      const last = answers[5] as Response;
+      expect(Number(last.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(await last.json()).toMatchObject({ error: { code: 'rate_limited' } });
+    }
+  });
+
   it('counts requests that arrive together one by one', async () => {
     const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: 'burst' });
     const answers = await Promise.all(
