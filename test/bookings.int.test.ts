@@ -386,6 +386,16 @@ describe('POST /api/public/v1/booking', () => {
     });
     expect(r.status, r.text).toBe(201);
     expect(await bookingRow(r.json.bookingReference as string)).toMatchObject({ quote_id: q, payment_method: 'card' });
+    // The snake_case spelling of the quote too.
+    const q2 = await quote();
+    const snake = await post('/api/public/v1/booking', {
+      quote_id: q2,
+      passenger_name: 'Ada',
+      passenger_email: 'ada@example.org',
+      passenger_phone: '+447700900123',
+    });
+    expect(snake.status, snake.text).toBe(201);
+    expect(await bookingRow(snake.json.bookingReference as string)).toMatchObject({ quote_id: q2 });
   });
 
   it('answers the v1 errors of SPEC.md section 7', async () => {
@@ -889,7 +899,24 @@ describe('passenger e-mail on bookings', () => {
       quote_id: q,
     });
     expect(alias.status).toBe(400);
+    expect(alias.json.error?.code).toBe('email_not_accepted');
     expect(alias.json.error?.details).toEqual([{ field: '/passenger_email', problem: 'disposable' }]);
+    // The instant booking checks the same rules when an e-mail is given.
+    for (const [email, problem] of [
+      ['eve@mailinator.com', 'disposable'],
+      ['admin@example.org', 'role_address'],
+    ]) {
+      const instant = await post('/api/public/bookings/instant', {
+        pickup_address: 'York',
+        dropoff_address: 'Harrogate',
+        passenger_name: 'Eve',
+        passenger_phone_whatsapp: '+447700900222',
+        passenger_email: email,
+      });
+      expect(instant.status, email).toBe(400);
+      expect(instant.json.error?.code).toBe('email_not_accepted');
+      expect(instant.json.error?.details).toEqual([{ field: '/passenger_email', problem }]);
+    }
   });
 
   it('gives an unconfirmed address 8 priced requests an hour; the link in the confirmation e-mail confirms it', async () => {
