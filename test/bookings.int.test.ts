@@ -1088,16 +1088,21 @@ describe('cancellation reaches whoever holds the job', () => {
     return id;
   }
 
-  it('texts the driver assigned to the booking', async () => {
+  /** A v1 booking from Newport to Cardiff for this passenger; its response and row. */
+  async function newportBooking(name: string, phone: string, hours: number) {
     const made = await post('/api/public/v1/booking', {
       pickup: 'Newport, Wales',
       dropoff: 'Cardiff',
-      departAt: inHours(51),
-      passengerName: 'Assigned Asha',
-      passengerEmail: `asha-${Date.now()}@example.org`,
-      passengerPhone: '+447700900778',
+      departAt: inHours(hours),
+      passengerName: name,
+      passengerEmail: `${name.split(' ')[0]?.toLowerCase()}-${Date.now()}@example.org`,
+      passengerPhone: phone,
     });
-    const row = await bookingRow(made.json.bookingReference as string);
+    return { made, row: await bookingRow(made.json.bookingReference as string) };
+  }
+
+  it('texts the driver assigned to the booking', async () => {
+    const { made, row } = await newportBooking('Assigned Asha', '+447700900778', 51);
     const driverId = await newportDriver('+447700900801');
     await env.rt.db('bookings').where({ id: row.id }).update({ status: 'driver_assigned', driver_id: driverId });
     const cancel = await post(`/api/public/v1/booking/${made.json.bookingReference}`, {
@@ -1113,15 +1118,7 @@ describe('cancellation reaches whoever holds the job', () => {
   });
 
   it('withdraws a live offer and texts the offered driver, once', async () => {
-    const made = await post('/api/public/v1/booking', {
-      pickup: 'Newport, Wales',
-      dropoff: 'Cardiff',
-      departAt: inHours(50),
-      passengerName: 'Offer Ollie',
-      passengerEmail: `ollie-${Date.now()}@example.org`,
-      passengerPhone: '+447700900777',
-    });
-    const row = await bookingRow(made.json.bookingReference as string);
+    const { made, row } = await newportBooking('Offer Ollie', '+447700900777', 50);
     const driverId = await newportDriver('+447700900800');
     await env.rt.db('dispatch_offers').insert({
       id: uuidv7(),
