@@ -140,6 +140,24 @@ function uuidArg(value: string | undefined, what: string): string {
   return value.toLowerCase();
 }
 
+/** The contact of `block` and `unblock`: exactly one of --email (lower-cased) or --phone (E.164). */
+function contactArg(v: Record<string, unknown>): { kind: 'email' | 'phone'; value: string } {
+  const email = typeof v.email === 'string' ? v.email.trim().toLowerCase() : null;
+  const phone = typeof v.phone === 'string' ? v.phone : null;
+  if ((email === null) === (phone === null))
+    throw new CliError('invalid_input', 'give exactly one of --email or --phone');
+  if (email !== null) {
+    if (!/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(email))
+      throw new CliError('invalid_input', '--email must be an e-mail address');
+    return { kind: 'email', value: email };
+  }
+  try {
+    return { kind: 'phone', value: normalisePhone(phone as string) };
+  } catch {
+    throw new CliError('invalid_input', '--phone must be a mobile number such as +447700900123');
+  }
+}
+
 function positiveInt(value: unknown, name: string): number | null {
   if (value === undefined) return null;
   if (typeof value !== 'string' || !/^\d+$/.test(value) || Number(value) < 1) {
@@ -421,19 +439,7 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'block --email E | --phone P [--reason R]',
     options: { email: { type: 'string' }, phone: { type: 'string' }, reason: { type: 'string' } },
     run: async (v, _p, ctx) => {
-      const email = typeof v.email === 'string' ? v.email.trim().toLowerCase() : null;
-      const phone = typeof v.phone === 'string' ? v.phone : null;
-      if ((email === null) === (phone === null))
-        throw new CliError('invalid_input', 'give exactly one of --email or --phone');
-      let value: string;
-      try {
-        value = email ?? normalisePhone(phone as string);
-      } catch {
-        throw new CliError('invalid_input', '--phone must be a mobile number such as +447700900123');
-      }
-      if (email !== null && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(email))
-        throw new CliError('invalid_input', '--email must be an e-mail address');
-      const kind = email !== null ? 'email' : 'phone';
+      const { kind, value } = contactArg(v);
       await ctx
         .db('blocked_contacts')
         .insert({ kind, value, reason: typeof v.reason === 'string' ? v.reason : null })
@@ -446,6 +452,22 @@ export const COMMANDS: Record<string, Command> = {
         subject_id: `${kind}:${value}`,
       });
       return { blocked: { kind, value } };
+    },
+  },
+  unblock: {
+    usage: 'unblock --email E | --phone P',
+    options: { email: { type: 'string' }, phone: { type: 'string' } },
+    run: async (v, _p, ctx) => {
+      const { kind, value } = contactArg(v);
+      const removed = await ctx.db('blocked_contacts').where({ kind, value }).delete();
+      await ctx.db('audit_log').insert({
+        actor: ctx.actor,
+        action: 'contact.unblock',
+        subject_type: 'blocked_contact',
+        subject_id: `${kind}:${value}`,
+      });
+      // `wasBlocked: false` when there was nothing to lift (a typo, or lifted already).
+      return { unblocked: { kind, value }, wasBlocked: removed > 0 };
     },
   },
   'ratecard set': {

@@ -874,6 +874,34 @@ describe('blocked passengers', () => {
     expect(open.json.error?.code).toBe('address_not_found');
     // Nothing was booked for either.
     expect(await env.rt.db('bookings').whereIn('passenger_phone', ['+447700900666', '+447700900111'])).toEqual([]);
+
+    // Lifting the e-mail's block lets that passenger book again; the phone stays blocked.
+    const lift = await runTs('bin/admin.ts', ['unblock', '--email', 'BLOCKED@example.org'], env.childEnv);
+    expect(lift.code, lift.stderr).toBe(0);
+    expect(JSON.parse(lift.stdout)).toEqual({
+      unblocked: { kind: 'email', value: 'blocked@example.org' },
+      wasBlocked: true,
+    });
+    const again = await runTs('bin/admin.ts', ['unblock', '--email', 'blocked@example.org'], env.childEnv);
+    expect(JSON.parse(again.stdout)).toMatchObject({ wasBlocked: false });
+    const rebooked = await post('/api/public/v1/booking', {
+      pickup: 'Leeds',
+      dropoff: 'York',
+      departAt: inHours(12),
+      passengerName: 'Blocked Bill',
+      passengerEmail: 'blocked@example.org',
+      passengerPhone: '+447700900111',
+    });
+    expect(rebooked.status, rebooked.text).toBe(201);
+    const stillPhone = await post('/api/public/bookings/instant', {
+      ...ada,
+      passenger_phone_whatsapp: '+447700900666',
+      pickup_address: 'Leeds',
+      dropoff_address: 'York',
+      depart_at: inHours(12),
+    });
+    expect(stillPhone.json.error?.code).toBe('account_blocked');
+    expect(await env.rt.db('audit_log').where({ action: 'contact.unblock' }).count({ n: '*' })).toEqual([{ n: 2 }]);
   });
 });
 
