@@ -244,9 +244,9 @@ function dnsServers(env: Env, name: string): string[] {
     .split(',')
     .map((p) => p.trim())
     .filter(Boolean)) {
-    const m = /^\[([^\]]+)\]:(\d+)$/.exec(part) ?? /^([^:]+):(\d+)$/.exec(part);
+    const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(part) ?? /^([^:]+):(\d+)$/.exec(part);
     const host = m ? (m[1] as string) : part;
-    const port = m ? Number(m[2]) : 53;
+    const port = m?.[2] !== undefined ? Number(m[2]) : 53;
     if (isIP(host) === 0 || !(port >= 1 && port <= 65_535)) {
       throw new ConfigError(name, `must be a comma list of IP addresses, each with an optional :port, got "${part}"`);
     }

@@ -853,6 +853,17 @@ describe('blocked passengers', () => {
       passengerPhone: '+447700900111',
     });
     expect(v1Nowhere.json.error?.code).toBe('account_blocked');
+    // As before pricing overlapped, the refusal comes before a vehicle type it cannot take.
+    const v1Hovercraft = await post('/api/public/v1/booking', {
+      pickup: 'Leeds',
+      dropoff: 'York',
+      departAt: inHours(12),
+      vehicleType: 'hovercraft',
+      passengerName: 'Blocked Bill',
+      passengerEmail: 'blocked@example.org',
+      passengerPhone: '+447700900111',
+    });
+    expect(v1Hovercraft.json.error?.code).toBe('account_blocked');
     const instantNowhere = await post('/api/public/bookings/instant', {
       ...ada,
       passenger_phone_whatsapp: '+447700900666',

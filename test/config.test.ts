@@ -25,10 +25,10 @@ describe('config', () => {
       SERVICE_NAME: 'Quick Cab Company',
       TWILIO_API_BASE_URL: 'http://127.0.0.1:9999/',
       SEED_DEMO: '1',
-      EMAIL_DNS_SERVERS: '10.0.0.2, 127.0.0.1:5353,[::1]:53',
+      EMAIL_DNS_SERVERS: '10.0.0.2, 127.0.0.1:5353,[::1]:53,[::1],::1',
     });
     expect(c.port).toBe(8080);
-    expect(c.bookings.emailDnsServers).toEqual(['10.0.0.2', '127.0.0.1:5353', '[::1]:53']);
+    expect(c.bookings.emailDnsServers).toEqual(['10.0.0.2', '127.0.0.1:5353', '[::1]:53', '[::1]', '::1']);
     expect(loadConfig({}).bookings.emailDnsServers).toEqual([]);
     expect(c.publicBaseUrls).toEqual(['https://directtaxi.example', 'https://book.example']);
     expect(c.apiKeyHeader).toBe('X-Quick-Cab-Company-AI-Key');
@@ -49,6 +49,7 @@ describe('config', () => {
     ['DATA_ENCRYPTION_KEY', { NODE_ENV: 'production' }],
     ['EMAIL_DNS_SERVERS', { EMAIL_DNS_SERVERS: 'dns.example' }],
     ['EMAIL_DNS_SERVERS', { EMAIL_DNS_SERVERS: '127.0.0.1:99999' }],
+    ['EMAIL_DNS_SERVERS', { EMAIL_DNS_SERVERS: '[dns.example]:53' }],
   ])('names %s when it is wrong', (variable, env) => {
     let err: unknown;
     try {

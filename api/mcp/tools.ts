@@ -358,31 +358,10 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
   const { deps, base } = ctx;
   const email = ctx.grant.email;
   const passenger = { name: a.passengerName, email, phone: normalisePhone(a.passengerPhone) };
-  const caller = callerOf(ctx);
-  const missing = (['pickup', 'dropoff', 'departAt'] as const).filter((k) => a[k] === undefined);
-  if (a.quoteId === undefined && missing.length > 0) {
-    throw new AppError(
-      'invalid_input',
-      `Give a quoteId from estimate_fare, or ${missing.join(', ')}.`,
-      missing.map((k) => ({ field: `/${k}`, problem: 'is required without quoteId' })),
-    );
-  }
-  const input =
-    a.quoteId === undefined
-      ? {
-          pickup: a.pickup as string,
-          dropoff: a.dropoff as string,
-          departAt: new Date(a.departAt as string).toISOString(),
-          passengers: a.passengers ?? 1,
-          vehicleType: a.vehicleType as VehicleType | undefined,
-        }
-      : null;
-  // Priced while the passenger is checked, as on the v1 path; the refusal still answers first.
-  const priced = input && priceQuote(deps, { ...input, meetAndGreet: false, worldwide: false }, caller, base);
-  priced?.catch(() => {}); // awaited below, unless the passenger is refused first
   // Blocked passengers are refused here as on every booking path; the token proves the e-mail.
   await passengerStanding(deps.db, passenger);
   const paymentMethod: PaymentMethod = a.paymentMethod ?? 'cash';
+  const caller = callerOf(ctx);
   const common = {
     origin: 'mcp' as const,
     passenger,
@@ -393,10 +372,25 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     agent: ctx.grant.clientName,
     confirmByEmail: true,
   };
-  if (!input || !priced) {
-    const view = await redeemQuote(deps, { ...common, quoteId: a.quoteId as string }, caller, base);
+  if (a.quoteId !== undefined) {
+    const view = await redeemQuote(deps, { ...common, quoteId: a.quoteId }, caller, base);
     return bookingOut(view, email);
   }
+  const missing = (['pickup', 'dropoff', 'departAt'] as const).filter((k) => a[k] === undefined);
+  if (missing.length > 0) {
+    throw new AppError(
+      'invalid_input',
+      `Give a quoteId from estimate_fare, or ${missing.join(', ')}.`,
+      missing.map((k) => ({ field: `/${k}`, problem: 'is required without quoteId' })),
+    );
+  }
+  const input = {
+    pickup: a.pickup as string,
+    dropoff: a.dropoff as string,
+    departAt: new Date(a.departAt as string).toISOString(),
+    passengers: a.passengers ?? 1,
+    vehicleType: a.vehicleType as VehicleType | undefined,
+  };
   // The 15-minute repeat rule of v1 bookings, on the same normalised content and guard.
   const hash = contentHash(caller.scope, {
     pickup: input.pickup,
@@ -408,7 +402,9 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     fare: null,
     method: paymentMethod,
   });
-  const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
+  const pricing = await priceUnlessRepeated(deps.db, hash, () =>
+    priceQuote(deps, { ...input, meetAndGreet: false, worldwide: false }, caller, base),
+  );
   if (pricing.repeat) return bookingOut(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false), email);
   const view = await bookPricedQuote(deps, pricing.priced, { ...common, contentHash: hash }, caller, base);
   return bookingOut(view, email);

@@ -108,6 +108,15 @@ export function screen(req: Request, fields: ScreenField[]): void {
   }
 }
 
+/** A synchronous step's value or its error, to be thrown later than it happened. */
+function settle<T>(step: () => T): { ok: true; value: T } | { ok: false; error: unknown } {
+  try {
+    return { ok: true, value: step() };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
 /**
  * The v1 passenger, on both v1 paths: an accepted e-mail, an E.164 phone, not blocked; an
  * address nobody has confirmed is held to its hourly limit.
@@ -328,26 +337,30 @@ export function bookingRoutes(): RouteDef[] {
           passengerEmail: email,
           passengerPhone: phone,
         });
-        const vehicleType = parseVehicleType(body.vehicleType);
         // Priced while the passenger is checked (standing, hourly limit, fare permission), not
         // after: one stage less in every booking's wait. A refused passenger's price is dropped
-        // unused, and the passenger's refusal still answers first.
-        const priced = priceQuote(
-          deps,
-          {
-            pickup: body.pickup as string,
-            dropoff: body.dropoff as string,
-            departAt: body.departAt,
-            passengers: body.passengers ?? 1,
-            vehicleType,
-            meetAndGreet: false,
-            worldwide: false,
-          },
-          bc,
-          base,
-        );
+        // unused. The errors keep their order: the passenger's refusal, then the vehicle type.
+        const vehicle = settle(() => parseVehicleType(body.vehicleType));
+        const priced = vehicle.ok
+          ? priceQuote(
+              deps,
+              {
+                pickup: body.pickup as string,
+                dropoff: body.dropoff as string,
+                departAt: body.departAt,
+                passengers: body.passengers ?? 1,
+                vehicleType: vehicle.value,
+                meetAndGreet: false,
+                worldwide: false,
+              },
+              bc,
+              base,
+            )
+          : Promise.reject(vehicle.error);
         priced.catch(() => {}); // awaited below, unless the passenger is refused first
         const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer, bc.testMode);
+        if (!vehicle.ok) throw vehicle.error;
+        const vehicleType = vehicle.value;
         const fare = await partnerFare(deps, caller, body.fareGBP);
         const hash = contentHash(bc.scope, {
           pickup: body.pickup,

@@ -30,6 +30,8 @@ function encodeName(name: string): Buffer {
  */
 export async function startDnsStub(answers: Record<string, DnsAnswer>): Promise<DnsStub> {
   const socket = createSocket('udp4');
+  // A failed send (the client gone) is the client's timeout to notice, not the test run's crash.
+  socket.on('error', () => {});
   const questions: string[] = [];
   socket.on('message', (msg: Buffer, from: RemoteInfo) => {
     if (msg.length < 12) return;
@@ -41,8 +43,9 @@ export async function startDnsStub(answers: Record<string, DnsAnswer>): Promise<
       labels.push(msg.subarray(at + 1, at + 1 + len).toString('ascii'));
       at += 1 + len;
     }
-    const qtype = msg.readUInt16BE(at + 1);
     const questionEnd = at + 5;
+    if (questionEnd > msg.length) return; // not a whole question: no answer
+    const qtype = msg.readUInt16BE(at + 1);
     const name = labels.join('.').toLowerCase();
     questions.push(`${name} ${TYPES[qtype] ?? qtype}`);
     const answer = answers[name] ?? 'nxdomain';
@@ -56,7 +59,7 @@ export async function startDnsStub(answers: Record<string, DnsAnswer>): Promise<
       head.writeUInt16BE(0xc00c, 0); // the name: a pointer to the question's
       head.writeUInt16BE(15, 2);
       head.writeUInt16BE(1, 4); // IN
-      head.writeUInt32BE(60, 6); // TTL
+      head.writeUInt32BE(0, 6); // TTL 0: no resolver may keep the answer between tests
       head.writeUInt16BE(rdata.length, 10);
       records.push(head, rdata);
     }
