@@ -1,6 +1,7 @@
 import cors from 'cors';
 import express, { type Express, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import helmet, { type HelmetOptions } from 'helmet';
+import { configuredCheck } from '../shared/domain/email-acceptance.ts';
 import type { ApiDeps } from './deps.ts';
 import { MCP_ROUTER_PATHS, mcpRouter } from './mcp/router.ts';
 import { jsonBody } from './middleware/body.ts';
@@ -35,7 +36,7 @@ export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
     ...quoteRoutes(config),
     ...bookingRoutes(),
     ...bookingEventRoutes(),
-    ...passengerVerifyRoutes({ mxMode: config.bookings.emailMxCheck, dnsServers: config.bookings.emailDnsServers }),
+    ...passengerVerifyRoutes({ emailCheck: configuredCheck(config.bookings) }),
     ...driverRoutes(),
     ...offerRoutes(),
     ...driverAppRoutes(),

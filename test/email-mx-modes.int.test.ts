@@ -91,4 +91,18 @@ describe.each([
     if (mode === 'off') expect(questions).toEqual([]);
     else expect(questions).toEqual(expect.arrayContaining(Object.values(DOMAINS).map((d) => `${d} MX`)));
   });
+
+  it('checks the address passenger-verify is asked to send to the same way', async () => {
+    const res = await fetch(`${api.url}/api/public/v1/passenger-verify`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: `morgan@${DOMAINS.dnsFails}` }),
+    });
+    const json = (await res.json()) as { error?: { code: string } };
+    if (expected.dnsFails === 'accepted') expect(res.status, JSON.stringify(json)).toBe(200);
+    else {
+      expect(res.status).toBe(400);
+      expect(json.error?.code).toBe('email_not_accepted');
+    }
+  });
 });

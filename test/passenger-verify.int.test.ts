@@ -41,7 +41,7 @@ beforeAll(async () => {
   roles = startRoles(['notify', 'outbox-relay'], env.rt);
   // Mount the routes ourselves unless api/app.ts already serves them.
   const wired = publicRoutes(env.config).some((r) => r.path === PASSENGER_VERIFY_PATH);
-  api = await serve(await appFor(env, wired ? [] : passengerVerifyRoutes({ mxMode: 'off' })));
+  api = await serve(await appFor(env, wired ? [] : passengerVerifyRoutes({ emailCheck: { mx: 'off' } })));
 });
 afterAll(async () => {
   await api?.close();

@@ -1,11 +1,9 @@
 import type { Response } from 'express';
 import {
+  type CheckEmailOptions,
   checkEmail,
   EMAIL_PROBLEM_MESSAGES,
-  type MxMode,
   normaliseEmail,
-  type ResolveAddresses,
-  type ResolveMx,
 } from '../../shared/domain/email-acceptance.ts';
 import { AppError } from '../../shared/errors.ts';
 import {
@@ -33,13 +31,8 @@ export const PASSENGER_VERIFY_PATH = '/api/public/v1/passenger-verify';
 export const PASSENGER_VERIFY_LINK_PATH = `${PASSENGER_VERIFY_PATH}/link`;
 
 export interface PassengerVerifyOptions {
-  /** The mail-server check (config `EMAIL_MX_CHECK`: strict, soft or off). */
-  mxMode: MxMode;
-  /** The DNS servers the check asks (config `EMAIL_DNS_SERVERS`); default the system's. */
-  dnsServers?: readonly string[];
-  /** DNS lookups, injectable (tests); default node:dns. */
-  resolveMx?: ResolveMx;
-  resolveAddresses?: ResolveAddresses;
+  /** The e-mail check, as every booking path runs it (`configuredCheck`: EMAIL_MX_CHECK, EMAIL_DNS_SERVERS). */
+  emailCheck: CheckEmailOptions;
   /** Requests (sends and code attempts) per caller (API key, else IP) per hour. Default 10. */
   limitPerHour?: number;
   /** Verification e-mails one address can be sent per hour, whoever asks. Default 5. */
@@ -131,12 +124,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
           return { status: 200, body: { email: result.email, verified: true } satisfies PassengerVerified };
         }
 
-        const check = await checkEmail(body.email, {
-          mx: opts.mxMode,
-          ...(opts.dnsServers && opts.dnsServers.length > 0 ? { dnsServers: opts.dnsServers } : {}),
-          ...(opts.resolveMx ? { resolveMx: opts.resolveMx } : {}),
-          ...(opts.resolveAddresses ? { resolveAddresses: opts.resolveAddresses } : {}),
-        });
+        const check = await checkEmail(body.email, opts.emailCheck);
         if (!check.accepted) {
           throw new AppError('email_not_accepted', EMAIL_PROBLEM_MESSAGES[check.problem], [
             { field: '/email', problem: check.problem },
