@@ -220,8 +220,11 @@ async function candidates(
   return { drivers, partners, distanceMiles };
 }
 
-/** Jobs in hand (active bookings) plus live offers, per driver or operator. */
-async function jobLoad(trx: Tx, kind: 'driver' | 'partner', ids: string[]): Promise<Map<string, number>> {
+/**
+ * Jobs in hand (active bookings) plus live offers, per driver or operator. Exported for its plan
+ * test (test/hot-path-plans.int.test.ts).
+ */
+export async function jobLoad(trx: Tx, kind: 'driver' | 'partner', ids: string[]): Promise<Map<string, number>> {
   const load = new Map<string, number>();
   if (ids.length === 0) return load;
   const holder = kind === 'driver' ? 'driver_id' : 'operator_partner_id';
