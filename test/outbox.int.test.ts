@@ -1,6 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { enqueueJob } from '../shared/db/outbox.ts';
+import { JOB_DAYS_KEPT } from '../shared/services/intake.ts';
 import { startOutboxRelay } from '../workers/outbox-relay/relay.ts';
 import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
@@ -151,6 +152,37 @@ describe('transactional outbox', () => {
     try {
       await eventually(async () => !(await env.rt.db('idempotency_keys').where({ key: 'old' }).first()));
       expect(await env.rt.db('idempotency_keys').where({ key: 'live' }).first()).toBeDefined();
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it("removes partners' daily job counts older than a month in its housekeeping, and keeps recent ones", async () => {
+    const partner = uuidv7();
+    await env.rt.db('partners').insert({ id: partner, name: 'Counted', signing_secret_sealed: 'sealed' });
+    const londonDay = async (daysAgo: number) =>
+      (
+        await env.rt.db.raw<{ rows: { d: string }[] }>(
+          `select ((now() at time zone 'Europe/London')::date - ?::int)::text as d`,
+          [daysAgo],
+        )
+      ).rows[0]?.d as string;
+    const days = {
+      today: await londonDay(0),
+      kept: await londonDay(JOB_DAYS_KEPT),
+      gone: await londonDay(JOB_DAYS_KEPT + 1),
+    };
+    await env.rt.db('partner_job_days').insert([
+      { partner_id: partner, test_mode: false, day: days.today, jobs: 5 },
+      { partner_id: partner, test_mode: true, day: days.kept, jobs: 3 },
+      { partner_id: partner, test_mode: false, day: days.gone, jobs: 7 },
+    ]);
+    const left = () =>
+      env.rt.db('partner_job_days').where({ partner_id: partner }).orderBy('jobs').pluck<number[]>('jobs');
+    const relay = startOutboxRelay({ db: env.rt.db, queues: env.rt.queues, config: env.config, logger: env.rt.logger });
+    try {
+      await eventually(async () => (await left()).length === 2);
+      expect(await left()).toEqual([3, 5]);
     } finally {
       await relay.stop();
     }

@@ -214,6 +214,21 @@ export async function dailyAllowance(
   };
 }
 
+/** Days of job counts kept (`partner_job_days`); only today's is read, the rest is recent history. */
+export const JOB_DAYS_KEPT = 31;
+
+/**
+ * Delete job counts of London days more than JOB_DAYS_KEPT days ago: one row per partner, mode
+ * and day would otherwise pile up for ever. Run by the outbox relay's hourly housekeeping.
+ */
+export async function pruneJobDays(db: Db): Promise<number> {
+  const { rowCount } = await db.raw<{ rowCount: number }>(
+    `delete from partner_job_days where day < (now() at time zone 'Europe/London')::date - ?::int`,
+    [JOB_DAYS_KEPT],
+  );
+  return rowCount ?? 0;
+}
+
 function dailyLimitError(limit: number, retryAfter: number, testMode: boolean, field = '/'): AppError {
   const kind = testMode ? 'test-mode jobs' : 'jobs';
   const policy = testMode ? 'partner-daily-test-jobs' : 'partner-daily-jobs';

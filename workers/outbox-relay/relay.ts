@@ -16,6 +16,7 @@ import type { Queues } from '../../shared/queues/connection.ts';
 import { QUEUE_NAMES, type QueueName } from '../../shared/queues/registry.ts';
 import { pruneRepeatGuards } from '../../shared/services/bookings.ts';
 import { pruneIdempotencyKeys } from '../../shared/services/idempotency.ts';
+import { pruneJobDays } from '../../shared/services/intake.ts';
 import { pruneOAuth } from '../../shared/services/oauth.ts';
 import { tracedData } from '../../shared/trace.ts';
 
@@ -106,7 +107,8 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
       const keys = await pruneIdempotencyKeys(db);
       const guards = await pruneRepeatGuards(db);
       const oauth = await pruneOAuth(db);
-      if (pruned > 0 || keys > 0 || guards > 0 || oauth.tokens > 0 || oauth.authorizations > 0)
+      const jobDays = await pruneJobDays(db);
+      if (pruned > 0 || keys > 0 || guards > 0 || oauth.tokens > 0 || oauth.authorizations > 0 || jobDays > 0)
         log.info(
           {
             pruned,
@@ -114,8 +116,9 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
             repeatGuards: guards,
             oauthTokens: oauth.tokens,
             oauthAuthorizations: oauth.authorizations,
+            partnerJobDays: jobDays,
           },
-          'pruned relayed outbox rows, expired idempotency keys, repeat guards and OAuth tokens',
+          'pruned relayed outbox rows, expired idempotency keys, repeat guards, OAuth tokens and old job counts',
         );
     }
     return total;
