@@ -25,7 +25,9 @@ import type { Knex } from 'knex';
  *
  * Built without CONCURRENTLY, as every migration here: on a large live table, build them by
  * hand with CREATE INDEX CONCURRENTLY under the same names first (this migration then skips
- * them, `if not exists`).
+ * them, `if not exists`), and drop the state index with DROP INDEX CONCURRENTLY: a plain drop
+ * locks webhook_deliveries against reads until the migration's transaction commits, which is
+ * why it comes last here.
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw('create index if not exists partner_jobs_booking_id on partner_jobs (booking_id)');
@@ -39,12 +41,13 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw(
     'create index if not exists dispatch_offers_partner_state on dispatch_offers (partner_id, state) where partner_id is not null',
   );
-  await knex.raw('drop index if exists webhook_deliveries_state_index');
   await knex.raw(
     `create index if not exists webhook_deliveries_dead on webhook_deliveries (created_at) where state = 'dead'`,
   );
   await knex.raw('create index if not exists bookings_test_api_key on bookings (api_key_id) where test_mode');
   await knex.raw('create index if not exists bookings_test_partner on bookings (partner_id) where test_mode');
+  // Last: dropping an index locks its table against reads until the migration commits.
+  await knex.raw('drop index if exists webhook_deliveries_state_index');
 }
 
 export async function down(knex: Knex): Promise<void> {

@@ -144,7 +144,11 @@ describe('POST /api/public/bookings/create', () => {
     const quotes = await Promise.all(Array.from({ length: 12 }, () => quote(4)));
     const statements: string[] = [];
     const watch = (q: { sql: string }) => statements.push(q.sql);
+    // A batch statement that fails is retried booking by booking, which would hide it: watch for that too.
+    const failed: string[] = [];
+    const watchErrors = (_err: unknown, q: { sql: string }) => failed.push(q.sql);
     env.rt.db.on('query', watch);
+    env.rt.db.on('query-error', watchErrors);
     // Each quote redeemed by two passengers at the same moment: one of them gets it.
     const results = await Promise.all(
       quotes.flatMap((quoteId, i) =>
@@ -160,6 +164,7 @@ describe('POST /api/public/bookings/create', () => {
       ),
     );
     env.rt.db.off('query', watch);
+    env.rt.db.off('query-error', watchErrors);
     for (const quoteId of quotes) {
       const mine = results.filter((x) => x.quoteId === quoteId).map((x) => x.r);
       expect(mine.map((r) => r.status).sort(), JSON.stringify(mine.map((r) => r.json))).toEqual([200, 409]);
@@ -180,6 +185,7 @@ describe('POST /api/public/bookings/create', () => {
     }
     // 24 requests arriving together were not written one statement each, nor read one query each.
     expect(statements.filter((q) => q.includes('where id = any(')).length).toBeGreaterThan(0);
+    expect(failed).toEqual([]);
     const standingReads = statements.filter((q) => q.includes('from blocked_contacts'));
     expect(standingReads.length).toBeGreaterThan(0);
     expect(standingReads.length).toBeLessThan(24);

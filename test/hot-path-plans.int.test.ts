@@ -125,13 +125,38 @@ interface PlanNode {
 
 const nodesOf = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodesOf)];
 
+/**
+ * The planner's settings at Postgres's defaults, whatever the server is configured with: the
+ * plans are compared, and a server tuned otherwise (a higher random_page_cost, say) may rightly
+ * prefer another plan for these few thousand rows.
+ */
+const PLANNER_DEFAULTS: Record<string, string> = {
+  seq_page_cost: '1',
+  random_page_cost: '4',
+  cpu_tuple_cost: '0.01',
+  cpu_index_tuple_cost: '0.005',
+  cpu_operator_cost: '0.0025',
+  effective_cache_size: "'4GB'",
+  work_mem: "'4MB'",
+  enable_seqscan: 'on',
+  enable_indexscan: 'on',
+  enable_bitmapscan: 'on',
+  enable_hashjoin: 'on',
+  enable_nestloop: 'on',
+  enable_mergejoin: 'on',
+  plan_cache_mode: 'auto',
+};
+
 /** The plan of a statement written with knex's `?` placeholders (EXPLAIN only: nothing runs). */
 async function planOf(sql: string, bindings: readonly unknown[]): Promise<PlanNode[]> {
-  const explained = await db.raw<{ rows: { 'QUERY PLAN': { Plan: PlanNode }[] }[] }>(
-    `explain (format json) ${sql}`,
-    bindings as never,
-  );
-  return nodesOf(explained.rows[0]?.['QUERY PLAN'][0]?.Plan as PlanNode);
+  return db.transaction(async (trx) => {
+    for (const [name, value] of Object.entries(PLANNER_DEFAULTS)) await trx.raw(`set local ${name} = ${value}`);
+    const explained = await trx.raw<{ rows: { 'QUERY PLAN': { Plan: PlanNode }[] }[] }>(
+      `explain (format json) ${sql}`,
+      bindings as never,
+    );
+    return nodesOf(explained.rows[0]?.['QUERY PLAN'][0]?.Plan as PlanNode);
+  });
 }
 
 /** The statements `run` sends, as knex reports them (`$n` placeholders turned back into `?`). */

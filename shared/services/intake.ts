@@ -214,7 +214,7 @@ export async function dailyAllowance(
   };
 }
 
-/** Days of job counts kept (`partner_job_days`); only today's is read, the rest is recent history. */
+/** Job counts (`partner_job_days`) of London days more than this many days ago are deleted; only today's is read. */
 export const JOB_DAYS_KEPT = 31;
 
 /**
