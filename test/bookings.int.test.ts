@@ -528,7 +528,13 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
 
   it('makes exactly one booking from 50 identical concurrent requests without a key', async () => {
     const body = { ...instant, passenger_name: 'Concurrent Carla', depart_at: inHours(7) };
+    // Identical bookings go in successive statements, never two in one that Postgres refuses.
+    const failed: string[] = [];
+    const watchErrors = (_err: unknown, q: { sql: string }) => failed.push(q.sql);
+    env.rt.db.on('query-error', watchErrors);
     const results = await Promise.all(Array.from({ length: 50 }, () => post('/api/public/bookings/instant', body)));
+    env.rt.db.off('query-error', watchErrors);
+    expect(failed).toEqual([]);
     expect(results.map((r) => r.status).every((s) => s === 200)).toBe(true);
     const refs = new Set(results.map((r) => r.json.booking_reference));
     expect(refs.size).toBe(1);

@@ -328,7 +328,7 @@ export const REDEEM_MANY_GUARD = `update quotes set redeemed_at = now()
 const REPEAT_MANY_GUARD = `insert into booking_repeat_guard (content_hash, booking_id, expires_at)
   select decode(g->>'hash', 'hex'), (g->>'booking')::uuid, (g->>'expires')::timestamptz from json_array_elements(?::json) g
   on conflict (content_hash) do update set booking_id = excluded.booking_id, expires_at = excluded.expires_at
-  where booking_repeat_guard.expires_at <= now() returning booking_id::text as key`;
+  where booking_repeat_guard.expires_at <= now() returning encode(content_hash, 'hex') as key`;
 
 /** One booking to write: its rows, guarded by the statement `single` names, known in a batch by `key`. */
 interface PendingWrite {
@@ -461,14 +461,20 @@ function redeemWriter(db: Db): (quoteId: string, inserts: RowInsert[]) => Promis
     write({ key: quoteId, single: { sql: REDEEM_GUARD, bindings: [quoteId] }, batchItem: quoteId, inserts });
 }
 
-/** Priced bookings (instant, v1): guarded by the 15-minute repeat rule on the content hash, keyed by booking id. */
+/**
+ * Priced bookings (instant, v1): guarded by the 15-minute repeat rule on the content hash, and
+ * keyed by it, so identical requests arriving together go in successive statements (a key
+ * appears once per statement): the first is written and the others find its guard row. Keyed
+ * by booking id, they shared a statement that Postgres refused (ON CONFLICT cannot affect a row
+ * twice), and every booking of it was then written on its own.
+ */
 function repeatWriter(
   db: Db,
 ): (guard: { hash: Buffer; bookingId: string; expiresAt: Date }, inserts: RowInsert[]) => Promise<{ passed: boolean }> {
   const write = bookingWriter(db, 'repeat', (items) => ({ sql: REPEAT_MANY_GUARD, bindings: [JSON.stringify(items)] }));
   return (g, inserts) =>
     write({
-      key: g.bookingId,
+      key: g.hash.toString('hex'),
       single: { sql: REPEAT_GUARD, bindings: [g.hash, g.bookingId, g.expiresAt] },
       batchItem: { hash: g.hash.toString('hex'), booking: g.bookingId, expires: g.expiresAt.toISOString() },
       inserts,
