@@ -152,7 +152,7 @@ async function planOf(sql: string, bindings: readonly unknown[]): Promise<PlanNo
   return db.transaction(async (trx) => {
     for (const [name, value] of Object.entries(PLANNER_DEFAULTS)) await trx.raw(`set local ${name} = ${value}`);
     const explained = await trx.raw<{ rows: { 'QUERY PLAN': { Plan: PlanNode }[] }[] }>(
-      `explain (format json) ${sql}`,
+      `explain (format json, verbose) ${sql}`,
       bindings as never,
     );
     return nodesOf(explained.rows[0]?.['QUERY PLAN'][0]?.Plan as PlanNode);
@@ -182,7 +182,12 @@ function wholeTableReads(nodes: PlanNode[]): string[] {
     ...nodes
       .filter((n) => n['Node Type'] === 'Seq Scan' && BIG.includes(n['Relation Name'] ?? ''))
       .map((n) => `seq scan of ${n['Relation Name']}`),
-    ...nodes.filter((n) => n['Subplan Name']?.startsWith('hashed')).map((n) => n['Subplan Name'] as string),
+    // A hashed subplan reads its whole input once to build the hash, by whatever scan: the plan
+    // names it only where it is used ("hashed SubPlan 2" in a node's output or filter).
+    ...nodes.flatMap((n) => {
+      const { Plans: _children, ...own } = n;
+      return JSON.stringify(own).match(/hashed SubPlan \d+/g) ?? [];
+    }),
   ];
 }
 
