@@ -358,8 +358,6 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
   const { deps, base } = ctx;
   const email = ctx.grant.email;
   const passenger = { name: a.passengerName, email, phone: normalisePhone(a.passengerPhone) };
-  // Blocked passengers are refused here as on every booking path; the token proves the e-mail.
-  await passengerStanding(deps.db, passenger);
   const paymentMethod: PaymentMethod = a.paymentMethod ?? 'cash';
   const caller = callerOf(ctx);
   const common = {
@@ -373,7 +371,10 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     confirmByEmail: true,
   };
   if (a.quoteId !== undefined) {
-    const view = await redeemQuote(deps, { ...common, quoteId: a.quoteId }, caller, base);
+    // Blocked passengers are refused as on every booking path (the token proves the e-mail);
+    // the quote is read by the same query, so a redemption costs two round trips.
+    const { quote } = await passengerStanding(deps.db, passenger, a.quoteId);
+    const view = await redeemQuote(deps, { ...common, quoteId: a.quoteId }, caller, base, { quote: quote ?? null });
     return bookingOut(view, email);
   }
   const missing = (['pickup', 'dropoff', 'departAt'] as const).filter((k) => a[k] === undefined);
@@ -402,9 +403,12 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     fare: null,
     method: paymentMethod,
   });
-  const pricing = await priceUnlessRepeated(deps.db, hash, () =>
-    priceQuote(deps, { ...input, meetAndGreet: false, worldwide: false }, caller, base),
-  );
+  // Priced while the passenger is checked, as v1 bookings are: the refusal of a blocked
+  // passenger still answers first, and their price is dropped unused.
+  const priced = priceQuote(deps, { ...input, meetAndGreet: false, worldwide: false }, caller, base);
+  priced.catch(() => {}); // awaited below, unless the passenger is refused first
+  await passengerStanding(deps.db, passenger);
+  const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
   if (pricing.repeat) return bookingOut(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false), email);
   const view = await bookPricedQuote(deps, pricing.priced, { ...common, contentHash: hash }, caller, base);
   return bookingOut(view, email);
