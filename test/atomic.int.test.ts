@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { insertManyIf, type KeyedRowInsert } from '../shared/db/atomic.ts';
+import { insertAllIf, insertManyIf, type KeyedRowInsert } from '../shared/db/atomic.ts';
 import type { Db } from '../shared/db/knex.ts';
 import { createTestEnv, type TestEnv } from './helpers/env.ts';
 
@@ -18,6 +18,9 @@ beforeAll(async () => {
   await db.raw('create table units (key text primary key, label text not null, colour text)');
   await db.raw(
     `create table parts (id serial primary key, unit text not null, n int not null, data jsonb, note text not null default 'plain')`,
+  );
+  await db.raw(
+    'create table stamps (key text primary key, a timestamptz, b timestamptz, c timestamptz, h bytea, data jsonb)',
   );
 });
 afterAll(async () => {
@@ -80,5 +83,31 @@ describe('insertManyIf', () => {
     expect((await db('units').select('key', 'label', 'colour')).sort(byKey)).toEqual(
       keys.map((key) => ({ key, label: `label ${key}`, colour: `colour of ${key}` })).sort(byKey),
     );
+  });
+
+  it('stores dates to the millisecond (the same instant repeated, or different ones), bytes as bytea, an invalid date as null', async () => {
+    const t1 = new Date('2026-11-26T08:15:30.123Z');
+    const t2 = new Date('2026-12-01T23:59:59.999Z');
+    const rows = [
+      { key: 'k1', a: t1, b: new Date(t1.getTime()), c: t2, h: Buffer.from([0, 1, 254, 255]), data: { at: t2 } },
+      { key: 'k2', a: t2, b: t1, c: new Date(Number.NaN), h: Buffer.alloc(0), data: { list: [t1] } },
+    ];
+    const passed = await insertManyIf(
+      db,
+      { sql: 'select k as key from unnest(?::text[]) k', bindings: [['k1', 'k2']] },
+      rows.map((row) => ({ table: 'stamps', key: row.key, row })),
+    );
+    expect(passed.size).toBe(2);
+    // And one row on its own, through insertAllIf.
+    await insertAllIf(db, null, [{ table: 'stamps', row: { key: 'k3', a: t2, b: t2, c: t1, h: Buffer.from('hi') } }]);
+    const stored = await db('stamps').orderBy('key').select('key', 'a', 'b', 'c', 'h', 'data');
+    expect(stored).toEqual([
+      { key: 'k1', a: t1, b: t1, c: t2, h: Buffer.from([0, 1, 254, 255]), data: { at: t2.toISOString() } },
+      { key: 'k2', a: t2, b: t1, c: null, h: Buffer.alloc(0), data: { list: [t1.toISOString()] } },
+      { key: 'k3', a: t2, b: t2, c: t1, h: Buffer.from('hi'), data: null },
+    ]);
+    // The rows handed in are not changed.
+    expect(rows[0]?.a).toBe(t1);
+    expect(Buffer.isBuffer(rows[0]?.h)).toBe(true);
   });
 });

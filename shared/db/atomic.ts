@@ -28,9 +28,35 @@ function ident(name: string): string {
   return `"${name}"`;
 }
 
-function jsonValue(v: unknown): unknown {
-  if (Buffer.isBuffer(v)) return `\\x${v.toString('hex')}`;
-  return v;
+/**
+ * The row as JSON encodes it for Postgres: Buffers as bytea hex, Dates as ISO strings through a
+ * one-entry cache (the rows of one booking carry the same instant several times, and
+ * `toISOString` is about half a microsecond); the row itself when it holds neither.
+ */
+function jsonRecord(row: Record<string, unknown>, iso: { t: number; s: string }): Record<string, unknown> {
+  let record: Record<string, unknown> | null = null;
+  for (const k in row) {
+    const v = row[k];
+    let out: unknown;
+    if (v instanceof Date) {
+      const t = v.getTime();
+      if (t !== iso.t && !Number.isNaN(t)) {
+        iso.t = t;
+        iso.s = v.toISOString();
+      }
+      out = Number.isNaN(t) ? null : iso.s;
+    } else if (Buffer.isBuffer(v)) out = `\\x${v.toString('hex')}`;
+    else continue;
+    record ??= { ...row };
+    record[k] = out;
+  }
+  return record ?? row;
+}
+
+function sameNames(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /**
@@ -48,6 +74,7 @@ export async function insertAllIf(
 ): Promise<{ passed: boolean; guardRow: Record<string, unknown> | null }> {
   const ctes: string[] = [];
   const bindings: Knex.RawBinding[] = [];
+  const iso = { t: Number.NaN, s: '' };
   if (guard) {
     ctes.push(`g as (${guard.sql})`);
     bindings.push(...guard.bindings);
@@ -57,15 +84,13 @@ export async function insertAllIf(
     const copied = (ins.fromGuard ?? []).map(ident);
     if (cols.length === 0) throw new Error(`no columns for ${ins.table}`);
     if (copied.length > 0 && !guard) throw new Error(`columns from a guard without one: ${ins.table}`);
-    const record: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(ins.row)) record[k] = jsonValue(v);
     const t = ident(ins.table);
     ctes.push(
       copied.length > 0
         ? `i${i} as (insert into ${t} (${[...cols, ...copied].join(', ')}) select ${[...cols.map((c) => `r.${c}`), ...copied.map((c) => `g.${c}`)].join(', ')} from json_populate_record(null::${t}, ?::json) r cross join (select * from g limit 1) g returning 1)`
         : `i${i} as (insert into ${t} (${cols.join(', ')}) select ${cols.join(', ')} from json_populate_record(null::${t}, ?::json)${guard ? ' where exists (select 1 from g)' : ''} returning 1)`,
     );
-    bindings.push(JSON.stringify(record));
+    bindings.push(JSON.stringify(jsonRecord(ins.row, iso)));
   });
   const select = guard
     ? 'select (select row_to_json(g) from g limit 1) as guard_row'
@@ -95,30 +120,36 @@ export async function insertManyIf(
   guard: Guard,
   inserts: readonly KeyedRowInsert[],
 ): Promise<Set<string>> {
-  const groups = new Map<
-    string,
-    { table: string; cols: string[]; copied: string[]; keys: string[]; rows: Record<string, unknown>[] }
-  >();
+  // Rows of a table are grouped by their columns (nearly always one group a table). Keys are
+  // compared rather than joined into a string, and a row is copied only when it holds a Buffer:
+  // this loop runs for every row of every booking and job.
+  const groups: {
+    table: string;
+    names: string[];
+    cols: string[];
+    copied: string[];
+    keys: string[];
+    rows: unknown[];
+  }[] = [];
+  const iso = { t: Number.NaN, s: '' };
   for (const ins of inserts) {
-    const cols = Object.keys(ins.row);
+    const names = Object.keys(ins.row);
     const copied = ins.fromGuard ?? [];
-    if (cols.length === 0) throw new Error(`no columns for ${ins.table}`);
-    const id = `${ins.table}(${cols.join(',')};${copied.join(',')})`;
-    let group = groups.get(id);
+    if (names.length === 0) throw new Error(`no columns for ${ins.table}`);
+    let group = groups.find((g) => g.table === ins.table && sameNames(g.names, names) && sameNames(g.copied, copied));
     if (!group) {
-      group = { table: ins.table, cols: cols.map(ident), copied: copied.map(ident), keys: [], rows: [] };
-      groups.set(id, group);
+      group = { table: ins.table, names, cols: names.map(ident), copied: [...copied], keys: [], rows: [] };
+      groups.push(group);
     }
-    const record: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(ins.row)) record[k] = jsonValue(v);
     group.keys.push(ins.key);
-    group.rows.push(record);
+    group.rows.push(jsonRecord(ins.row, iso));
   }
   const ctes = [`g as (${guard.sql})`];
   const bindings: Knex.RawBinding[] = [...guard.bindings];
   let i = 0;
-  for (const { table, cols, copied, keys, rows } of groups.values()) {
+  for (const { table, cols, copied: copiedNames, keys, rows } of groups) {
     const t = ident(table);
+    const copied = copiedNames.map(ident);
     // The rows travel as one JSON array parsed once (json_populate_recordset), their keys as a
     // parallel text array matched by position: unpacking each element of a JSON array and then
     // its row (`json_array_elements`, `e->'r'`, `json_populate_record`) parsed every row's JSON
