@@ -355,8 +355,8 @@ const WRITE_STALL_MS = 100;
  * statement (`insertManyIf`): the batch guard (`manyGuard`, over every booking's `batchItem`)
  * returns the keys it let through, and only those bookings are written. One statement and one
  * commit for many bookings share the round trip, the statement's fixed cost in Postgres and the
- * WAL flush (measured, bookings a second are bounded by CPU, not by the flush: README,
- * Benchmarks). A key appears once per statement (a second
+ * WAL flush (measured, bookings a second are bounded by CPU, not by the flush: bench/NOTES.md,
+ * Bookings). A key appears once per statement (a second
  * booking with it waits for the next); when a statement fails (a reference collision, a row's
  * content, a guard hit twice) each booking of it is written with its own guard, so only its
  * own caller sees the error.
@@ -364,7 +364,7 @@ const WRITE_STALL_MS = 100;
  * The next statement goes when the one in flight completes, not at the next turn of the event
  * loop: the bookings that arrive meanwhile share it, so under load there are fewer, fuller
  * statements (9 to 12% more redemptions a second at 50 clients, and less CPU per booking in
- * the API and Postgres: README, Benchmarks). A statement that has run WRITE_STALL_MS (a lock
+ * the API and Postgres: bench/NOTES.md, Bookings). A statement that has run WRITE_STALL_MS (a lock
  * wait, a stalled commit) no longer holds the others: the bookings waiting behind it then go
  * in a statement of their own.
  */
