@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../shared/db/knex.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { passengerStanding, REDEEM_MANY_GUARD, STANDING_SQL } from '../shared/services/bookings.ts';
-import { jobLoad } from '../shared/services/dispatch.ts';
+import { jobLoad, rescueStrandedBookings } from '../shared/services/dispatch.ts';
 import { jobFeed } from '../shared/services/driver-jobs.ts';
 import { queueStatusFanout } from '../shared/services/webhooks.ts';
 import type { WorkerContext } from '../workers/context.ts';
@@ -268,6 +268,15 @@ describe('hot-path statements read by index, whatever the tables hold', () => {
       /from bookings/,
     );
     for (const p of load) expect(wholeTableReads(p.nodes), p.sql).toEqual([]);
+  });
+
+  it('looks for lost dispatch jobs by index, not through every booking and offer ever made', async () => {
+    const plans = await plansOfStatements(
+      () => rescueStrandedBookings({ db, queues: env.rt.queues, config: env.config }),
+      /from "(bookings|dispatch_offers)"/,
+    );
+    expect(plans).toHaveLength(2);
+    for (const p of plans) expect(wholeTableReads(p.nodes), p.sql).toEqual([]);
   });
 
   it('claims a webhook delivery by its primary key, however many are pending', async () => {

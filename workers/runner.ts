@@ -11,7 +11,7 @@ import {
   type WorkerRole,
 } from '../shared/queues/registry.ts';
 import type { Runtime } from '../shared/runtime.ts';
-import { presenceIndex } from '../shared/services/dispatch.ts';
+import { presenceIndex, rescueStrandedBookings, STRANDED_CHECK_MS } from '../shared/services/dispatch.ts';
 import { untracedData, withTrace } from '../shared/trace.ts';
 import { registerWeeklyBilling } from './billing/billing-jobs.ts';
 import type { WorkerContext } from './context.ts';
@@ -75,6 +75,27 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
       }, rt.config.dispatch.presenceTtlSeconds * 1000);
       timer.unref();
       closers.push(async () => clearInterval(timer));
+      // And finds bookings whose dispatch job went missing from Redis (rescueStrandedBookings):
+      // at start (a Redis that lost its data is often restarted with the workers), then every minute.
+      let rescuing: Promise<void> | null = null;
+      const check = () => {
+        rescuing ??= rescueStrandedBookings(rt)
+          .then(({ requeued, retried }) => {
+            if (requeued.length > 0 || retried.length > 0)
+              log.warn({ requeued, retried }, 'dispatch jobs of pending bookings were missing or failed; queued again');
+          })
+          .catch((err: unknown) => log.warn({ err }, 'stranded-booking check failed'))
+          .finally(() => {
+            rescuing = null;
+          });
+      };
+      check();
+      const rescue = setInterval(check, STRANDED_CHECK_MS);
+      rescue.unref();
+      closers.push(async () => {
+        clearInterval(rescue);
+        await rescuing;
+      });
     }
     // Billing registers its weekly job scheduler (an idempotent upsert).
     if (role === 'billing') {

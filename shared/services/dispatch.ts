@@ -15,6 +15,7 @@ import {
 } from '../domain/dispatch/matching.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { uuidv7 } from '../ids.ts';
+import type { Queues } from '../queues/connection.ts';
 import { queueMessage } from './messages.ts';
 
 /**
@@ -414,4 +415,88 @@ export async function expireOffer(
     if (updated === 0) return null;
     return { bookingId: offer.booking_id, outcome: await dispatchStep(trx, deps, offer.booking_id, now) };
   });
+}
+
+/** How long past its due time a dispatch job may be missing before it is looked for. */
+export const STRANDED_AFTER_MS = 2 * 60_000;
+/** A booking whose pickup passed longer ago than this is not dispatched any more. */
+export const STRANDED_PICKUP_PAST_MS = 60 * 60_000;
+/** How often the dispatch role looks for them. */
+export const STRANDED_CHECK_MS = 60_000;
+/** Most bookings, and most offers, one rescue pass looks at (the oldest first). */
+const STRANDED_BATCH = 500;
+
+/**
+ * Dispatch jobs that went missing. Dispatch runs on delayed jobs in Redis: a booking's first
+ * step (`dispatch-<id>`, relayed from the outbox, due at pickup minus the lead time, which
+ * moves it from `pending` to `dispatching`) and each offer's time-out (`offer-expired-<offer
+ * id>`, due when the offer expires, which moves dispatch on to the next candidate). A Redis
+ * that lost its data (a restart without persistence, a failover to an empty replica) would
+ * leave those bookings where they are for ever, with no error anywhere. So this looks, for
+ * bookings whose pickup is less than STRANDED_PICKUP_PAST_MS ago or later, at
+ * - bookings still `pending` STRANDED_AFTER_MS after their dispatch time, and
+ * - offers of `dispatching` bookings still `offered` STRANDED_AFTER_MS after they expired,
+ * and at each one's job in the dispatch queue: no job under its id, and one is added now; a
+ * job that failed for good is retried; a job waiting, delayed or running is left alone (a busy
+ * dispatch worker is not a lost job). Adding twice is harmless: the id is the job's own, and a
+ * repeated step or time-out changes nothing. Not covered: the retry of a booking nobody was
+ * free for (`no_driver_available`), whose job id carries its time. Run by the dispatch role at
+ * start and every STRANDED_CHECK_MS; returns the job ids it added and retried.
+ */
+export async function rescueStrandedBookings(
+  deps: { db: Db; queues: Pick<Queues, 'dispatch'>; config: Pick<Config, 'bookings'> },
+  now = new Date(),
+): Promise<{ requeued: string[]; retried: string[] }> {
+  const leadMs = deps.config.bookings.dispatchLeadMinutes * 60_000;
+  const pickupFrom = new Date(now.getTime() - STRANDED_PICKUP_PAST_MS);
+  const dueBefore = new Date(now.getTime() - STRANDED_AFTER_MS);
+  const pending = await deps
+    .db('bookings')
+    .where('status', 'pending')
+    .where('pickup_time', '<', new Date(dueBefore.getTime() + leadMs))
+    .where('pickup_time', '>', pickupFrom)
+    .orderBy('pickup_time')
+    .limit(STRANDED_BATCH)
+    .select<{ id: string }[]>('id');
+  const overdue = await deps
+    .db('dispatch_offers as o')
+    .join('bookings as b', 'b.id', 'o.booking_id')
+    .where('o.state', 'offered')
+    .where('o.expires_at', '<', dueBefore)
+    .where('b.status', 'dispatching')
+    .where('b.pickup_time', '>', pickupFrom)
+    .orderBy('o.expires_at')
+    .limit(STRANDED_BATCH)
+    .select<{ id: string }[]>('o.id');
+  const jobs = [
+    ...pending.map(({ id }) => ({
+      jobId: `dispatch-${id}`,
+      name: 'dispatch-booking' as const,
+      data: { bookingId: id },
+    })),
+    ...overdue.map(({ id }) => ({
+      jobId: `offer-expired-${id}`,
+      name: 'offer-expired' as const,
+      data: { offerId: id },
+    })),
+  ];
+  const requeued: string[] = [];
+  const retried: string[] = [];
+  for (const { jobId, name, data } of jobs) {
+    const job = await deps.queues.dispatch.getJob(jobId);
+    if (!job) {
+      await deps.queues.dispatch.add(name, data, { jobId });
+      requeued.push(jobId);
+    } else if ((await job.getState()) === 'failed') {
+      try {
+        await job.retry('failed');
+      } catch (err) {
+        // Another dispatch process retried it first: nothing left to do.
+        if ((await job.getState()) === 'failed') throw err;
+        continue;
+      }
+      retried.push(jobId);
+    }
+  }
+  return { requeued, retried };
 }

@@ -1,0 +1,209 @@
+import { randomBytes } from 'node:crypto';
+import { UnrecoverableError, Worker } from 'bullmq';
+import { v7 as uuidv7 } from 'uuid';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { rescueStrandedBookings, STRANDED_AFTER_MS, STRANDED_PICKUP_PAST_MS } from '../shared/services/dispatch.ts';
+import { createPartner } from '../shared/services/partners.ts';
+import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { insertOfferedBooking } from './helpers/bookings.ts';
+import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+
+/**
+ * A booking's dispatch job lives in Redis until pickup minus the lead time. When Redis loses it
+ * (a restart without persistence, a failover to an empty replica), the booking would wait in
+ * `pending` for ever. The dispatch role looks for such bookings at start and every minute
+ * (`rescueStrandedBookings`) and queues their job again: real HTTP bookings, the real outbox
+ * relay and dispatch worker, jobs removed from the real queue.
+ */
+let env: TestEnv;
+let api: Served;
+let roles: RunningRoles;
+let dispatchRole: RunningRoles | null = null;
+let seq = 0;
+
+beforeAll(async () => {
+  env = await createTestEnv({ env: { RATE_LIMIT_PER_IP_PER_MINUTE: '100000', QUOTE_LIMIT_PER_HOUR: '100000' } });
+  await syncBuiltInTariffs(env.rt.db);
+  // No dispatch worker yet: each test decides when one runs.
+  roles = startRoles(['pricing', 'outbox-relay'], env.rt);
+  api = await serve(await appFor(env));
+});
+// A test that starts the dispatch role leaves it to this, so a failed test does not leave it running.
+afterEach(async () => {
+  await dispatchRole?.close();
+  dispatchRole = null;
+});
+afterAll(async () => {
+  await roles?.close();
+  await api?.close();
+  await env?.cleanup();
+});
+
+/** A v1 booking through HTTP, picked up `minutes` from now; its id once its dispatch job is in the queue. */
+async function book(minutes: number): Promise<string> {
+  seq += 1;
+  const res = await fetch(`${api.url}/api/public/v1/booking`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      departAt: new Date(Date.now() + minutes * 60_000).toISOString(),
+      passengerName: `Stranded Passenger ${seq}`,
+      passengerEmail: `stranded${seq}@example.org`,
+      passengerPhone: '+447700900321',
+    }),
+  });
+  const body = (await res.json()) as { bookingReference: string };
+  expect(res.status, JSON.stringify(body)).toBe(201);
+  const { id } = await env.rt.db('bookings').where({ reference: body.bookingReference }).first('id');
+  await eventually(() => env.rt.queues.dispatch.getJob(`dispatch-${id}`));
+  return id as string;
+}
+
+/** What Redis losing its data does to one booking: its dispatch job is gone. */
+async function loseJob(bookingId: string): Promise<void> {
+  await env.rt.queues.dispatch.remove(`dispatch-${bookingId}`);
+  expect(await env.rt.queues.dispatch.getJob(`dispatch-${bookingId}`)).toBeUndefined();
+}
+
+const statusOf = async (id: string) => (await env.rt.db('bookings').where({ id }).first('status')).status as string;
+const historyOf = async (id: string) =>
+  (await env.rt.db('booking_status_history').where({ booking_id: id }).orderBy('seq').pluck('status')) as string[];
+
+describe('bookings whose dispatch job was lost', () => {
+  it('queues the job of a booking past its dispatch time again, once, and the dispatch worker started later dispatches it', async () => {
+    // Pickup in 10 minutes: inside the 30-minute lead time, so its dispatch time has passed.
+    const lost = await book(10);
+    const kept = await book(10);
+    await loseJob(lost);
+
+    // Until STRANDED_AFTER_MS past its dispatch time it is left alone: a job may be on its way.
+    const { pickup_time: pickup } = await env.rt.db('bookings').where({ id: lost }).first('pickup_time');
+    const dueAt = pickup.getTime() - env.config.bookings.dispatchLeadMinutes * 60_000 + STRANDED_AFTER_MS;
+    expect((await rescueStrandedBookings(env.rt, new Date(dueAt - 1_000))).requeued).not.toContain(`dispatch-${lost}`);
+
+    const { requeued, retried } = await rescueStrandedBookings(env.rt);
+    expect(requeued).toContain(`dispatch-${lost}`);
+    // The other booking's job is still waiting for a worker: a busy worker is not a lost job.
+    expect(requeued).not.toContain(`dispatch-${kept}`);
+    expect(retried).toEqual([]);
+    expect(await (await env.rt.queues.dispatch.getJob(`dispatch-${lost}`))?.getState()).toBe('waiting');
+
+    // Found again on the next pass, but its job is there now: nothing added.
+    expect((await rescueStrandedBookings(env.rt)).requeued).not.toContain(`dispatch-${lost}`);
+
+    dispatchRole = startRoles(['dispatch'], env.rt);
+    // No driver is online: dispatch starts, finds nobody and schedules a retry, once.
+    for (const id of [lost, kept]) {
+      await eventually(async () => ((await statusOf(id)) === 'no_driver_available' ? true : null));
+      expect(await historyOf(id)).toEqual(['pending', 'dispatching', 'no_driver_available']);
+    }
+  });
+
+  it('is done by the dispatch role when it starts, with no call from anyone', async () => {
+    const id = await book(5);
+    await loseJob(id);
+    dispatchRole = startRoles(['dispatch'], env.rt);
+    await eventually(async () => ((await statusOf(id)) === 'no_driver_available' ? true : null));
+    expect(await historyOf(id)).toEqual(['pending', 'dispatching', 'no_driver_available']);
+  });
+
+  it('retries a dispatch job that failed for good', async () => {
+    const id = await book(10);
+    // A worker that refuses the job outright (as a bug would): it fails with no retry left.
+    const refusing = new Worker(
+      'dispatch',
+      async () => {
+        throw new UnrecoverableError('refused by the test');
+      },
+      { connection: env.rt.workerRedis().duplicate(), prefix: env.config.queuePrefix },
+    );
+    await eventually(async () =>
+      (await (await env.rt.queues.dispatch.getJob(`dispatch-${id}`))?.getState()) === 'failed' ? true : null,
+    );
+    await refusing.close();
+    expect(await statusOf(id)).toBe('pending');
+
+    const { requeued, retried } = await rescueStrandedBookings(env.rt);
+    expect(retried).toContain(`dispatch-${id}`);
+    expect(requeued).not.toContain(`dispatch-${id}`);
+    dispatchRole = startRoles(['dispatch'], env.rt);
+    await eventually(async () => ((await statusOf(id)) === 'no_driver_available' ? true : null));
+  });
+
+  it('leaves bookings not yet due, long past pickup, or already being dispatched', async () => {
+    const later = await book(3 * 60); // dispatch in 2.5 hours: its delayed job is not missed yet
+    await loseJob(later);
+    // Written without a job, as if Redis lost it: pickup long past, and one already dispatching.
+    const base = {
+      origin: 'api',
+      passenger_name: 'Ada Lovelace',
+      passengers: 1,
+      vehicle_type: 'saloon',
+      pickup: JSON.stringify({ name: 'Manchester Piccadilly', lat: 53.4774, lng: -2.2309 }),
+      dropoff: JSON.stringify({ name: 'Manchester Airport', lat: 53.3588, lng: -2.2727 }),
+      fare_pence: 4200,
+    };
+    const stale = uuidv7();
+    const dispatching = uuidv7();
+    await env.rt.db('bookings').insert([
+      {
+        ...base,
+        id: stale,
+        reference: 'DTN-STALE1',
+        tracking_token_hash: randomBytes(32),
+        status: 'pending',
+        pickup_time: new Date(Date.now() - STRANDED_PICKUP_PAST_MS - 60_000),
+      },
+      {
+        ...base,
+        id: dispatching,
+        reference: 'DTN-DISP01',
+        tracking_token_hash: randomBytes(32),
+        status: 'dispatching',
+        pickup_time: new Date(Date.now() + 10 * 60_000),
+      },
+    ]);
+    const { requeued, retried } = await rescueStrandedBookings(env.rt);
+    for (const id of [later, stale, dispatching]) {
+      expect(requeued).not.toContain(`dispatch-${id}`);
+      expect(retried).not.toContain(`dispatch-${id}`);
+      expect(await env.rt.queues.dispatch.getJob(`dispatch-${id}`)).toBeUndefined();
+    }
+    // The later booking is found once its dispatch time has passed by STRANDED_AFTER_MS.
+    const due = new Date(Date.now() + 150 * 60_000 + STRANDED_AFTER_MS + 60_000);
+    expect((await rescueStrandedBookings(env.rt, due)).requeued).toContain(`dispatch-${later}`);
+  });
+
+  it("queues an expired offer's lost time-out again, so dispatch moves on from it", async () => {
+    const partner = await createPartner(env.rt.db, env.config, {
+      name: 'Quiet Operator',
+      actor: 'test',
+    });
+    // An offer to an operator that expired 3 minutes ago: its time-out job should have run.
+    const live = await insertOfferedBooking(env.rt.db, 'DTN-LOST01', { partnerId: partner.id }, -3);
+    // The same, still inside its time (expires in 10 minutes): nothing is missing yet.
+    const current = await insertOfferedBooking(env.rt.db, 'DTN-LOST02', { partnerId: partner.id }, 10);
+    // And one the time-out job is waiting for (a busy worker): left alone.
+    const waiting = await insertOfferedBooking(env.rt.db, 'DTN-LOST03', { partnerId: partner.id }, -3);
+    await env.rt.queues.dispatch.add(
+      'offer-expired',
+      { offerId: waiting.offerId },
+      { jobId: `offer-expired-${waiting.offerId}` },
+    );
+
+    const { requeued } = await rescueStrandedBookings(env.rt);
+    expect(requeued).toContain(`offer-expired-${live.offerId}`);
+    expect(requeued).not.toContain(`offer-expired-${current.offerId}`);
+    expect(requeued).not.toContain(`offer-expired-${waiting.offerId}`);
+    dispatchRole = startRoles(['dispatch'], env.rt);
+    for (const b of [live, waiting]) {
+      await eventually(async () =>
+        (await env.rt.db('dispatch_offers').where({ id: b.offerId }).first('state')).state === 'expired' ? true : null,
+      );
+    }
+    expect((await env.rt.db('dispatch_offers').where({ id: current.offerId }).first('state')).state).toBe('offered');
+  });
+});
