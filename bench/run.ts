@@ -86,11 +86,19 @@ async function cloneQuotes(db: ReturnType<typeof createDb>, quoteId: string, n: 
   await db.raw('vacuum (analyze) quotes');
   // And its WAL checkpointed now: otherwise the checkpoint it sets off is written out during
   // the booking runs (their p99 jumped to 424-545 ms in half the runs before this, none since).
-  // CHECKPOINT needs a superuser or pg_checkpoint; without one the runs go on as before.
-  await db.raw('checkpoint').catch((err: Error) => {
-    process.stderr.write(`bench: no checkpoint after the quote setup (${err.message})\n`);
-  });
+  await checkpoint(db);
   return rows.map((r) => r.id);
+}
+
+/**
+ * The WAL written so far checkpointed, untimed, before a measured run: otherwise the checkpoint
+ * the previous run's writes set off lands in the next run, whichever it is. CHECKPOINT needs a
+ * superuser or pg_checkpoint; without one the runs go on as before.
+ */
+async function checkpoint(db: ReturnType<typeof createDb>): Promise<void> {
+  await db.raw('checkpoint').catch((err: Error) => {
+    process.stderr.write(`bench: no checkpoint (${err.message})\n`);
+  });
 }
 
 /**
@@ -296,7 +304,14 @@ async function bookingEndpoints(
   insertRun: () => Promise<HttpResult>,
 ) {
   const departAt = new Date(Date.now() + 48 * 3600_000).toISOString();
-  const inserts = [await insertRun()];
+  // Every run, INSERT or booking, starts from a checkpoint: each run writes, and the checkpoint
+  // its writes set off would otherwise fall in the run after it.
+  const insertAfterCheckpoint = async () => {
+    await checkpoint(db);
+    return insertRun();
+  };
+  const inserts = [await insertAfterCheckpoint()];
+  await checkpoint(db);
   const bookingR = await loadBookings(
     'POST /api/public/v1/booking (priced by the worker, stored, outbox, e-mail)',
     `http://127.0.0.1:${apiPort}/api/public/v1/booking`,
@@ -321,7 +336,8 @@ async function bookingEndpoints(
     })
   ).json()) as { quoteId: string };
   const quoteIds = await cloneQuotes(db, seedQuote.quoteId, 120_000);
-  inserts.push(await insertRun());
+  inserts.push(await insertAfterCheckpoint());
+  await checkpoint(db);
   const redeemR = await loadBookings(
     'POST /api/public/bookings/create (redeem a quote)',
     `http://127.0.0.1:${apiPort}/api/public/bookings/create`,
@@ -335,7 +351,8 @@ async function bookingEndpoints(
     DURATION,
     watch,
   );
-  inserts.push(await insertRun());
+  inserts.push(await insertAfterCheckpoint());
+  await checkpoint(db);
   const redeemV1R = await loadBookings(
     'POST /api/public/v1/booking with quote_id (redeem, confirmation e-mail)',
     `http://127.0.0.1:${apiPort}/api/public/v1/booking`,
@@ -350,7 +367,7 @@ async function bookingEndpoints(
     DURATION,
     watch,
   );
-  inserts.push(await insertRun());
+  inserts.push(await insertAfterCheckpoint());
   const [b0, b1, b2, b3] = inserts as [HttpResult, HttpResult, HttpResult, HttpResult];
   return {
     bookingR,

@@ -68,31 +68,44 @@ async function loseJob(bookingId: string): Promise<void> {
   expect(await env.rt.queues.dispatch.getJob(`dispatch-${bookingId}`)).toBeUndefined();
 }
 
+/** As if the booking had been made `minutes` ago (a booking made inside the lead time is due at once). */
+async function madeAgo(id: string, minutes: number): Promise<void> {
+  await env.rt
+    .db('bookings')
+    .where({ id })
+    .update({ created_at: new Date(Date.now() - minutes * 60_000) });
+}
+
+/** Rows that the rescue found: every id it queued for a booking or offer. */
+const forRow = (requeued: string[], id: string) => requeued.filter((j) => j.includes(id));
+
 const statusOf = async (id: string) => (await env.rt.db('bookings').where({ id }).first('status')).status as string;
 const historyOf = async (id: string) =>
   (await env.rt.db('booking_status_history').where({ booking_id: id }).orderBy('seq').pluck('status')) as string[];
 
 describe('bookings whose dispatch job was lost', () => {
   it('queues the job of a booking past its dispatch time again, once, and the dispatch worker started later dispatches it', async () => {
-    // Pickup in 10 minutes: inside the 30-minute lead time, so its dispatch time has passed.
+    // Pickup in 10 minutes: inside the 30-minute lead time, so it is due as soon as it is made.
     const lost = await book(10);
     const kept = await book(10);
     await loseJob(lost);
 
-    // Until STRANDED_AFTER_MS past its dispatch time it is left alone: a job may be on its way.
-    const { pickup_time: pickup } = await env.rt.db('bookings').where({ id: lost }).first('pickup_time');
-    const dueAt = pickup.getTime() - env.config.bookings.dispatchLeadMinutes * 60_000 + STRANDED_AFTER_MS;
-    expect((await rescueStrandedBookings(env.rt, new Date(dueAt - 1_000))).requeued).not.toContain(`dispatch-${lost}`);
+    // Until STRANDED_AFTER_MS after it was made it is left alone: its job may be on its way.
+    const made = (await env.rt.db('bookings').where({ id: lost }).first('created_at')).created_at as Date;
+    const early = await rescueStrandedBookings(env.rt, new Date(made.getTime() + STRANDED_AFTER_MS - 1_000));
+    expect(forRow(early.requeued, lost)).toEqual([]);
 
-    const { requeued, retried } = await rescueStrandedBookings(env.rt);
-    expect(requeued).toContain(`dispatch-${lost}`);
+    await madeAgo(lost, 3);
+    await madeAgo(kept, 3);
+    const { requeued, errors } = await rescueStrandedBookings(env.rt);
+    expect(errors).toEqual([]);
+    expect(forRow(requeued, lost)).toEqual([`dispatch-${lost}`]);
     // The other booking's job is still waiting for a worker: a busy worker is not a lost job.
-    expect(requeued).not.toContain(`dispatch-${kept}`);
-    expect(retried).toEqual([]);
+    expect(forRow(requeued, kept)).toEqual([]);
     expect(await (await env.rt.queues.dispatch.getJob(`dispatch-${lost}`))?.getState()).toBe('waiting');
 
     // Found again on the next pass, but its job is there now: nothing added.
-    expect((await rescueStrandedBookings(env.rt)).requeued).not.toContain(`dispatch-${lost}`);
+    expect(forRow((await rescueStrandedBookings(env.rt)).requeued, lost)).toEqual([]);
 
     dispatchRole = startRoles(['dispatch'], env.rt);
     // No driver is online: dispatch starts, finds nobody and schedules a retry, once.
@@ -105,38 +118,47 @@ describe('bookings whose dispatch job was lost', () => {
   it('is done by the dispatch role when it starts, with no call from anyone', async () => {
     const id = await book(5);
     await loseJob(id);
+    await madeAgo(id, 3);
     dispatchRole = startRoles(['dispatch'], env.rt);
     await eventually(async () => ((await statusOf(id)) === 'no_driver_available' ? true : null));
     expect(await historyOf(id)).toEqual(['pending', 'dispatching', 'no_driver_available']);
   });
 
-  it('retries a dispatch job that failed for good', async () => {
+  it('queues one more job, once, when the dispatch job failed for good', async () => {
     const id = await book(10);
     // A worker that refuses the job outright (as a bug would): it fails with no retry left.
+    const connection = env.rt.workerRedis().duplicate();
     const refusing = new Worker(
       'dispatch',
       async () => {
         throw new UnrecoverableError('refused by the test');
       },
-      { connection: env.rt.workerRedis().duplicate(), prefix: env.config.queuePrefix },
+      { connection, prefix: env.config.queuePrefix },
     );
-    await eventually(async () =>
-      (await (await env.rt.queues.dispatch.getJob(`dispatch-${id}`))?.getState()) === 'failed' ? true : null,
-    );
-    await refusing.close();
+    try {
+      await eventually(async () =>
+        (await (await env.rt.queues.dispatch.getJob(`dispatch-${id}`))?.getState()) === 'failed' ? true : null,
+      );
+    } finally {
+      await refusing.close();
+      await connection.quit();
+    }
     expect(await statusOf(id)).toBe('pending');
+    await madeAgo(id, 3);
 
-    const { requeued, retried } = await rescueStrandedBookings(env.rt);
-    expect(retried).toContain(`dispatch-${id}`);
-    expect(requeued).not.toContain(`dispatch-${id}`);
+    expect(forRow((await rescueStrandedBookings(env.rt)).requeued, id)).toEqual([`dispatch-${id}-rescue`]);
+    // Once: a job that fails again is not queued every minute.
+    expect(forRow((await rescueStrandedBookings(env.rt)).requeued, id)).toEqual([]);
     dispatchRole = startRoles(['dispatch'], env.rt);
     await eventually(async () => ((await statusOf(id)) === 'no_driver_available' ? true : null));
   });
 
-  it('leaves bookings not yet due, long past pickup, or already being dispatched', async () => {
+  it('leaves bookings not yet due, long past pickup, or changed a moment ago', async () => {
     const later = await book(3 * 60); // dispatch in 2.5 hours: its delayed job is not missed yet
     await loseJob(later);
-    // Written without a job, as if Redis lost it: pickup long past, and one already dispatching.
+    await madeAgo(later, 3);
+    // Written without a job, as if Redis lost it: pickup long past, and one dispatching that
+    // changed a moment ago (its next step may be on its way).
     const base = {
       origin: 'api',
       passenger_name: 'Ada Lovelace',
@@ -156,6 +178,7 @@ describe('bookings whose dispatch job was lost', () => {
         tracking_token_hash: randomBytes(32),
         status: 'pending',
         pickup_time: new Date(Date.now() - STRANDED_PICKUP_PAST_MS - 60_000),
+        created_at: new Date(Date.now() - 3 * STRANDED_PICKUP_PAST_MS),
       },
       {
         ...base,
@@ -166,22 +189,19 @@ describe('bookings whose dispatch job was lost', () => {
         pickup_time: new Date(Date.now() + 10 * 60_000),
       },
     ]);
-    const { requeued, retried } = await rescueStrandedBookings(env.rt);
+    const { requeued } = await rescueStrandedBookings(env.rt);
     for (const id of [later, stale, dispatching]) {
-      expect(requeued).not.toContain(`dispatch-${id}`);
-      expect(retried).not.toContain(`dispatch-${id}`);
+      expect(forRow(requeued, id)).toEqual([]);
       expect(await env.rt.queues.dispatch.getJob(`dispatch-${id}`)).toBeUndefined();
     }
     // The later booking is found once its dispatch time has passed by STRANDED_AFTER_MS.
     const due = new Date(Date.now() + 150 * 60_000 + STRANDED_AFTER_MS + 60_000);
-    expect((await rescueStrandedBookings(env.rt, due)).requeued).toContain(`dispatch-${later}`);
+    expect(forRow((await rescueStrandedBookings(env.rt, due)).requeued, later)).toEqual([`dispatch-${later}`]);
+    await env.rt.queues.dispatch.remove(`dispatch-${later}`);
   });
 
   it("queues an expired offer's lost time-out again, so dispatch moves on from it", async () => {
-    const partner = await createPartner(env.rt.db, env.config, {
-      name: 'Quiet Operator',
-      actor: 'test',
-    });
+    const partner = await createPartner(env.rt.db, env.config, { name: 'Quiet Operator', actor: 'test' });
     // An offer to an operator that expired 3 minutes ago: its time-out job should have run.
     const live = await insertOfferedBooking(env.rt.db, 'DTN-LOST01', { partnerId: partner.id }, -3);
     // The same, still inside its time (expires in 10 minutes): nothing is missing yet.
@@ -195,9 +215,10 @@ describe('bookings whose dispatch job was lost', () => {
     );
 
     const { requeued } = await rescueStrandedBookings(env.rt);
-    expect(requeued).toContain(`offer-expired-${live.offerId}`);
-    expect(requeued).not.toContain(`offer-expired-${current.offerId}`);
-    expect(requeued).not.toContain(`offer-expired-${waiting.offerId}`);
+    expect(forRow(requeued, live.offerId)).toEqual([`offer-expired-${live.offerId}`]);
+    for (const b of [live, current, waiting]) expect(forRow(requeued, b.id)).toEqual([]);
+    expect(forRow(requeued, current.offerId)).toEqual([]);
+    expect(forRow(requeued, waiting.offerId)).toEqual([]);
     dispatchRole = startRoles(['dispatch'], env.rt);
     for (const b of [live, waiting]) {
       await eventually(async () =>
@@ -205,5 +226,32 @@ describe('bookings whose dispatch job was lost', () => {
       );
     }
     expect((await env.rt.db('dispatch_offers').where({ id: current.offerId }).first('state')).state).toBe('offered');
+  });
+
+  it('queues the next step of a booking left dispatching with no live offer (a decline whose next step was lost)', async () => {
+    const partner = await createPartner(env.rt.db, env.config, { name: 'Declining Operator', actor: 'test' });
+    const b = await insertOfferedBooking(env.rt.db, 'DTN-DECL01', { partnerId: partner.id }, 10);
+    // Declined 3 minutes ago; the step that should have followed never ran.
+    const at = new Date(Date.now() - 3 * 60_000);
+    await env.rt.db('dispatch_offers').where({ id: b.offerId }).update({ state: 'declined', responded_at: at });
+    await env.rt.db('bookings').where({ id: b.id }).update({ updated_at: at });
+    // One declined a moment ago: its next step may be on its way.
+    const fresh = await insertOfferedBooking(env.rt.db, 'DTN-DECL02', { partnerId: partner.id }, 10);
+    await env.rt
+      .db('dispatch_offers')
+      .where({ id: fresh.offerId })
+      .update({ state: 'declined', responded_at: new Date() });
+
+    const first = await rescueStrandedBookings(env.rt);
+    const added = forRow(first.requeued, b.id);
+    expect(added).toHaveLength(1);
+    expect(added[0]).toMatch(new RegExp(`^dispatch-${b.id}-rescue-\\d+-1$`));
+    expect(forRow(first.requeued, fresh.id)).toEqual([]);
+    // The same state found again: its job is there, nothing added.
+    expect(forRow((await rescueStrandedBookings(env.rt)).requeued, b.id)).toEqual([]);
+
+    dispatchRole = startRoles(['dispatch'], env.rt);
+    // Nobody else to ask (the operator declined; no driver is online).
+    await eventually(async () => ((await statusOf(b.id)) === 'no_driver_available' ? true : null));
   });
 });

@@ -80,9 +80,10 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
       let rescuing: Promise<void> | null = null;
       const check = () => {
         rescuing ??= rescueStrandedBookings(rt)
-          .then(({ requeued, retried }) => {
-            if (requeued.length > 0 || retried.length > 0)
-              log.warn({ requeued, retried }, 'dispatch jobs of pending bookings were missing or failed; queued again');
+          .then(({ requeued, errors }) => {
+            if (requeued.length > 0) log.warn({ requeued }, 'dispatch jobs were missing from the queue; queued again');
+            for (const { jobId, error } of errors)
+              log.warn({ jobId, err: error }, 'could not check or queue a dispatch job');
           })
           .catch((err: unknown) => log.warn({ err }, 'stranded-booking check failed'))
           .finally(() => {

@@ -120,9 +120,9 @@ export async function insertManyIf(
   guard: Guard,
   inserts: readonly KeyedRowInsert[],
 ): Promise<Set<string>> {
-  // Rows of a table are grouped by their columns (nearly always one group a table). Keys are
-  // compared rather than joined into a string, and a row is copied only when it holds a Buffer:
-  // this loop runs for every row of every booking and job.
+  // Rows of a table are grouped by their columns (nearly always one group a table). Column
+  // names are compared rather than joined into a string, and a row is copied only when it
+  // holds a Date or a Buffer (jsonRecord): this loop runs for every row of every booking and job.
   const groups: {
     table: string;
     names: string[];

@@ -426,27 +426,40 @@ export const STRANDED_CHECK_MS = 60_000;
 /** Most bookings, and most offers, one rescue pass looks at (the oldest first). */
 const STRANDED_BATCH = 500;
 
+/** A dispatch job the rescue looks for: its id, name and payload. */
+interface ExpectedJob {
+  jobId: string;
+  name: 'dispatch-booking' | 'offer-expired';
+  data: { bookingId: string } | { offerId: string };
+}
+
 /**
- * Dispatch jobs that went missing. Dispatch runs on delayed jobs in Redis: a booking's first
- * step (`dispatch-<id>`, relayed from the outbox, due at pickup minus the lead time, which
- * moves it from `pending` to `dispatching`) and each offer's time-out (`offer-expired-<offer
- * id>`, due when the offer expires, which moves dispatch on to the next candidate). A Redis
- * that lost its data (a restart without persistence, a failover to an empty replica) would
- * leave those bookings where they are for ever, with no error anywhere. So this looks, for
- * bookings whose pickup is less than STRANDED_PICKUP_PAST_MS ago or later, at
- * - bookings still `pending` STRANDED_AFTER_MS after their dispatch time, and
- * - offers of `dispatching` bookings still `offered` STRANDED_AFTER_MS after they expired,
- * and at each one's job in the dispatch queue: no job under its id, and one is added now; a
- * job that failed for good is retried; a job waiting, delayed or running is left alone (a busy
- * dispatch worker is not a lost job). Adding twice is harmless: the id is the job's own, and a
- * repeated step or time-out changes nothing. Not covered: the retry of a booking nobody was
- * free for (`no_driver_available`), whose job id carries its time. Run by the dispatch role at
- * start and every STRANDED_CHECK_MS; returns the job ids it added and retried.
+ * Dispatch jobs that went missing. Dispatch runs on jobs in Redis: a booking's first step
+ * (`dispatch-<id>`, relayed from the outbox, delayed to pickup minus the lead time, which moves
+ * it from `pending` to `dispatching`), each offer's time-out (`offer-expired-<offer id>`, due
+ * when the offer expires) and the next step after a decline or a hand-back. A Redis that lost
+ * its data (a restart without persistence, a failover to an empty replica) would leave those
+ * bookings where they are for ever, with no error anywhere. So this looks, among bookings whose
+ * pickup is less than STRANDED_PICKUP_PAST_MS ago or later, for
+ * - bookings still `pending` STRANDED_AFTER_MS after their dispatch time (and after they were
+ *   made: a booking made inside the lead time is due at once);
+ * - offers still `offered` STRANDED_AFTER_MS after they expired;
+ * - bookings `dispatching` with no live offer and nothing changed for STRANDED_AFTER_MS (the
+ *   step after a decline or a hand-back never ran); their job is a new one,
+ *   `dispatch-<id>-rescue-<status seq>-<offers made>`, one per state the booking is stuck in.
+ * For each, its job in the dispatch queue: none under its id, and one is added now; one
+ * waiting, delayed or running is left alone (a busy worker is not a lost job); one that ended
+ * (failed for good, or completed while the row still waits, as a time-out that fired early
+ * does) gets one more under `<id>-rescue`, once. Adding twice is harmless: an id is added once,
+ * and a repeated step or time-out changes nothing under the booking's row lock. Not covered:
+ * the retry of a booking nobody was free for (`no_driver_available`), whose job id carries its
+ * time. Each item is tried on its own: one that fails (logged by the caller) does not stop the
+ * others. Run by the dispatch role at start and every STRANDED_CHECK_MS.
  */
 export async function rescueStrandedBookings(
   deps: { db: Db; queues: Pick<Queues, 'dispatch'>; config: Pick<Config, 'bookings'> },
   now = new Date(),
-): Promise<{ requeued: string[]; retried: string[] }> {
+): Promise<{ requeued: string[]; errors: { jobId: string; error: unknown }[] }> {
   const leadMs = deps.config.bookings.dispatchLeadMinutes * 60_000;
   const pickupFrom = new Date(now.getTime() - STRANDED_PICKUP_PAST_MS);
   const dueBefore = new Date(now.getTime() - STRANDED_AFTER_MS);
@@ -455,6 +468,7 @@ export async function rescueStrandedBookings(
     .where('status', 'pending')
     .where('pickup_time', '<', new Date(dueBefore.getTime() + leadMs))
     .where('pickup_time', '>', pickupFrom)
+    .where('created_at', '<', dueBefore)
     .orderBy('pickup_time')
     .limit(STRANDED_BATCH)
     .select<{ id: string }[]>('id');
@@ -468,7 +482,17 @@ export async function rescueStrandedBookings(
     .orderBy('o.expires_at')
     .limit(STRANDED_BATCH)
     .select<{ id: string }[]>('o.id');
-  const jobs = [
+  const idle = await deps.db.raw<{ rows: { id: string; status_seq: number; offers: number }[] }>(
+    `select b.id, b.status_seq, (select count(*) from dispatch_offers c where c.booking_id = b.id)::int as offers
+       from bookings b
+      where b.status = 'dispatching' and b.updated_at < ? and b.pickup_time > ?
+        and not exists (select 1 from dispatch_offers o
+                         where o.booking_id = b.id and (o.state = 'offered' or o.responded_at >= ?))
+      order by b.pickup_time
+      limit ?`,
+    [dueBefore, pickupFrom, dueBefore, STRANDED_BATCH],
+  );
+  const jobs: ExpectedJob[] = [
     ...pending.map(({ id }) => ({
       jobId: `dispatch-${id}`,
       name: 'dispatch-booking' as const,
@@ -479,24 +503,32 @@ export async function rescueStrandedBookings(
       name: 'offer-expired' as const,
       data: { offerId: id },
     })),
+    ...idle.rows.map((b) => ({
+      jobId: `dispatch-${b.id}-rescue-${b.status_seq}-${b.offers}`,
+      name: 'dispatch-booking' as const,
+      data: { bookingId: b.id },
+    })),
   ];
   const requeued: string[] = [];
-  const retried: string[] = [];
+  const errors: { jobId: string; error: unknown }[] = [];
+  const queue = deps.queues.dispatch;
   for (const { jobId, name, data } of jobs) {
-    const job = await deps.queues.dispatch.getJob(jobId);
-    if (!job) {
-      await deps.queues.dispatch.add(name, data, { jobId });
-      requeued.push(jobId);
-    } else if ((await job.getState()) === 'failed') {
-      try {
-        await job.retry('failed');
-      } catch (err) {
-        // Another dispatch process retried it first: nothing left to do.
-        if ((await job.getState()) === 'failed') throw err;
-        continue;
+    try {
+      const job = await queue.getJob(jobId);
+      let addAs: string | null = null;
+      if (!job) addAs = jobId;
+      else if (!['waiting', 'delayed', 'active', 'prioritized', 'waiting-children'].includes(await job.getState())) {
+        // It ran or failed, and the row still waits: one more, once.
+        const again = `${jobId}-rescue`;
+        if (!(await queue.getJob(again))) addAs = again;
       }
-      retried.push(jobId);
+      if (addAs) {
+        await queue.add(name, data, { jobId: addAs });
+        requeued.push(addAs);
+      }
+    } catch (error) {
+      errors.push({ jobId, error });
     }
   }
-  return { requeued, retried };
+  return { requeued, errors };
 }
