@@ -7,7 +7,7 @@ import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { insertOfferedBooking } from './helpers/bookings.ts';
-import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { appFor, createTestEnv, deleteKeys, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 
 /**
  * A booking's dispatch job lives in Redis until pickup minus the lead time. When Redis loses it
@@ -115,9 +115,11 @@ describe('bookings whose dispatch job was lost', () => {
     }
   });
 
-  it('is done by the dispatch role when it starts, with no call from anyone', async () => {
+  it('is done by the dispatch role when it starts, after the dispatch queue lost everything, with no call from anyone', async () => {
     const id = await book(5);
-    await loseJob(id);
+    // Every key of the dispatch queue gone, as a Redis that lost its data would leave it.
+    await deleteKeys(env.config.redisUrl, `${env.config.queuePrefix}:dispatch:*`);
+    expect(await env.rt.queues.dispatch.getJob(`dispatch-${id}`)).toBeUndefined();
     await madeAgo(id, 3);
     dispatchRole = startRoles(['dispatch'], env.rt);
     await eventually(async () => ((await statusOf(id)) === 'no_driver_available' ? true : null));
