@@ -40,8 +40,11 @@ const NETWORK_CANDIDATES = 1000;
 export interface DispatchDeps {
   db: Db;
   redis: Redis;
-  config: Pick<Config, 'dispatch' | 'queuePrefix' | 'dataEncryptionKey' | 'publicBaseUrls'>;
+  config: Pick<Config, 'dispatch' | 'queuePrefix' | 'dataEncryptionKey' | 'publicBaseUrls' | 'bookings'>;
 }
+
+/** How early a booking's first dispatch step may run before its dispatch time (clock skew between hosts). */
+const EARLY_STEP_TOLERANCE_MS = 60_000;
 
 const presenceIndexes = new WeakMap<Redis, { live?: PresenceIndex; test?: PresenceIndex }>();
 
@@ -246,6 +249,7 @@ export type StepOutcome =
   | { kind: 'offered'; offerId: string; tier: 1 | 2 | 3; driverId: string | null; partnerId: string | null }
   | { kind: 'waiting' }
   | { kind: 'no_driver'; retryAt: Date | null }
+  | { kind: 'deferred'; until: Date }
   | { kind: 'settled' };
 
 /**
@@ -265,6 +269,21 @@ export async function dispatchStep(
   const offers = await trx<OfferRow>('dispatch_offers').where({ booking_id: bookingId }).orderBy('attempt');
   if (offers.some((o) => o.state === 'offered' && o.expires_at.getTime() > now.getTime())) return { kind: 'waiting' };
 
+  if (booking.status === 'pending') {
+    // Too early: the pickup moved later after this job was scheduled (a partner's amendment
+    // leaves the job of the old time), or the lead time was shortened since. Dispatch at the
+    // time the booking says now, not hours before it.
+    const dispatchAt = booking.pickup_time.getTime() - deps.config.bookings.dispatchLeadMinutes * 60_000;
+    if (dispatchAt > now.getTime() + EARLY_STEP_TOLERANCE_MS) {
+      await enqueueJob(
+        trx,
+        'dispatch-booking',
+        { bookingId },
+        { jobId: `dispatch-${bookingId}-at-${dispatchAt}`, runAt: new Date(dispatchAt) },
+      );
+      return { kind: 'deferred', until: new Date(dispatchAt) };
+    }
+  }
   // The passenger's tracking page shows the search starting, whatever it finds.
   if (booking.status === 'pending') {
     await appendStatus(trx, booking.id, 'dispatching', 'dispatch');

@@ -10,11 +10,13 @@ import { insertOfferedBooking } from './helpers/bookings.ts';
 import { appFor, createTestEnv, deleteKeys, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 
 /**
- * A booking's dispatch job lives in Redis until pickup minus the lead time. When Redis loses it
- * (a restart without persistence, a failover to an empty replica), the booking would wait in
- * `pending` for ever. The dispatch role looks for such bookings at start and every minute
- * (`rescueStrandedBookings`) and queues their job again: real HTTP bookings, the real outbox
- * relay and dispatch worker, jobs removed from the real queue.
+ * Dispatch when the booking says, whatever happened to its jobs. A booking's dispatch job lives
+ * in Redis until pickup minus the lead time. When Redis loses it (a restart without
+ * persistence, a failover to an empty replica), the booking would wait in `pending` for ever:
+ * the dispatch role looks for such bookings at start and every minute
+ * (`rescueStrandedBookings`) and queues their job again. And a job that comes too early (a
+ * partner moved the pickup later) waits for the new time. Real HTTP bookings and partner jobs,
+ * the real outbox relay and dispatch worker, jobs removed from or promoted in the real queue.
  */
 let env: TestEnv;
 let api: Served;
@@ -255,5 +257,57 @@ describe('bookings whose dispatch job was lost', () => {
     dispatchRole = startRoles(['dispatch'], env.rt);
     // Nobody else to ask (the operator declined; no driver is online).
     await eventually(async () => ((await statusOf(b.id)) === 'no_driver_available' ? true : null));
+  });
+});
+
+describe('a dispatch job that comes too early', () => {
+  it('waits for the new time when a partner moved the pickup later, instead of dispatching at the old one', async () => {
+    const partner = await createPartner(env.rt.db, env.config, { name: 'Moving Partner', actor: 'test' });
+    const send = async (pickupTime: string, action?: string) => {
+      const res = await fetch(`${api.url}/api/public/v1/jobs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${partner.apiKey}` },
+        body: JSON.stringify({
+          jobRef: 'MOVE-1',
+          ...(action ? { action } : {}),
+          pickup: 'Manchester Piccadilly',
+          dropoff: 'Manchester Airport',
+          pickupTime,
+          passengerName: 'Ada Lovelace',
+          passengerPhone: '07700 900123',
+        }),
+      });
+      const body = (await res.json()) as { results: { bookingReference: string; outcome: string }[] };
+      expect([200, 201], JSON.stringify(body)).toContain(res.status);
+      return body.results[0] as { bookingReference: string; outcome: string };
+    };
+    // Pickup in 2 hours: dispatch at 1.5 hours. Then the flight is late: pickup in 5 hours.
+    const created = await send(new Date(Date.now() + 2 * 3600_000).toISOString());
+    const { id } = await env.rt.db('bookings').where({ reference: created.bookingReference }).first('id');
+    const original = await eventually(() => env.rt.queues.dispatch.getJob(`dispatch-${id}`));
+    expect(await original.getState()).toBe('delayed');
+    const newPickup = new Date(Date.now() + 5 * 3600_000);
+    expect((await send(newPickup.toISOString(), 'amend')).outcome).toBe('amended');
+
+    // The old job's time comes (promoted: run now) with the dispatch worker running.
+    dispatchRole = startRoles(['dispatch'], env.rt);
+    await original.promote();
+    await eventually(async () => ((await original.getState()) === 'completed' ? true : null));
+    // Not dispatched: still pending, and a job waits for pickup minus the lead time.
+    expect(await statusOf(id)).toBe('pending');
+    expect(await historyOf(id)).toEqual(['pending']);
+    const pickup = (await env.rt.db('bookings').where({ id }).first('pickup_time')).pickup_time as Date;
+    const dispatchAt = pickup.getTime() - env.config.bookings.dispatchLeadMinutes * 60_000;
+    const deferred = await eventually(() => env.rt.queues.dispatch.getJob(`dispatch-${id}-at-${dispatchAt}`));
+    expect(await deferred.getState()).toBe('delayed');
+    expect(deferred.timestamp + deferred.delay).toBeGreaterThan(dispatchAt - 5_000);
+    expect(deferred.timestamp + deferred.delay).toBeLessThan(dispatchAt + 5_000);
+    // Run early again (promoted), it dispatches nothing either: still pending. (Its id is then
+    // spent; the check for lost jobs queues one 2 minutes after the dispatch time.)
+    await deferred.promote();
+    await eventually(async () => ((await deferred.getState()) === 'completed' ? true : null));
+    expect(await statusOf(id)).toBe('pending');
+    const due = new Date(dispatchAt + STRANDED_AFTER_MS + 1_000);
+    expect((await rescueStrandedBookings(env.rt, due)).requeued).toContain(`dispatch-${id}-rescue`);
   });
 });
