@@ -823,7 +823,9 @@ class Intake {
           updated_at: now,
         });
       // Moved earlier while not yet dispatched: dispatch at the new time (a repeated dispatch
-      // job changes nothing, so the original delayed job is harmless).
+      // job changes nothing, so the original delayed job is harmless). Moved later: the
+      // original job comes too early, and dispatch's first step then waits for the new time
+      // (`dispatchStep` in shared/services/dispatch.ts).
       const newDispatchAt = priced.quote.departAt.getTime() - lead;
       if (booking.status === 'pending' && newDispatchAt < booking.pickup_time.getTime() - lead) {
         await enqueueJob(
