@@ -256,7 +256,8 @@ export type StepOutcome =
  * One dispatch step for a booking, inside the caller's transaction: offer it to the best
  * candidate not yet asked, or, when every tier is exhausted, mark it `no_driver_available`,
  * e-mail operators (once) and schedule another try until pickup time. A booking with a live
- * offer, or no longer being dispatched, is left alone, so repeated jobs change nothing.
+ * offer, or no longer being dispatched, is left alone, so repeated jobs change nothing; a
+ * pending one whose dispatch time is still ahead gets a job for that time instead.
  */
 export async function dispatchStep(
   trx: Tx,
@@ -283,9 +284,7 @@ export async function dispatchStep(
       );
       return { kind: 'deferred', until: new Date(dispatchAt) };
     }
-  }
-  // The passenger's tracking page shows the search starting, whatever it finds.
-  if (booking.status === 'pending') {
+    // The passenger's tracking page shows the search starting, whatever it finds.
     await appendStatus(trx, booking.id, 'dispatching', 'dispatch');
     booking.status = 'dispatching';
   }
