@@ -258,6 +258,58 @@ describe('bookings whose dispatch job was lost', () => {
     // Nobody else to ask (the operator declined; no driver is online).
     await eventually(async () => ((await statusOf(b.id)) === 'no_driver_available' ? true : null));
   });
+  it("queues a lost retry of a booking nobody was free for under the retry's own id, so the tries stay one chain", async () => {
+    dispatchRole = startRoles(['dispatch'], env.rt);
+    // Pickup in 20 minutes, due at once; nobody is online: a try every 5 minutes until pickup.
+    const id = await book(20);
+    // And one picked up in 3 minutes: its next try would come after pickup, so none is due.
+    const soon = await book(3);
+    const retryOf = async (b: string) =>
+      (await env.rt.db('bookings').where({ id: b }).first('dispatch_retry_at')).dispatch_retry_at as Date | null;
+    const retryJob = (b: string, at: Date) => `dispatch-${b}-retry-${Math.floor(at.getTime() / 60_000)}`;
+    for (const b of [id, soon]) {
+      await eventually(async () => ((await statusOf(b)) === 'no_driver_available' ? true : null));
+    }
+    expect(await retryOf(soon)).toBeNull();
+    const first = await retryOf(id);
+    expect(first?.getTime()).toBeGreaterThan(Date.now() + 3 * 60_000);
+    expect(await (await eventually(() => env.rt.queues.dispatch.getJob(retryJob(id, first as Date))))?.getState()).toBe(
+      'delayed',
+    );
+    await dispatchRole.close();
+    dispatchRole = null;
+
+    // Redis lost the try, and its time passed 3 minutes ago (the row as the step wrote it then).
+    await env.rt.queues.dispatch.remove(retryJob(id, first as Date));
+    const due = new Date(Date.now() - 3 * 60_000);
+    await env.rt.db('bookings').where({ id }).update({ dispatch_retry_at: due });
+    // Not before its time is STRANDED_AFTER_MS past: the try may be on its way.
+    const early = await rescueStrandedBookings(env.rt, new Date(due.getTime() + STRANDED_AFTER_MS - 1_000));
+    expect(forRow(early.requeued, id)).toEqual([]);
+    const { requeued, errors } = await rescueStrandedBookings(env.rt);
+    expect(errors).toEqual([]);
+    expect(forRow(requeued, id)).toEqual([retryJob(id, due)]);
+    expect(forRow(requeued, soon)).toEqual([]);
+    // Found again, its job is there: nothing added.
+    expect(forRow((await rescueStrandedBookings(env.rt)).requeued, id)).toEqual([]);
+
+    // The try runs, finds nobody again and queues the next one: one chain, one operator alert.
+    dispatchRole = startRoles(['dispatch'], env.rt);
+    await eventually(async () => (((await retryOf(id))?.getTime() ?? 0) > Date.now() ? true : null));
+    const next = (await retryOf(id)) as Date;
+    expect(await (await eventually(() => env.rt.queues.dispatch.getJob(retryJob(id, next))))?.getState()).toBe(
+      'delayed',
+    );
+    expect(await statusOf(id)).toBe('no_driver_available');
+    expect(await historyOf(id)).toEqual(['pending', 'dispatching', 'no_driver_available']);
+    const alerts = await env.rt
+      .db('outbound_messages')
+      .where({ booking_id: id, purpose: 'operator_alert' })
+      .count<{ n: string }[]>('* as n');
+    expect(Number(alerts[0]?.n)).toBe(1);
+    // Nothing overdue now.
+    expect(forRow((await rescueStrandedBookings(env.rt)).requeued, id)).toEqual([]);
+  });
 });
 
 describe('a dispatch job that comes too early', () => {

@@ -401,15 +401,24 @@ async function noDriver(trx: Tx, deps: DispatchDeps, booking: DispatchBooking, n
       testMode: booking.test_mode,
     });
   }
-  const retryAt = new Date(now.getTime() + deps.config.dispatch.retryMinutes * 60_000);
-  if (retryAt.getTime() >= booking.pickup_time.getTime()) return { kind: 'no_driver', retryAt: null };
+  const next = new Date(now.getTime() + deps.config.dispatch.retryMinutes * 60_000);
+  const retryAt = next.getTime() < booking.pickup_time.getTime() ? next : null;
+  // The row says when the next try is due (or that none is), so the check for lost dispatch
+  // jobs can queue a try Redis lost under the id it had, and not start a second chain of tries.
+  await trx('bookings').where({ id: booking.id }).update({ dispatch_retry_at: retryAt });
+  if (!retryAt) return { kind: 'no_driver', retryAt: null };
   await enqueueJob(
     trx,
     'dispatch-booking',
     { bookingId: booking.id },
-    { jobId: `dispatch-${booking.id}-retry-${Math.floor(retryAt.getTime() / 60_000)}`, runAt: retryAt },
+    { jobId: retryJobId(booking.id, retryAt), runAt: retryAt },
   );
   return { kind: 'no_driver', retryAt };
+}
+
+/** The job of a booking's next dispatch try after nobody was free: one id per booking and minute. */
+function retryJobId(bookingId: string, retryAt: Date): string {
+  return `dispatch-${bookingId}-retry-${Math.floor(retryAt.getTime() / 60_000)}`;
 }
 
 /**
@@ -465,13 +474,14 @@ interface ExpectedJob {
  * - bookings `dispatching` with no live offer and nothing changed for STRANDED_AFTER_MS (the
  *   step after a decline or a hand-back never ran); their job is a new one,
  *   `dispatch-<id>-rescue-<status seq>-<offers made>`, one per state the booking is stuck in.
+ * - bookings `no_driver_available` whose next try (`dispatch_retry_at`, written by the step that
+ *   found nobody) is STRANDED_AFTER_MS overdue; their job is that try's,
+ *   `dispatch-<id>-retry-<minute>`, so the tries stay one chain.
  * For each, its job in the dispatch queue: none under its id, and one is added now; one
  * waiting, delayed or running is left alone (a busy worker is not a lost job); one that ended
  * (failed for good, or completed while the row still waits, as a time-out that fired early
  * does) gets one more under `<id>-rescue`, once. Adding twice is harmless: an id is added once,
- * and a repeated step or time-out changes nothing under the booking's row lock. Not covered:
- * the retry of a booking nobody was free for (`no_driver_available`), whose job id carries its
- * time. Each item is tried on its own: one that fails (logged by the caller) does not stop the
+ * and a repeated step or time-out changes nothing under the booking's row lock. Each item is tried on its own: one that fails (logged by the caller) does not stop the
  * others. Run by the dispatch role at start and every STRANDED_CHECK_MS.
  */
 export async function rescueStrandedBookings(
@@ -510,6 +520,17 @@ export async function rescueStrandedBookings(
       limit ?`,
     [dueBefore, pickupFrom, dueBefore, STRANDED_BATCH],
   );
+  // A booking nobody was free for whose next try is overdue: the try's job is the one the
+  // step that found nobody queued (its id from the row's dispatch_retry_at), so a try found
+  // again continues the one chain of tries rather than starting a second.
+  const retries = await deps
+    .db('bookings')
+    .where('status', 'no_driver_available')
+    .where('pickup_time', '>', pickupFrom)
+    .where('dispatch_retry_at', '<', dueBefore)
+    .orderBy('pickup_time')
+    .limit(STRANDED_BATCH)
+    .select<{ id: string; dispatch_retry_at: Date }[]>('id', 'dispatch_retry_at');
   const jobs: ExpectedJob[] = [
     ...pending.map(({ id }) => ({
       jobId: `dispatch-${id}`,
@@ -523,6 +544,11 @@ export async function rescueStrandedBookings(
     })),
     ...idle.rows.map((b) => ({
       jobId: `dispatch-${b.id}-rescue-${b.status_seq}-${b.offers}`,
+      name: 'dispatch-booking' as const,
+      data: { bookingId: b.id },
+    })),
+    ...retries.map((b) => ({
+      jobId: retryJobId(b.id, b.dispatch_retry_at),
       name: 'dispatch-booking' as const,
       data: { bookingId: b.id },
     })),
