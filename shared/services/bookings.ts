@@ -6,6 +6,7 @@ import { appendStatus, type BookingRow, findBookingByRef } from '../db/bookings.
 import type { Db, Queryable } from '../db/knex.ts';
 import { enqueueJob, outboxRow } from '../db/outbox.ts';
 import { rawNamed } from '../db/prepared.ts';
+import { dispatchTimeMs } from '../domain/dispatch/dispatch-time.ts';
 import { normaliseEmail } from '../domain/email-acceptance.ts';
 import { newReference, normaliseReference } from '../domain/reference.ts';
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
@@ -570,8 +571,7 @@ export function bookingWrite(
     vehicle_id: null,
   };
   const view = viewOf(row, baseUrl, deps.config.dataEncryptionKey, true, token);
-  const leadMs = deps.config.bookings.dispatchLeadMinutes * 60_000;
-  const dispatchAt = new Date(pickupTime.getTime() - leadMs);
+  const dispatchAt = new Date(dispatchTimeMs(pickupTime, deps.config.bookings.dispatchLeadMinutes));
   const inserts: RowInsert[] = [
     { table: 'bookings', row: values, ...(copied.length > 0 ? { fromGuard: copied } : {}) },
     {

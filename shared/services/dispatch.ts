@@ -4,6 +4,7 @@ import { appendStatus, type BookingRow } from '../db/bookings.ts';
 import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { createPresenceIndex, type PresenceIndex } from '../dispatch/presence-index.ts';
+import { dispatchTimeMs } from '../domain/dispatch/dispatch-time.ts';
 import { type Corridor, haversineMiles, type LatLng } from '../domain/dispatch/geometry.ts';
 import { jobCardText, offerCode, offerLink, pickupArea } from '../domain/dispatch/job-card.ts';
 import {
@@ -274,7 +275,7 @@ export async function dispatchStep(
     // Too early: the pickup moved later after this job was scheduled (a partner's amendment
     // leaves the job of the old time), or the lead time was shortened since. Dispatch at the
     // time the booking says now, not hours before it.
-    const dispatchAt = booking.pickup_time.getTime() - deps.config.bookings.dispatchLeadMinutes * 60_000;
+    const dispatchAt = dispatchTimeMs(booking.pickup_time, deps.config.bookings.dispatchLeadMinutes);
     if (dispatchAt > now.getTime() + EARLY_STEP_TOLERANCE_MS) {
       await enqueueJob(
         trx,
@@ -488,13 +489,13 @@ export async function rescueStrandedBookings(
   deps: { db: Db; queues: Pick<Queues, 'dispatch'>; config: Pick<Config, 'bookings'> },
   now = new Date(),
 ): Promise<{ requeued: string[]; errors: { jobId: string; error: unknown }[] }> {
-  const leadMs = deps.config.bookings.dispatchLeadMinutes * 60_000;
   const pickupFrom = new Date(now.getTime() - STRANDED_PICKUP_PAST_MS);
   const dueBefore = new Date(now.getTime() - STRANDED_AFTER_MS);
   const pending = await deps
     .db('bookings')
     .where('status', 'pending')
-    .where('pickup_time', '<', new Date(dueBefore.getTime() + leadMs))
+    // Due before dueBefore: dispatchTimeMs(pickup_time) < dueBefore, as a range of pickup_time.
+    .where('pickup_time', '<', new Date(dueBefore.getTime() + deps.config.bookings.dispatchLeadMinutes * 60_000))
     .where('pickup_time', '>', pickupFrom)
     .where('created_at', '<', dueBefore)
     .orderBy('pickup_time')

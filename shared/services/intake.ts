@@ -7,6 +7,7 @@ import type { Db } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { rawNamed } from '../db/prepared.ts';
 import { screenFields } from '../domain/content-screen.ts';
+import { dispatchTimeMs } from '../domain/dispatch/dispatch-time.ts';
 import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../domain/email-acceptance.ts';
 import type { TestScenario } from '../domain/sandbox.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
@@ -746,7 +747,6 @@ class Intake {
     const priced = await this.price(job);
     const q = priced.row;
     const fare = job.farePence ?? priced.quote.farePence;
-    const lead = this.deps.config.bookings.dispatchLeadMinutes * 60_000;
     await this.deps.db.transaction(async (trx) => {
       const booking = await trx<BookingRow>('bookings').where({ id: row.booking_id }).forUpdate().first();
       if (!booking) throw new Error(`partner job ${row.id} has no booking`);
@@ -826,8 +826,9 @@ class Intake {
       // job changes nothing, so the original delayed job is harmless). Moved later: the
       // original job comes too early, and dispatch's first step then waits for the new time
       // (`dispatchStep` in shared/services/dispatch.ts).
-      const newDispatchAt = priced.quote.departAt.getTime() - lead;
-      if (booking.status === 'pending' && newDispatchAt < booking.pickup_time.getTime() - lead) {
+      const lead = this.deps.config.bookings.dispatchLeadMinutes;
+      const newDispatchAt = dispatchTimeMs(priced.quote.departAt, lead);
+      if (booking.status === 'pending' && newDispatchAt < dispatchTimeMs(booking.pickup_time, lead)) {
         await enqueueJob(
           trx,
           'dispatch-booking',
