@@ -470,6 +470,46 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     agent: 'test-assistant',
   };
 
+  it('refuses date-times that Date cannot read (a leap second, an offset of hours only) with 400, not 500', async () => {
+    const year = new Date().getUTCFullYear() + 1;
+    for (const when of [`${year}-06-30T23:59:60Z`, `${year}-01-01T10:00:00+01`]) {
+      const answers = [
+        await post('/api/public/bookings/instant', { ...instant, depart_at: when }),
+        await post('/api/public/v1/booking', {
+          pickup: 'Sheffield station',
+          dropoff: 'Meadowhall',
+          departAt: when,
+          passengerName: 'Ada Lovelace',
+          passengerEmail: 'ada@example.org',
+          passengerPhone: '+447700900123',
+        }),
+        await post('/api/public/v1/quote', {
+          pickup: 'Leeds station',
+          dropoff: 'Leeds Bradford Airport',
+          departAt: when,
+        }),
+        await post('/api/public/quotes/estimate', {
+          pickup_address: 'Leeds station',
+          dropoff_address: 'Leeds Bradford Airport',
+          passenger_count: 1,
+          depart_at: when,
+        }),
+      ];
+      for (const r of answers) {
+        expect(r.status, `${when}: ${r.text}`).toBe(400);
+        expect(r.json.error?.code).toBe('invalid_input');
+        expect(r.json.error?.details.map((d) => d.field)).toEqual([expect.stringMatching(/^\/depart_?[aA]t$/)]);
+      }
+    }
+    // The same instant with a full offset is a booking.
+    const ok = await post('/api/public/bookings/instant', {
+      ...instant,
+      passenger_name: 'Alan Offset',
+      depart_at: new Date(Date.now() + 3 * 3600_000).toISOString().replace('Z', '+00:00'),
+    });
+    expect(ok.status, ok.text).toBe(200);
+  });
+
   it('quotes and books in one call', async () => {
     const r = await post('/api/public/bookings/instant', { ...instant, depart_at: inHours(2) });
     expect(r.status, r.text).toBe(200);

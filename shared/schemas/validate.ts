@@ -20,6 +20,16 @@ function makeAjv(coerceTypes: boolean): Ajv {
     multipleOfPrecision: 9,
   });
   addFormats(ajv);
+  // ajv's date-time also passes forms JavaScript's Date cannot read (a leap second, `23:59:60`;
+  // an offset of hours only, `+01`): refused here, so no route meets an Invalid Date later.
+  const dateTime = ajv.formats['date-time'] as { validate: (s: string) => boolean; compare?: unknown };
+  ajv.addFormat('date-time', {
+    type: 'string',
+    validate: (s: string) => dateTime.validate(s) && Number.isFinite(Date.parse(s)),
+    ...(typeof dateTime.compare === 'function'
+      ? { compare: dateTime.compare as (a: string, b: string) => number | undefined }
+      : {}),
+  });
   return ajv;
 }
 

@@ -64,6 +64,12 @@ function chooseVehicle(input: QuoteInput, warnings: string[]): VehicleType {
 function departure(raw: string | undefined, now: Date): Date {
   if (raw === undefined) return now;
   const at = new Date(raw);
+  // The schemas refuse what Date cannot read; a caller that skipped them gets the same answer.
+  if (Number.isNaN(at.getTime())) {
+    throw new AppError('invalid_input', 'The departure time is not a date and time.', [
+      { field: '/departAt', problem: 'must be an RFC 3339 date-time, such as 2026-12-01T09:30:00Z' },
+    ]);
+  }
   if (at.getTime() < now.getTime() - PAST_SLACK_MS) {
     throw new AppError('pickup_in_past', 'The departure time is in the past.', [
       { field: '/departAt', problem: 'must not be in the past' },
