@@ -135,8 +135,10 @@ async function bookingLinkAddress(
     .where({ id: bookingId })
     .first<{ passenger_email: string | null } | undefined>('passenger_email');
   if (!booking?.passenger_email) return null;
-  const given = Buffer.from(mac, 'base64url');
-  const expected = bookingLinkMac(id, exp, booking.passenger_email, key);
+  // Compared as text: base64url's last character carries two bits the bytes do not, so
+  // decoding first would take four spellings of one signature.
+  const given = Buffer.from(mac);
+  const expected = Buffer.from(bookingLinkMac(id, exp, booking.passenger_email, key).toString('base64url'));
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
   const expiresAt = new Date(Number.parseInt(exp, 16) * 1000);
   return expiresAt.getTime() > now.getTime() ? { email: normaliseEmail(booking.passenger_email), expiresAt } : null;
