@@ -289,10 +289,35 @@ describe('requests arriving together', () => {
     const fareOf = (i: number) => answers[i]?.json.fare;
     expect(fareOf(0)).toBe(fareOf(8));
     expect(fareOf(0)).toBe(fareOf(16));
-    // Earlier tests sent one request at a time: only this burst can have made batches.
-    const jobs = await env.rt.queues.pricing.getJobs(['completed']);
-    expect(jobs.length - before).toBeLessThan(23);
-    expect(jobs.some((j) => j.name === 'price-quotes')).toBe(true);
+    // Over HTTP, how many of the 24 arrive in one turn of the API's event loop depends on the
+    // machine (a loaded CI runner may take each in its own): the sharing itself is asserted on
+    // the client below, where the turn is certain.
+    const httpJobs = (await env.rt.queues.pricing.getJobs(['completed'])).length - before;
+    expect(httpJobs).toBeGreaterThan(0);
+    expect(httpJobs).toBeLessThanOrEqual(23);
+    // A minute no other test asks for, to find this burst's job among the completed ones.
+    const departAt = nextWednesdayAt(10).replace(':00:00', ':17:00');
+    const asked = await Promise.all(
+      towns.map((town, i) =>
+        env.rt.pricing.price({
+          pickup: town,
+          dropoff: 'Manchester Airport',
+          departAt,
+          passengers: 1 + (i % 4),
+          vehicleType: 'saloon',
+          meetAndGreet: false,
+          worldwide: false,
+        }),
+      ),
+    );
+    const burst = (await env.rt.queues.pricing.getJobs(['completed'])).filter(
+      (j) =>
+        j.name === 'price-quotes' &&
+        (j.data as { requests: { departAt: string }[] }).requests[0]?.departAt === departAt,
+    );
+    expect(burst).toHaveLength(1);
+    expect((burst[0]?.data as { requests?: unknown[] } | undefined)?.requests).toHaveLength(towns.length);
+    expect(asked.map((a) => a.ok)).toEqual(towns.map(() => true));
     // Every answered quote is stored, with its own fare.
     const ids = answers.filter((a) => a.status === 200).map((a) => a.json.quote_id as string);
     const rows = await env.rt.db('quotes').whereIn('id', ids).select('id', 'fare_pence', 'passengers');
