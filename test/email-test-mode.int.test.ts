@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../shared/services/api-keys.ts';
+import { bookingVerifyToken, isEmailVerified } from '../shared/services/email-verification.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -89,6 +90,30 @@ describe('the mail-server check in test mode', () => {
     const role = await postJson('/api/public/v1/booking', testKey, booking('bookings@mail.invalid', 3));
     expect(role.status, role.text).toBe(400);
     expect(role.json.error).toMatchObject({ details: [{ problem: 'role_address' }] });
+  });
+
+  it("gives a test-mode booking's confirmation no link that confirms the address, and a signed one confirms nothing", async () => {
+    // A real person's address, booked with a test key: the key's holder reads the recorded
+    // confirmation, so a link in it would let them mark that address confirmed for live bookings.
+    const email = `someone-${Date.now()}@example.org`;
+    const sandbox = await postJson('/api/public/v1/booking', testKey, booking(email, 4));
+    expect(sandbox.status, sandbox.text).toBe(201);
+    const ref = sandbox.json.bookingReference as string;
+    const res = await fetch(`${api.url}/api/public/v1/test/messages?booking=${ref}`, {
+      headers: { authorization: `Bearer ${testKey}` },
+    });
+    const { messages } = (await res.json()) as { messages: { purpose: string; body: string }[] };
+    const confirmation = messages.find((m) => m.purpose === 'confirmation');
+    expect(confirmation?.body).toContain(ref);
+    expect(confirmation?.body).not.toContain('passenger-verify');
+    // Even a token signed with the service's key for that booking confirms nothing.
+    const { id } = await env.rt.db('bookings').where({ reference: ref }).first('id');
+    const token = bookingVerifyToken(id, email, env.config.dataEncryptionKey, new Date(Date.now() + 600_000));
+    const opened = await fetch(`${api.url}/api/public/v1/passenger-verify/link?token=${token}`, {
+      headers: { accept: 'application/json' },
+    });
+    expect(opened.status).toBe(404);
+    expect(await isEmailVerified(env.rt.db, email)).toBe(false);
   });
 
   it('applies the same rule on the alias endpoints: bookings/create and bookings/instant', async () => {

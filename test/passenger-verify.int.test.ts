@@ -70,7 +70,7 @@ async function post(body: unknown, headers: Record<string, string>) {
 }
 
 async function get(pathAndQuery: string) {
-  const res = await fetch(`${api.url}${pathAndQuery}`);
+  const res = await fetch(`${api.url}${pathAndQuery}`, { headers: { accept: 'application/json' } });
   return { status: res.status, json: (await res.json()) as Json };
 }
 
@@ -184,7 +184,14 @@ describe('POST /api/public/v1/passenger-verify', () => {
     expectSafePage(page);
     expect(page.html).toContain('katherine@example.net');
     expect(page.html).toContain('Confirm my e-mail address');
-    // Opening the page (as a mail scanner does) verifies nothing.
+    // Opening the page (as a mail scanner does) verifies nothing; nor does opening the link
+    // with `*/*`, as scanners that open every link do.
+    for (const accept of ['*/*', 'text/html, */*;q=0.8', 'application/xml, */*']) {
+      const scanned = await fetch(`${api.url}${pathOf(link)}`, { headers: { accept } });
+      expect(scanned.status).toBe(200);
+      expect(scanned.headers.get('content-type')).toMatch(/^text\/html/);
+      expect(await scanned.text()).toContain('Confirm my e-mail address');
+    }
     expect(await isEmailVerified(env.rt.db, 'katherine@example.net')).toBe(false);
 
     const token = new URL(link).searchParams.get('token') as string;

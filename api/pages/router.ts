@@ -95,12 +95,17 @@ export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
   router.post(DRIVER_STATUS_PATH, handle(withForm(driver.status)));
   router.post(DRIVER_AVAILABILITY_PATH, handle(withForm(driver.availability)));
 
-  // The e-mail verification link opened in a browser: a page with a Confirm button (JSON
-  // callers go on to the API route of the same path).
+  // The e-mail verification link opened in a browser: a page with a Confirm button. Only a
+  // caller that names JSON in its Accept header goes on to the API route of the same path,
+  // which verifies at once: mail scanners that open every link ask for `*/*` or nothing, and
+  // would otherwise confirm addresses nobody confirmed.
   const verify = verifyLinkHandlers(deps, { page });
   const verifyPage = handle(verify.show);
   router.get(PASSENGER_VERIFY_LINK_PATH, (req: Request, res: Response, next: NextFunction) =>
-    req.accepts(['application/json', 'text/html']) === 'text/html' ? verifyPage(req, res) : next(),
+    /\bapplication\/json\b/i.test(req.get('accept') ?? '') &&
+    req.accepts(['application/json', 'text/html']) === 'application/json'
+      ? next()
+      : verifyPage(req, res),
   );
   router.post(PASSENGER_VERIFY_LINK_PATH, handle(withForm(verify.confirm)));
 

@@ -588,10 +588,14 @@ export function bookingWrite(
     },
   ];
   if (input.confirmByEmail && row.passenger_email) {
-    // An unconfirmed address gets a link that confirms it, signed, not stored: no row here.
-    const verifyLink = row.email_verified
-      ? null
-      : `${baseUrl}${VERIFY_LINK_PATH}?token=${bookingVerifyToken(id, row.passenger_email, deps.config.dataEncryptionKey, new Date(now.getTime() + VERIFICATION_TTL_MS))}`;
+    // An unconfirmed address gets a link that confirms it, signed, not stored: no row here. Not
+    // a test-mode booking's: its messages are recorded for the key's holder to read
+    // (/api/public/v1/test/messages), and whoever holds a test key could then confirm any
+    // address for live bookings.
+    const verifyLink =
+      row.email_verified || row.test_mode
+        ? null
+        : `${baseUrl}${VERIFY_LINK_PATH}?token=${bookingVerifyToken(id, row.passenger_email, deps.config.dataEncryptionKey, new Date(now.getTime() + VERIFICATION_TTL_MS))}`;
     const message = messageRows(confirmation(row, view, verifyLink));
     inserts.push(message.message, message.job);
   }
