@@ -105,6 +105,29 @@ describe('notify: send-message', () => {
     expect(twilio.requests.filter((r) => r.form.To === '+447700900666')).toHaveLength(1);
   });
 
+  it('removes the secret of a message refused for good from the record, as it does of one delivered', async () => {
+    twilio.failFor('+447700900665', 400);
+    const id = await env.rt.db.transaction((trx) =>
+      queueMessage(trx, {
+        channel: 'sms',
+        recipient: '+447700900665',
+        body: 'Your driver token: dtn_drv_secret123',
+        purpose: 'driver_token',
+      }),
+    );
+    const failed = await eventually(async () => ((await row(id))?.state === 'failed' ? row(id) : null));
+    expect(failed.body).toMatch(/removed after delivery/);
+    expect(JSON.stringify(failed)).not.toContain('dtn_drv_secret123');
+    // An ordinary message refused for good keeps its text (what went wrong is worth reading).
+    twilio.failFor('+447700900664', 400);
+    const plain = await env.rt.db.transaction((trx) =>
+      queueMessage(trx, { channel: 'sms', recipient: '+447700900664', body: 'Job DTN-7K3F9Q', purpose: 'job_card' }),
+    );
+    expect((await eventually(async () => ((await row(plain))?.state === 'failed' ? row(plain) : null))).body).toBe(
+      'Job DTN-7K3F9Q',
+    );
+  });
+
   it('retries a temporary failure with backoff and then sends once', async () => {
     twilio.failFor('+447700900777', 500, 1);
     const id = await env.rt.db.transaction((trx) =>

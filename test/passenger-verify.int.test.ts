@@ -130,8 +130,11 @@ describe('POST /api/public/v1/passenger-verify', () => {
       return row?.state === 'sent' ? row : null;
     });
     expect(msg).toMatchObject({ channel: 'email', purpose: 'verification', state: 'sent' });
-    // Delivered: the code lives only in the inbox, not in our record of the message.
+    // Delivered: the code lives only in the inbox, not in our record of the message (its
+    // subject, which leads with the code for the inbox preview, included).
     expect(msg.body).not.toContain(code);
+    expect(JSON.stringify(msg)).not.toContain(code);
+    expect(msg.subject).toMatch(/is your .*verification code/);
     expect(msg.body).toMatch(/removed after delivery/);
 
     const wrong = code === '000000' ? '111111' : '000000';

@@ -59,7 +59,8 @@ export async function sendMessage(payload: JobPayload<'send-message'>, ctx: Work
         .update({
           attempts: trx.raw('attempts + 1'),
           last_error: (err as Error).message.slice(0, 1000),
-          ...(permanent ? { state: 'failed' } : {}),
+          // Refused for good: it will never reach the recipient, so its secret leaves our record now.
+          ...(permanent ? { state: 'failed', ...redacted(msg) } : {}),
         });
       if (permanent) {
         ctx.logger.warn({ messageId: msg.id, channel: msg.channel }, 'message refused for good; not retrying');
@@ -89,8 +90,18 @@ function sentRow(db: Knex, msg: MessageRow, providerId: string) {
     sent_at: db.fn.now(),
     last_error: null,
     attempts: db.raw('attempts + 1'),
-    ...(SECRET_PURPOSES.has(msg.purpose) ? { body: REDACTED_BODY, html: null } : {}),
+    ...redacted(msg),
   };
+}
+
+/**
+ * A secret-carrying message's text as it is kept once delivered (or refused for good): the
+ * body and HTML replaced, and any run of 6 or more digits in the subject masked (a
+ * verification e-mail's subject leads with its code, so the inbox preview shows it).
+ */
+function redacted(msg: Pick<MessageRow, 'purpose' | 'subject'>): Record<string, string | null> {
+  if (!SECRET_PURPOSES.has(msg.purpose)) return {};
+  return { body: REDACTED_BODY, html: null, subject: msg.subject?.replace(/\d{6,}/g, '••••••') ?? null };
 }
 
 /** How long a worker keeps trying to record a message the provider took (then the job fails and is retried). */
