@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../shared/errors.ts';
 import { passengerStanding, priceUnlessRepeated } from '../shared/services/bookings.ts';
 import { bookingVerifyToken, isEmailVerified, verificationRow } from '../shared/services/email-verification.ts';
+import { IN_PROGRESS_LEASE_MS } from '../shared/services/idempotency.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -744,6 +745,50 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(await env.rt.db('bookings').where({ quote_id: q }).count({ n: '*' })).toEqual([{ n: 1 }]);
   });
 
+  it('lets a retry run in place of a first request that never answered, once its claim on the key has lapsed, with no second booking', async () => {
+    const q = await quote(8);
+    const key = `idem-lost-${randomBytes(6).toString('hex')}`;
+    const body = { ...ada, passenger_name: 'Lost Lou', quote_id: q };
+    const first = await post('/api/public/bookings/create', body, { 'Idempotency-Key': key });
+    expect(first.status, first.text).toBe(200);
+    // As a process that died after the booking committed and before its answer was recorded
+    // leaves the key: still in progress, with no answer.
+    const lose = (agoMs: number) =>
+      env.rt
+        .db('idempotency_keys')
+        .where({ key })
+        .update({
+          state: 'in_progress',
+          response_status: null,
+          response_headers: null,
+          response_body: null,
+          created_at: new Date(Date.now() - agoMs),
+        });
+    // Within its claim: still 409, the first may yet answer.
+    await lose(IN_PROGRESS_LEASE_MS - 30_000);
+    const held = await post('/api/public/bookings/create', body, { 'Idempotency-Key': key });
+    expect(held.status).toBe(409);
+    expect(held.json.error?.code).toBe('idempotency_in_progress');
+    // Past it: the retry runs, and the quote's own guard gives back the same booking.
+    await lose(IN_PROGRESS_LEASE_MS + 1_000);
+    const retried = await post('/api/public/bookings/create', body, { 'Idempotency-Key': key });
+    expect(retried.status, retried.text).toBe(200);
+    expect(retried.headers.get('idempotency-replayed')).toBeNull();
+    expect(retried.json.booking_reference).toBe(first.json.booking_reference);
+    expect(await env.rt.db('bookings').where({ quote_id: q }).count({ n: '*' })).toEqual([{ n: 1 }]);
+    // Its answer is the key's now: replayed from here on.
+    const again = await post('/api/public/bookings/create', body, { 'Idempotency-Key': key });
+    expect(again.text).toBe(retried.text);
+    expect(again.headers.get('idempotency-replayed')).toBe('true');
+    // Another body under the key is still refused.
+    const other = await post(
+      '/api/public/bookings/create',
+      { ...body, payment_method: 'card' },
+      { 'Idempotency-Key': key },
+    );
+    expect(other.status).toBe(422);
+  });
+
   it('makes one booking from 50 concurrent requests with the same Idempotency-Key; the rest replay or wait', async () => {
     const key = `idem-burst-${Date.now()}`;
     const body = { ...instant, passenger_name: 'Burst Bob', depart_at: inHours(9) };
@@ -1031,7 +1076,9 @@ describe('passenger e-mail on bookings', () => {
     const link = /Confirm your e-mail address: (\S+)/.exec(mailText(mail))?.[1];
     expect(link).toMatch(/\/api\/public\/v1\/passenger-verify\/link\?token=/);
     const path = new URL(link as string);
-    const verified = await fetch(`${api.url}${path.pathname}${path.search}`);
+    const verified = await fetch(`${api.url}${path.pathname}${path.search}`, {
+      headers: { accept: 'application/json' },
+    });
     expect(verified.status).toBe(200);
 
     const after = await post('/api/public/v1/booking', {

@@ -3,6 +3,13 @@ import type { Db } from '../db/knex.ts';
 import { AppError } from '../errors.ts';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
+/**
+ * How long a first request's claim on its key holds while it runs. Past it, the request is
+ * taken for lost (its process died, or recording its answer failed) and a retry with the key
+ * runs in its place, instead of answering 409 for the rest of the 24 hours. Longer than any
+ * request runs (a partner batch of 100 jobs, each priced, takes seconds).
+ */
+export const IN_PROGRESS_LEASE_MS = 120_000;
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 
 export interface StoredResponse {
@@ -30,6 +37,7 @@ export type IdempotencyStart =
 
 interface Row {
   id: number;
+  created_at: Date;
   method: string;
   path: string;
   request_hash: Buffer;
@@ -45,7 +53,8 @@ interface Row {
  * same request replays the first response byte for byte; the same key with another request is
  * 422 `idempotency_key_reused`; a duplicate while the first is still running is 409
  * `idempotency_in_progress`. Keys are scoped to the caller (API key, else IP). A first request
- * that failed with a 5xx leaves no record, so it can be retried with the same key.
+ * that failed with a 5xx leaves no record, so it can be retried with the same key; one that
+ * never answered (its process died) holds the key IN_PROGRESS_LEASE_MS, then a retry runs.
  */
 export async function beginIdempotent(
   db: Db,
@@ -61,7 +70,27 @@ export async function beginIdempotent(
     ]);
   }
   const requestHash = sha256(Buffer.concat([Buffer.from(`${method} ${path}\n`), rawBody ?? Buffer.alloc(0)]));
+  // The claim is the row's created_at as this request set it: answering (complete) and letting
+  // go (abandon) touch the row only while it is still this request's, so a request that ran
+  // past its lease and was taken over records nothing over its successor.
+  const claimed = (id: number, at: Date): IdempotencyStart => ({
+    kind: 'new',
+    async complete(response) {
+      await db('idempotency_keys')
+        .where({ id, created_at: at, state: 'in_progress' })
+        .update({
+          state: 'completed',
+          response_status: response.status,
+          response_headers: JSON.stringify(response.headers),
+          response_body: response.body,
+        });
+    },
+    async abandon() {
+      await db('idempotency_keys').where({ id, created_at: at, state: 'in_progress' }).delete();
+    },
+  });
   for (let attempt = 0; attempt < 3; attempt++) {
+    const now = new Date();
     const inserted = await db('idempotency_keys')
       .insert({
         scope,
@@ -70,30 +99,14 @@ export async function beginIdempotent(
         path,
         request_hash: requestHash,
         state: 'in_progress',
-        expires_at: new Date(Date.now() + IDEMPOTENCY_TTL_MS),
+        created_at: now,
+        expires_at: new Date(now.getTime() + IDEMPOTENCY_TTL_MS),
       })
       .onConflict(['scope', 'key'])
       .ignore()
       .returning<{ id: number }[]>('id');
     const id = inserted[0]?.id;
-    if (id !== undefined) {
-      return {
-        kind: 'new',
-        async complete(response) {
-          await db('idempotency_keys')
-            .where({ id })
-            .update({
-              state: 'completed',
-              response_status: response.status,
-              response_headers: JSON.stringify(response.headers),
-              response_body: response.body,
-            });
-        },
-        async abandon() {
-          await db('idempotency_keys').where({ id }).delete();
-        },
-      };
-    }
+    if (id !== undefined) return claimed(id, now);
     const row = await db('idempotency_keys').where({ scope, key }).first<Row | undefined>();
     if (!row) continue; // removed between our insert and read: try again
     if (row.expires_at.getTime() <= Date.now()) {
@@ -106,6 +119,19 @@ export async function beginIdempotent(
         'This Idempotency-Key was used for a different request; use a new key for a new request.',
         [{ field: '/headers/idempotency-key', problem: 'already used with a different request' }],
       );
+    }
+    const leaseEnded = new Date(now.getTime() - IN_PROGRESS_LEASE_MS);
+    if (row.state === 'in_progress' && row.created_at.getTime() <= leaseEnded.getTime()) {
+      // The first request is lost: this one runs in its place (one taker, by the row's claim).
+      // What it does is safe to do again: bookings and jobs have their own guards against a
+      // second ride (a quote redeems once, a repeat returns the first booking, a jobRef is one job).
+      const taken = await db('idempotency_keys')
+        .where({ id: row.id, state: 'in_progress' })
+        .where('created_at', '<=', leaseEnded)
+        .update({ created_at: now, expires_at: new Date(now.getTime() + IDEMPOTENCY_TTL_MS) })
+        .returning<{ id: number }[]>('id');
+      if (taken.length > 0) return claimed(row.id, now);
+      continue;
     }
     if (row.state === 'in_progress' || row.response_status === null || row.response_body === null) {
       throw new AppError(
