@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import type { Config } from '../shared/config.ts';
 import { createDb, type Db } from '../shared/db/knex.ts';
 import { type BillingWeek, parseWeek } from '../shared/domain/billing/week.ts';
+import { mailboxKey } from '../shared/domain/email-acceptance.ts';
 import { VEHICLE_TYPES, type VehicleType } from '../shared/domain/tariffs/types.ts';
 import { configOrExit } from '../shared/lifecycle.ts';
 import { checkEndpointUrl, EndpointUrlError, endpointUrlRules } from '../shared/net/public-address.ts';
@@ -140,7 +141,11 @@ function uuidArg(value: string | undefined, what: string): string {
   return value.toLowerCase();
 }
 
-/** The contact of `block` and `unblock`: exactly one of --email (lower-cased) or --phone (E.164). */
+/**
+ * The contact of `block` and `unblock`: exactly one of --email or --phone, as the bookings'
+ * block check matches it: an e-mail by its mailbox (`mailboxKey`: canonical domain, no `+tag`,
+ * no dots at Gmail, googlemail.com as gmail.com), a phone in E.164 (`normalisePhone`).
+ */
 function contactArg(v: Record<string, unknown>): { kind: 'email' | 'phone'; value: string } {
   const email = typeof v.email === 'string' ? v.email.trim().toLowerCase() : null;
   const phone = typeof v.phone === 'string' ? v.phone : null;
@@ -149,7 +154,7 @@ function contactArg(v: Record<string, unknown>): { kind: 'email' | 'phone'; valu
   if (email !== null) {
     if (!/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(email))
       throw new CliError('invalid_input', '--email must be an e-mail address');
-    return { kind: 'email', value: email };
+    return { kind: 'email', value: mailboxKey(email) };
   }
   try {
     return { kind: 'phone', value: normalisePhone(phone as string) };

@@ -4,6 +4,8 @@ import {
   checkEmail,
   isDisposableDomain,
   isRoleLocalPart,
+  isWellFormedEmail,
+  mailboxKey,
   normaliseEmail,
   type ResolveAddresses,
   type ResolveMx,
@@ -40,6 +42,62 @@ const never: ResolveMx = () => new Promise(() => {});
 describe('normaliseEmail', () => {
   it('trims and lower-cases', () => {
     expect(normaliseEmail('  Ada.Lovelace@Example.COM \n')).toBe('ada.lovelace@example.com');
+  });
+
+  it('gives an internationalised domain its one canonical spelling, readable and the one the checks see', () => {
+    const canonical: Array<[string, string]> = [
+      ['bad@ｇmail.com', 'bad@gmail.com'], // full-width g
+      ['bad@ＧＭＡＩＬ．ＣＯＭ', 'bad@gmail.com'], // full-width letters and full stop
+      ['bad@gm\u00ADail.com', 'bad@gmail.com'], // soft hyphen
+      ['bad@gmail\u3002com', 'bad@gmail.com'], // ideographic full stop
+      ['Anna@MÜNCHEN.de', 'anna@münchen.de'],
+      ['anna@xn--mnchen-3ya.de', 'anna@münchen.de'], // punycode reads as the domain
+      ['anna@XN--MNCHEN-3YA.DE', 'anna@münchen.de'],
+      ['ada@example.xn--p1ai', 'ada@example.рф'],
+      ['ada@straße.de', 'ada@straße.de'],
+      ['ada.lovelace+taxi@example.com', 'ada.lovelace+taxi@example.com'], // tags and dots are kept
+    ];
+    for (const [raw, email] of canonical) {
+      expect(normaliseEmail(raw), raw).toBe(email);
+      expect(normaliseEmail(email), `${raw} is stable`).toBe(email);
+    }
+  });
+
+  it('leaves what it cannot read as typed, for the rules to refuse', () => {
+    for (const raw of ['ada@exam ple.com', 'a@b@c.com', 'ada', 'ada@xn--.com', 'ada@1.2.3.4', 'ada@0x7f.1']) {
+      expect(normaliseEmail(raw), raw).toBe(raw);
+    }
+  });
+
+  it('stores and checks the same address: the accepted form is the canonical one', async () => {
+    expect(await checkEmail('bad@ｇmail.com', off)).toEqual({ accepted: true, email: 'bad@gmail.com' });
+    expect(await checkEmail('bad@gm\u00ADail.com', off)).toEqual({ accepted: true, email: 'bad@gmail.com' });
+    expect(await checkEmail('Anna@xn--mnchen-3ya.de', off)).toEqual({ accepted: true, email: 'anna@münchen.de' });
+    // A disposable domain in another spelling is still disposable.
+    expect(await checkEmail('ada@ｍailinator.com', off)).toMatchObject({ accepted: false, problem: 'disposable' });
+    expect(isWellFormedEmail('anna@münchen.de')).toBe(true);
+    expect(isWellFormedEmail('ANNA@xn--mnchen-3ya.de')).toBe(true);
+  });
+});
+
+describe('mailboxKey', () => {
+  it('drops a +tag for every domain, and dots at Gmail, where googlemail.com is gmail.com', () => {
+    const keys: Array<[string, string]> = [
+      ['bad@gmail.com', 'bad@gmail.com'],
+      ['b.ad@gmail.com', 'bad@gmail.com'],
+      ['B.A.D+taxi@Gmail.com', 'bad@gmail.com'],
+      ['bad@googlemail.com', 'bad@gmail.com'],
+      ['b.ad+x@GoogleMail.com', 'bad@gmail.com'],
+      ['bad@ｇmail.com', 'bad@gmail.com'],
+      ['b.ad+x+y@gm\u00ADail.com', 'bad@gmail.com'],
+      ['ada.lovelace+taxi@example.com', 'ada.lovelace@example.com'], // dots count elsewhere
+      ['anna+x@xn--mnchen-3ya.de', 'anna@münchen.de'],
+      ['+tag@example.com', '+tag@example.com'], // nothing before the +: kept whole
+    ];
+    for (const [raw, key] of keys) {
+      expect(mailboxKey(raw), raw).toBe(key);
+      expect(mailboxKey(key), `${raw}: idempotent`).toBe(key);
+    }
   });
 });
 
@@ -93,8 +151,8 @@ describe('malformed', () => {
     ['ada+taxi@example.co.uk', 'ada+taxi@example.co.uk'],
     ['a_b-c.d@sub.example-mail.com', 'a_b-c.d@sub.example-mail.com'],
     ['ada@münchen.de', 'ada@münchen.de'],
-    ['ada@xn--mnchen-3ya.de', 'ada@xn--mnchen-3ya.de'],
-    ['ada@example.xn--p1ai', 'ada@example.xn--p1ai'],
+    ['ada@xn--mnchen-3ya.de', 'ada@münchen.de'],
+    ['ada@example.xn--p1ai', 'ada@example.рф'],
     [`${'a'.repeat(64)}@example.com`, `${'a'.repeat(64)}@example.com`],
     [`${'a'.repeat(60)}@${'abcdefghi.'.repeat(18)}example.co.uk`, ''], // 254 characters in all
   ];

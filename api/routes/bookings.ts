@@ -1,7 +1,12 @@
 import type { Request } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
-import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
+import {
+  checkEmail,
+  configuredCheck,
+  EMAIL_PROBLEM_MESSAGES,
+  mailboxKey,
+} from '../../shared/domain/email-acceptance.ts';
 import { paymentState } from '../../shared/domain/payment-state.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
 import { AppError, type ErrorDetail } from '../../shared/errors.ts';
@@ -53,13 +58,14 @@ const UNVERIFIED_WINDOW_SECONDS = 3600;
  * CONTRACT.md section 5); confirming it (passenger-verify, or the link in the confirmation
  * e-mail) lifts the limit. Counted on the route limits' fixed-window counter (one Redis script
  * call for the counts of requests arriving together), under the key rate-limiter-flexible
- * used before, `<prefix>:rl:unverified-email:<address>`, so running windows carry over.
+ * used before, `<prefix>:rl:unverified-email:<mailbox>`: by `mailboxKey`, so `+tag` (and, at
+ * Gmail, dotted) variants of one mailbox share one count rather than each starting afresh.
  */
 async function limitUnverified(deps: ApiDeps, email: string): Promise<void> {
   let reply: number[];
   try {
     reply = await fixedWindowCounter(deps.redis)(
-      [`${deps.config.queuePrefix}:rl:unverified-email:${email}`],
+      [`${deps.config.queuePrefix}:rl:unverified-email:${mailboxKey(email)}`],
       [String(UNVERIFIED_WINDOW_SECONDS)],
     );
   } catch {

@@ -1,5 +1,5 @@
 import { Resolver } from 'node:dns/promises';
-import { domainToASCII } from 'node:url';
+import { domainToASCII, domainToUnicode } from 'node:url';
 import { disposableEmailBlocklistSet } from 'disposable-email-domains-js';
 
 /**
@@ -73,9 +73,53 @@ export function configuredCheck(
   };
 }
 
-/** The form we store and compare addresses in: trimmed and lower-cased. */
+/**
+ * The form we store and compare addresses in (the canonical form): trimmed and lower-cased,
+ * with an internationalised domain in the one spelling IDNA gives it,
+ * `domainToUnicode(domainToASCII(domain))`. So the spelling the checks below see (the ASCII
+ * form) and the one stored, blocked, rate-limited and verified are the same address:
+ * full-width letters are folded and soft hyphens dropped (`bad@ｇmail.com` and `bad@gm\u00ADail.com`
+ * are `bad@gmail.com`), and the punycode spelling reads as the domain
+ * (`ada@xn--mnchen-3ya.de` is `ada@münchen.de`). A plain ASCII domain (no `xn--` label) is only
+ * lower-cased; one IDNA refuses, or with spaces or control characters, is left as typed (and is
+ * malformed). Idempotent: the canonical form of a canonical form is itself.
+ */
 export function normaliseEmail(raw: string): string {
-  return raw.trim().toLowerCase();
+  const email = raw.trim().toLowerCase();
+  const at = email.indexOf('@');
+  if (at <= 0 || at !== email.lastIndexOf('@')) return email;
+  const domain = email.slice(at + 1);
+  if (/^[\x21-\x7e]*$/.test(domain) && !/(^|\.)xn--/.test(domain)) return email;
+  if (/[\s\p{Cc}]/u.test(domain)) return email;
+  const ascii = domainToASCII(domain);
+  const canonical = ascii ? domainToUnicode(ascii) : '';
+  return canonical ? `${email.slice(0, at)}@${canonical}` : email;
+}
+
+/** Google's two spellings of one mailbox domain, in which dots in the local part do not count. */
+const GMAIL_DOMAINS: ReadonlySet<string> = new Set(['gmail.com', 'googlemail.com']);
+
+/**
+ * The mailbox an address delivers to, as operators' blocks (and the unconfirmed-address limit)
+ * see it: the canonical form (`normaliseEmail`) without a sub-address tag (`+tag`, for every
+ * domain; a local part that starts with `+` keeps it), and, at gmail.com and googlemail.com,
+ * without dots in the local part and with googlemail.com as gmail.com. So `B.ad+x@GoogleMail.com`
+ * is `bad@gmail.com`. Not what is stored as the passenger's address, nor what verification
+ * confirms: those are the address as typed, in canonical form. Idempotent.
+ */
+export function mailboxKey(raw: string): string {
+  const email = normaliseEmail(raw);
+  const at = email.lastIndexOf('@');
+  if (at <= 0) return email;
+  let local = email.slice(0, at);
+  let domain = email.slice(at + 1);
+  const plus = local.indexOf('+');
+  if (plus > 0) local = local.slice(0, plus);
+  if (GMAIL_DOMAINS.has(domain)) {
+    local = local.replace(/\./g, '');
+    domain = 'gmail.com';
+  }
+  return `${local}@${domain}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -88,7 +132,8 @@ export function normaliseEmail(raw: string): string {
 //    - domain: a host name (not an IP literal) of at least two labels, at most 253 characters
 //      in its ASCII form; labels of 1 to 63 letters, digits and hyphens, not starting or ending
 //      with a hyphen; the top-level label alphabetic (or an IDN `xn--` label). Internationalised
-//      domains are accepted and checked in their punycode form.
+//      domains are accepted and checked in their punycode form; the address is stored with the
+//      domain in its canonical Unicode form (`normaliseEmail`).
 // ---------------------------------------------------------------------------------------------
 
 const LOCAL_PART = /^[a-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[a-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/;
@@ -351,7 +396,8 @@ export async function mailServerVerdict(
 
 /**
  * Decide whether to accept an address as a passenger's e-mail. The returned `email` is the
- * normalised form (trimmed, lower-case), which is what is stored and compared.
+ * canonical form (`normaliseEmail`), the same address the checks ran on; it is what is stored
+ * and compared.
  */
 export async function checkEmail(raw: string, opts: CheckEmailOptions): Promise<EmailCheck> {
   const email = normaliseEmail(raw);

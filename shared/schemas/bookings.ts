@@ -6,7 +6,16 @@ const Text = (max: number, description?: string) =>
   Type.String({ minLength: 1, maxLength: max, ...(description ? { description } : {}) });
 /** Checked by the e-mail acceptance rules (400 email_not_accepted, CONTRACT.md section 5), not by format. */
 const PassengerEmail = Type.String({ minLength: 1, maxLength: 254 });
-const Email = Type.String({ format: 'email', maxLength: 254 });
+/**
+ * The passenger's e-mail on lookup and cancel: any address the booking routes accept, so a
+ * bounded string here (ajv's `email` format is ASCII-only and would refuse `anna@münchen.de`);
+ * the handler checks it is well-formed by the bookings' own rules (`bookingForPassenger`).
+ */
+const Email = Type.String({
+  minLength: 1,
+  maxLength: 254,
+  description: 'The e-mail address the booking was made with',
+});
 const Phone = Type.String({
   minLength: 5,
   maxLength: 32,

@@ -7,7 +7,7 @@ import type { Db, Queryable } from '../db/knex.ts';
 import { enqueueJob, outboxRow } from '../db/outbox.ts';
 import { rawNamed } from '../db/prepared.ts';
 import { dispatchTimeMs } from '../domain/dispatch/dispatch-time.ts';
-import { normaliseEmail } from '../domain/email-acceptance.ts';
+import { isWellFormedEmail, mailboxKey, normaliseEmail } from '../domain/email-acceptance.ts';
 import { newReference, normaliseReference } from '../domain/reference.ts';
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
@@ -55,14 +55,19 @@ type BookingDeps = { db: Db; config: Pick<Config, 'bookings' | 'dataEncryptionKe
 /** 15 minutes: a repeated instant or v1 booking with the same content returns the first. */
 export const REPEAT_WINDOW_MS = 15 * 60 * 1000;
 
-/** UK mobile numbers as typed (07700 900123, +44 7700 900123, 0044…) in E.164. */
+/**
+ * UK mobile numbers as typed (07700 900123, +44 7700 900123, +44 (0)7700 900123, 0044…) in
+ * E.164: one number, one spelling, which is what is stored and what operators' blocks match.
+ * The UK trunk 0 written after +44 or 0044 ("(0)") is dropped, as a national number's is.
+ */
 export function normalisePhone(raw: string): string {
   const digits = raw
     .trim()
     .replace(/^whatsapp:/i, '')
     .replace(/[\s().-]/g, '');
-  if (/^\+\d{7,15}$/.test(digits)) return digits;
-  if (/^00\d{7,15}$/.test(digits)) return `+${digits.slice(2)}`;
+  const ukTrunk = (e164: string) => e164.replace(/^\+440/, '+44');
+  if (/^\+\d{7,15}$/.test(digits)) return ukTrunk(digits);
+  if (/^00\d{7,15}$/.test(digits)) return ukTrunk(`+${digits.slice(2)}`);
   if (/^0\d{9,10}$/.test(digits)) return `+44${digits.slice(1)}`;
   throw new AppError('invalid_input', 'The phone number is not a valid mobile number in international format.', [
     { field: '/passengerPhone', problem: 'must be a mobile number such as +447700900123' },
@@ -637,9 +642,12 @@ function confirmation(row: BookingRow, view: BookingView, verifyLink: string | n
 }
 
 /**
- * The booking a passenger asks about, checked against their e-mail (case-insensitive). Test and
- * live are kept apart: a test-mode booking is found only with a test key (`testMode`), a live
- * one only without one; the other mode's bookings are 404 as if they did not exist.
+ * The booking a passenger asks about, checked against their e-mail: any address the booking
+ * routes accept (400 `invalid_input` if it is not well-formed by their rules), compared in
+ * canonical form (`normaliseEmail`: case-insensitive, an internationalised domain in any of
+ * its spellings, Unicode or punycode). Test and live are kept apart: a test-mode booking is
+ * found only with a test key (`testMode`), a live one only without one; the other mode's
+ * bookings are 404 as if they did not exist.
  */
 export async function bookingForPassenger(
   db: Db,
@@ -648,13 +656,18 @@ export async function bookingForPassenger(
   prefix: string,
   testMode = false,
 ): Promise<BookingRow> {
+  if (!isWellFormedEmail(email)) {
+    throw new AppError('invalid_input', 'The e-mail address is not a valid e-mail address.', [
+      { field: '/email', problem: 'must be an e-mail address' },
+    ]);
+  }
   const ref = normaliseReference(rawRef, prefix);
   const row = ref ? await findBookingByRef(db, ref) : undefined;
   if (!row || row.test_mode !== testMode)
     throw new AppError('booking_not_found', `No booking ${rawRef}.`, [
       { field: '/ref', problem: 'unknown booking reference' },
     ]);
-  if ((row.passenger_email ?? '').toLowerCase() !== email.trim().toLowerCase()) {
+  if (normaliseEmail(row.passenger_email ?? '') !== normaliseEmail(email)) {
     throw new AppError('email_mismatch', 'That e-mail address does not match the booking.', [
       { field: '/email', problem: 'does not match the booking' },
     ]);
@@ -718,7 +731,8 @@ export async function passengerStanding(
 ): Promise<{ emailVerified: boolean; quote?: QuoteRow | null }> {
   const email = passenger.email ? normaliseEmail(passenger.email) : null;
   const id = quoteId === undefined ? null : quoteIdOf(quoteId);
-  const row = await standingReader(db)({ phone: passenger.phone, email, quote: id });
+  const mailbox = email === null ? null : mailboxKey(email);
+  const row = await standingReader(db)({ phone: passenger.phone, email, mailbox, quote: id });
   if (row?.blocked) throw blockedError(row.blocked);
   const emailVerified = row?.verified === true;
   if (quoteId === undefined) return { emailVerified };
@@ -732,9 +746,11 @@ const MAX_READ_BATCH = 100;
 
 /**
  * One row per asked passenger (`i`, its position in the batch): an operator's block on the
- * phone or the e-mail, whether the e-mail is verified, and the quote's columns (null when no
- * such quote or none asked). Every part is an index probe per asked row, whatever the planner
- * guesses of the batch's size (it guesses 100 rows for any JSON batch):
+ * phone or the e-mail's mailbox (`mailboxKey`, computed by the caller: blocks are stored by it,
+ * so the probe stays on the (kind, value) index), whether the e-mail (the address itself, in
+ * canonical form) is verified, and the quote's columns (null when no such quote or none
+ * asked). Every part is an index probe per asked row, whatever the planner guesses of the
+ * batch's size (it guesses 100 rows for any JSON batch):
  * - `verified` is a scalar subquery with `limit 1`, not `exists`: Postgres may run an `exists`
  *   as a hashed subplan, which reads every verified row of `email_verifications` to answer a
  *   batch. That was a sequential scan of the whole table on every booking's standing read,
@@ -745,16 +761,19 @@ const MAX_READ_BATCH = 100;
  */
 export const STANDING_SQL = `select x.i,
     (select b.kind from blocked_contacts b
-       where (b.kind = 'phone' and b.value = x.phone) or (b.kind = 'email' and b.value = x.email) limit 1) as blocked,
+       where (b.kind = 'phone' and b.value = x.phone) or (b.kind = 'email' and b.value = x.mailbox) limit 1) as blocked,
     (select true from email_verifications v where v.email = x.email and v.verified_at is not null limit 1) is not null
       as verified,
     ${QUOTE_COLUMNS.map((c) => `q.${c}`).join(', ')}
-  from json_to_recordset(?::json) as x(i int, phone text, email text, quote uuid)
+  from json_to_recordset(?::json) as x(i int, phone text, email text, mailbox text, quote uuid)
   left join lateral (select ${QUOTE_COLUMNS.join(', ')} from quotes where quotes.id = x.quote limit 1) q on true`;
 
 interface StandingAsk {
   phone: string | null;
+  /** Canonical address (`normaliseEmail`): what verification is by. */
   email: string | null;
+  /** Its `mailboxKey`: what blocks are by. */
+  mailbox: string | null;
   /** A quote id as stored, or null. */
   quote: string | null;
 }
@@ -815,12 +834,17 @@ function blockedError(kind: string): AppError {
   );
 }
 
-/** Operators block abusive passengers by e-mail or phone (`npm run admin -- block`): 403 account_blocked. */
+/**
+ * Operators block abusive passengers by e-mail or phone (`npm run admin -- block`): 403
+ * account_blocked. A block is stored, and matched, by the phone in E.164 (`normalisePhone`) and
+ * the e-mail's mailbox (`mailboxKey`: no `+tag`, no dots at Gmail), so variants of a blocked
+ * address are blocked too.
+ */
 export async function assertNotBlocked(db: Db, passenger: Passenger): Promise<void> {
   const hit = await db('blocked_contacts')
     .where((q) => {
       q.where({ kind: 'phone', value: passenger.phone });
-      if (passenger.email) q.orWhere({ kind: 'email', value: passenger.email.toLowerCase() });
+      if (passenger.email) q.orWhere({ kind: 'email', value: mailboxKey(passenger.email) });
     })
     .first('kind');
   if (hit) throw blockedError(hit.kind);
@@ -835,7 +859,7 @@ export async function blockedAmong(
   passengers: readonly { phone: string | null; email: string | null }[],
 ): Promise<Map<number, AppError>> {
   const phones = [...new Set(passengers.flatMap((p) => (p.phone ? [p.phone] : [])))];
-  const emails = [...new Set(passengers.flatMap((p) => (p.email ? [p.email.toLowerCase()] : [])))];
+  const emails = [...new Set(passengers.flatMap((p) => (p.email ? [mailboxKey(p.email)] : [])))];
   const out = new Map<number, AppError>();
   if (phones.length === 0 && emails.length === 0) return out;
   const hits = await db('blocked_contacts')
@@ -851,7 +875,7 @@ export async function blockedAmong(
   passengers.forEach((p, i) => {
     // The phone is checked first, as assertNotBlocked reports whichever row it finds.
     if (p.phone && blocked.has(`phone:${p.phone}`)) out.set(i, blockedError('phone'));
-    else if (p.email && blocked.has(`email:${p.email.toLowerCase()}`)) out.set(i, blockedError('email'));
+    else if (p.email && blocked.has(`email:${mailboxKey(p.email)}`)) out.set(i, blockedError('email'));
   });
   return out;
 }
