@@ -382,6 +382,44 @@ describe('POST /api/public/v1/booking', () => {
     expect(b.json.bookingReference).toBe(a.json.bookingReference);
   });
 
+  it('books again when the first of two identical requests was cancelled in between, on the v1 and instant paths', async () => {
+    const body = { ...direct, departAt: inHours(4), passengerName: 'Changed Mind', passengerEmail: 'mind@example.org' };
+    const a = await post('/api/public/v1/booking', body);
+    expect(a.status, a.text).toBe(201);
+    const cancel = await post(`/api/public/v1/booking/${a.json.bookingReference}`, {
+      action: 'cancel',
+      email: 'mind@example.org',
+    });
+    expect(cancel.status, cancel.text).toBe(200);
+    // The passenger books the same ride again: a new booking, not the cancelled one.
+    const b = await post('/api/public/v1/booking', body);
+    expect(b.status, b.text).toBe(201);
+    expect(b.json.bookingReference).not.toBe(a.json.bookingReference);
+    expect((await bookingRow(b.json.bookingReference as string))?.status).toBe('pending');
+    // And that one is the booking a repeat returns.
+    const c = await post('/api/public/v1/booking', body);
+    expect(c.json.bookingReference).toBe(b.json.bookingReference);
+
+    const instantBody = {
+      pickup_address: 'Leeds station',
+      dropoff_address: 'Leeds Bradford Airport',
+      passenger_name: 'Changed Instant',
+      passenger_phone_whatsapp: '+447700900329',
+      passenger_email: 'instant-mind@example.org',
+      passenger_count: 1,
+      depart_at: inHours(6),
+    };
+    const first = await post('/api/public/bookings/instant', instantBody);
+    expect(first.status, first.text).toBe(200);
+    const ref = first.json.booking_reference as string;
+    expect(
+      (await post(`/api/public/v1/booking/${ref}`, { action: 'cancel', email: 'instant-mind@example.org' })).status,
+    ).toBe(200);
+    const again = await post('/api/public/bookings/instant', instantBody);
+    expect(again.status, again.text).toBe(200);
+    expect(again.json.booking_reference).not.toBe(ref);
+  });
+
   it('redeems a quote in the prose shape (quote_id with snake_case passenger fields)', async () => {
     const q = await quote();
     const r = await post('/api/public/v1/booking', {
@@ -857,7 +895,14 @@ describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
     const after = (await (await fetch(`${api.url}/api/public/v1/booking/${ref}?email=lou@example.org`)).json()) as Json;
     expect(after.status).toBe('cancelled');
     expect((after.payment as { state: string }).state).toBe('void');
-    expect(await env.rt.db('outbox').where({ job_name: 'booking-cancelled' }).count({ n: '*' })).toEqual([{ n: 1 }]);
+    const { id } = await bookingRow(ref);
+    expect(
+      await env.rt
+        .db('outbox')
+        .where({ job_name: 'booking-cancelled' })
+        .whereRaw("payload->>'bookingId' = ?", [id])
+        .count({ n: '*' }),
+    ).toEqual([{ n: 1 }]);
   });
 
   it('refuses to cancel once the passenger is on board (409 cannot_cancel)', async () => {

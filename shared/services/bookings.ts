@@ -186,9 +186,16 @@ type QuoteSource = Pick<
 
 const REDEEM_GUARD = `update quotes set redeemed_at = now() where id = ? and redeemed_at is null and expires_at > now()
   returning id, ${REDEEMED_COLUMNS.join(', ')}`;
+/**
+ * The 15-minute repeat rule's guard: a request identical to one in the last 15 minutes gets
+ * that booking, unless it was cancelled since (a passenger who cancels and books the same ride
+ * again means it). Only a conflict reads the earlier booking's status.
+ */
+const REPEAT_TAKEN_OVER = `booking_repeat_guard.expires_at <= now()
+    or exists (select 1 from bookings c where c.id = booking_repeat_guard.booking_id and c.status = 'cancelled')`;
 const REPEAT_GUARD = `insert into booking_repeat_guard (content_hash, booking_id, expires_at) values (?, ?, ?)
   on conflict (content_hash) do update set booking_id = excluded.booking_id, expires_at = excluded.expires_at
-  where booking_repeat_guard.expires_at <= now() returning booking_id`;
+  where ${REPEAT_TAKEN_OVER} returning booking_id`;
 
 /**
  * Redeem a quote into a booking. The booking, its first status, the job that will dispatch it
@@ -304,12 +311,13 @@ export async function priceUnlessRepeated<T>(
   }
 }
 
-/** The booking an identical request made in the last 15 minutes, if any. */
+/** The booking an identical request made in the last 15 minutes, if any and not cancelled since. */
 export async function repeatedBooking(db: Queryable, contentHash: Buffer): Promise<BookingRow | undefined> {
   return db<BookingRow>('booking_repeat_guard as g')
     .join('bookings as b', 'b.id', 'g.booking_id')
     .where('g.content_hash', contentHash)
     .where('g.expires_at', '>', db.fn.now())
+    .whereNot('b.status', 'cancelled')
     .first('b.*');
 }
 
@@ -334,7 +342,7 @@ export const REDEEM_MANY_GUARD = `update quotes set redeemed_at = now()
 const REPEAT_MANY_GUARD = `insert into booking_repeat_guard (content_hash, booking_id, expires_at)
   select decode(g->>'hash', 'hex'), (g->>'booking')::uuid, (g->>'expires')::timestamptz from json_array_elements(?::json) g
   on conflict (content_hash) do update set booking_id = excluded.booking_id, expires_at = excluded.expires_at
-  where booking_repeat_guard.expires_at <= now() returning encode(content_hash, 'hex') as key`;
+  where ${REPEAT_TAKEN_OVER} returning encode(content_hash, 'hex') as key`;
 
 /** One booking to write: its rows, guarded by the statement `single` names, known in a batch by `key`. */
 interface PendingWrite {
