@@ -303,6 +303,55 @@ describe('POST /api/public/bookings/create', () => {
     expect(bad.json.error?.details.map((d) => d.field).sort()).toEqual(['/passenger_name', '/payment_method']);
   });
 
+  it('books a quote asked for without a time as a pickup now, hours later within its 24 hours; a stated time that passed is 400 pickup_in_past', async () => {
+    const estimate = async (depart?: string) => {
+      const r = await post('/api/public/quotes/estimate', {
+        pickup_address: 'Manchester Piccadilly',
+        dropoff_address: 'Manchester Airport',
+        passenger_count: 1,
+        ...(depart ? { depart_at: depart } : {}),
+      });
+      expect(r.status, r.text).toBe(200);
+      return r.json as { quote_id: string; fare: number };
+    };
+    // Quoted "now", three hours ago (as the row would be: it departs when it was made).
+    const forNow = await estimate();
+    const threeHoursAgo = new Date(Date.now() - 3 * 3600_000);
+    await env.rt
+      .db('quotes')
+      .where({ id: forNow.quote_id })
+      .update({ created_at: threeHoursAgo, depart_at: threeHoursAgo });
+    const booked = await post('/api/public/bookings/create', {
+      ...ada,
+      passenger_name: 'Nora Now',
+      quote_id: forNow.quote_id,
+    });
+    expect(booked.status, booked.text).toBe(200);
+    const row = await bookingRow(booked.json.booking_reference as string);
+    expect(Math.abs(row.pickup_time.getTime() - Date.now())).toBeLessThan(60_000);
+    expect(row.fare_pence).toBe(Math.round(forNow.fare * 100));
+    // Due at once: its dispatch job has no delay.
+    const job = await env.rt
+      .db('outbox')
+      .where({ job_id: `dispatch-${row.id}` })
+      .first('run_at');
+    expect(job?.run_at ?? null).toBeNull();
+
+    // Quoted for a stated time, now three hours past: refused.
+    const stated = await estimate(inHours(1));
+    await env.rt
+      .db('quotes')
+      .where({ id: stated.quote_id })
+      .update({ created_at: new Date(Date.now() - 4 * 3600_000), depart_at: threeHoursAgo });
+    const late = await post('/api/public/bookings/create', {
+      ...ada,
+      passenger_name: 'Lena Late',
+      quote_id: stated.quote_id,
+    });
+    expect(late.status, late.text).toBe(400);
+    expect(late.json.error?.code).toBe('pickup_in_past');
+  });
+
   it('accepts the sample spellings passenger_phone and direct_to_driver', async () => {
     const q = await quote();
     const r = await post('/api/public/bookings/create', {

@@ -4,7 +4,7 @@ import type { AppliedRule, TariffSource, VehicleType } from '../../shared/domain
 import { AppError } from '../../shared/errors.ts';
 import { PAYMENT_SPELLINGS } from '../../shared/schemas/bookings.ts';
 import { normalisePhone, type PaymentMethod, redeemQuote } from '../../shared/services/bookings.ts';
-import { createQuote } from '../../shared/services/quotes.ts';
+import { createQuote, isQuoteForNow } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { bookingCaller, screen, v1Passenger } from '../routes/bookings.ts';
@@ -63,6 +63,7 @@ interface QuoteRow {
   pickup: { query: string; name: string };
   dropoff: { query: string; name: string };
   depart_at: Date;
+  created_at: Date;
   vehicle_type: string;
   passengers: number;
   meet_and_greet: boolean;
@@ -88,6 +89,7 @@ async function loadQuote(deps: ApiDeps, raw: string): Promise<QuoteRow | null> {
       'pickup',
       'dropoff',
       'depart_at',
+      'created_at',
       'vehicle_type',
       'passengers',
       'meet_and_greet',
@@ -108,7 +110,7 @@ type Unavailable = 'expired' | 'redeemed' | 'past';
 function unavailability(q: QuoteRow, now = Date.now()): Unavailable | null {
   if (q.redeemed_at) return 'redeemed';
   if (q.expires_at.getTime() <= now) return 'expired';
-  if (q.depart_at.getTime() < now - PAST_SLACK_MS) return 'past';
+  if (!isQuoteForNow(q) && q.depart_at.getTime() < now - PAST_SLACK_MS) return 'past';
   return null;
 }
 

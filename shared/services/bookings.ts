@@ -14,7 +14,7 @@ import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import { bookingVerifyToken, VERIFICATION_TTL_MS } from './email-verification.ts';
 import { messageRows, type NewMessage } from './messages.ts';
-import type { PricedQuote } from './quotes.ts';
+import { isQuoteForNow, type PricedQuote, redeemedPickup } from './quotes.ts';
 
 export type Origin = 'website' | 'api' | 'agent' | 'partner' | 'supplier' | 'mcp';
 export type PaymentMethod = 'cash' | 'card' | 'pay_link' | 'bank_transfer' | 'account';
@@ -130,6 +130,7 @@ export interface QuoteRow {
   pickup: unknown;
   dropoff: unknown;
   depart_at: Date;
+  created_at: Date;
   vehicle_type: string;
   passengers: number;
   fare_pence: number;
@@ -143,6 +144,7 @@ const QUOTE_COLUMNS = [
   'pickup',
   'dropoff',
   'depart_at',
+  'created_at',
   'vehicle_type',
   'passengers',
   'fare_pence',
@@ -241,12 +243,21 @@ export async function redeemQuote(
         [{ field: '/quote_id', problem: 'expired' }],
       );
     }
-    if (quote.depart_at.getTime() < Date.now() - 5 * 60_000) {
+    const now = new Date();
+    // A quote for "now" books a pickup now; one for a stated time that has passed cannot.
+    if (!isQuoteForNow(quote) && quote.depart_at.getTime() < now.getTime() - 5 * 60_000) {
       throw new AppError('pickup_in_past', 'The quoted pickup time has passed; ask for a new quote.', [
         { field: '/departAt', problem: 'is in the past' },
       ]);
     }
-    const write = bookingWrite(deps, { ...quote, redeemed: true }, input, caller, baseUrl, new Date());
+    const write = bookingWrite(
+      deps,
+      { ...quote, depart_at: redeemedPickup(quote, now.getTime()), redeemed: true },
+      input,
+      caller,
+      baseUrl,
+      now,
+    );
     const quoteKey = quote.id;
     const passed = await writeOnce(() => redeemWriter(db)(quoteKey, write.inserts));
     if (passed === 'collision' && attempt < 5) continue;

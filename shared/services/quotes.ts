@@ -61,6 +61,22 @@ function chooseVehicle(input: QuoteInput, warnings: string[]): VehicleType {
   return chosen;
 }
 
+/**
+ * A quote asked for without a departure time is for "now": it departs at the moment it was made
+ * (its depart_at is its created_at, to the millisecond; a stated time never is). Redeemed later
+ * within its 24 hours it books a pickup at the time of booking, at the quoted fare (SPEC.md
+ * sections 1 and 3: the quote is fixed, and redeemable within 24 hours), where a quote for a
+ * stated time that has passed is `pickup_in_past`.
+ */
+export function isQuoteForNow(q: { depart_at: Date; created_at: Date }): boolean {
+  return q.depart_at.getTime() === q.created_at.getTime();
+}
+
+/** The pickup a redemption at `now` books: the quoted time, or for a quote for "now", the later of it and `now`. */
+export function redeemedPickup(q: { depart_at: Date; created_at: Date }, now: number): Date {
+  return isQuoteForNow(q) && q.depart_at.getTime() < now ? new Date(now) : q.depart_at;
+}
+
 function departure(raw: string | undefined, now: Date): Date {
   if (raw === undefined) return now;
   const at = new Date(raw);
