@@ -4,7 +4,12 @@ import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError } from '../shared/errors.ts';
 import { passengerStanding, priceUnlessRepeated } from '../shared/services/bookings.ts';
-import { bookingVerifyToken, isEmailVerified, verificationRow } from '../shared/services/email-verification.ts';
+import {
+  BOOKING_LINK_TTL_MS,
+  bookingVerifyToken,
+  isEmailVerified,
+  verificationRow,
+} from '../shared/services/email-verification.ts';
 import { IN_PROGRESS_LEASE_MS } from '../shared/services/idempotency.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
@@ -1209,6 +1214,10 @@ describe('passenger e-mail on bookings', () => {
     const link = new URL(/Confirm your e-mail address: (\S+)/.exec(mailText(mail))?.[1] as string);
     const token = link.searchParams.get('token') as string;
     expect(token).toMatch(/^B[0-9a-f]{40}[0-9A-Za-z_-]{43}$/);
+    // Valid 3 days: the passenger did not ask for it and reads it whenever they get to it.
+    const expiresAt = Number.parseInt(token.slice(33, 41), 16) * 1000;
+    expect(expiresAt).toBeGreaterThan(Date.now() + BOOKING_LINK_TTL_MS - 60_000);
+    expect(expiresAt).toBeLessThanOrEqual(Date.now() + BOOKING_LINK_TTL_MS);
     // The booking wrote no verification row.
     expect(await env.rt.db('email_verifications').where({ email })).toHaveLength(1);
     const open = (t: string, accept = 'application/json') =>

@@ -12,7 +12,7 @@ import { newReference, normaliseReference } from '../domain/reference.ts';
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
-import { bookingVerifyToken, VERIFICATION_TTL_MS } from './email-verification.ts';
+import { BOOKING_LINK_TTL_MS, bookingVerifyToken } from './email-verification.ts';
 import { messageRows, type NewMessage } from './messages.ts';
 import { isQuoteForNow, type PricedQuote, redeemedPickup } from './quotes.ts';
 
@@ -619,7 +619,7 @@ export function bookingWrite(
     const verifyLink =
       row.email_verified || row.test_mode
         ? null
-        : `${baseUrl}${VERIFY_LINK_PATH}?token=${bookingVerifyToken(id, row.passenger_email, deps.config.dataEncryptionKey, new Date(now.getTime() + VERIFICATION_TTL_MS))}`;
+        : `${baseUrl}${VERIFY_LINK_PATH}?token=${bookingVerifyToken(id, row.passenger_email, deps.config.dataEncryptionKey, new Date(now.getTime() + BOOKING_LINK_TTL_MS))}`;
     const message = messageRows(confirmation(row, view, verifyLink));
     inserts.push(message.message, message.job);
   }

@@ -31,6 +31,13 @@ import { queueMessage } from './messages.ts';
  */
 
 export const VERIFICATION_TTL_MS = 30 * 60 * 1000;
+/**
+ * How long the link in a booking's confirmation e-mail confirms its address: 3 days. The
+ * passenger did not ask for it (it comes with the booking, read whenever they get to it),
+ * and it confirms only the address it was sent to; a code or link they asked for stays 30
+ * minutes.
+ */
+export const BOOKING_LINK_TTL_MS = 3 * 24 * 3600 * 1000;
 export const MAX_CODE_ATTEMPTS = 5;
 export const DEFAULT_PURPOSE = 'passenger';
 /**
