@@ -936,6 +936,14 @@ describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
     const nobody = await post('/api/public/v1/booking/DTN-ZZZZZZ', { action: 'cancel', email: 'lou@example.org' });
     expect(nobody.status).toBe(404);
     expect(nobody.json.error?.code).toBe('booking_not_found');
+    // The reason is screened as notes are: it is kept in the history operators read.
+    const injected = await post(`/api/public/v1/booking/${ref}`, {
+      action: 'cancel',
+      email: 'lou@example.org',
+      reason: INJECTION_ATTEMPTS[0],
+    });
+    expect(injected.status).toBe(400);
+    expect(injected.json.error).toMatchObject({ code: 'content_rejected', details: [{ field: '/reason' }] });
     const cancel = await post(`/api/public/v1/booking/${ref}`, {
       action: 'cancel',
       email: 'Lou@Example.org',

@@ -656,9 +656,11 @@ export function bookingRoutes(): RouteDef[] {
       auth: 'public',
       params: BookingRefParams,
       body: CancelRequest,
-      errors: ['booking_not_found', 'email_mismatch', 'cannot_cancel'],
+      errors: ['booking_not_found', 'email_mismatch', 'cannot_cancel', 'content_rejected'],
       responses: { 200: { description: 'The booking is cancelled', schema: CancelResponse } },
-      handler: async ({ deps, params, body, caller }) => {
+      handler: async ({ deps, params, body, caller, req }) => {
+        // The reason is kept in the booking's history, which operators and partners read.
+        screen(req, [{ pointer: '/reason', kind: 'notes', value: body.reason }]);
         const row = await bookingForPassenger(
           deps.db,
           params.ref,
