@@ -370,6 +370,15 @@ describe('POST /api/public/bookings/create', () => {
       payment_method: 'pay_link',
       passenger_phone: '+447700900789',
     });
+    // A phone it cannot read is refused under the spelling sent.
+    const bad = await post('/api/public/bookings/create', {
+      quote_id: await quote(),
+      passenger_name: 'Sam',
+      passenger_phone: '123456',
+      payment_method: 'cash',
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error?.details.map((d) => d.field)).toEqual(['/passenger_phone']);
   });
 });
 
@@ -1035,7 +1044,9 @@ describe('blocked passengers', () => {
       passenger_phone: '+447700900111',
     });
     expect(v1Redeem.status).toBe(403);
-    expect(v1Redeem.json.error?.details).toEqual([{ field: '/passengerEmail', problem: 'blocked' }]);
+    // The pointer names the field as the caller spelt it.
+    expect(v1Redeem.json.error?.details).toEqual([{ field: '/passenger_email', problem: 'blocked' }]);
+    expect(create.json.error?.details).toEqual([{ field: '/passenger_phone_whatsapp', problem: 'blocked' }]);
     const instant = await post('/api/public/bookings/instant', {
       ...ada,
       passenger_phone_whatsapp: '+447700900666',
@@ -1045,6 +1056,7 @@ describe('blocked passengers', () => {
     });
     expect(instant.status).toBe(403);
     expect(instant.json.error?.code).toBe('account_blocked');
+    expect(instant.json.error?.details).toEqual([{ field: '/passenger_phone_whatsapp', problem: 'blocked' }]);
     // Both price while the passenger is checked: the refusal still answers first, even when
     // pricing fails too (an address it cannot find), and the dropped price harms nothing.
     const nowhere = 'Qzxv Nowhere Lane, Xyzzyshire';

@@ -114,6 +114,48 @@ export function screen(req: Request, fields: ScreenField[]): void {
   }
 }
 
+/**
+ * The field names shared code uses (the v1 camelCase ones) and their snake_case spellings on
+ * the alias routes and the v1 prose shape. A pointer names the field as the caller sent it.
+ */
+const SNAKE_SPELLINGS: Readonly<Record<string, readonly string[]>> = {
+  passengerName: ['passenger_name'],
+  passengerEmail: ['passenger_email'],
+  passengerPhone: ['passenger_phone_whatsapp', 'passenger_phone'],
+  departAt: ['depart_at'],
+  paymentMethod: ['payment_method'],
+  flightNumber: ['flight_number'],
+  vehicleType: ['vehicle_type'],
+  quoteId: ['quote_id'],
+};
+
+/**
+ * Run a booking route's work; an error whose details point at a camelCase field the caller
+ * did not send (a phone refused as `/passengerPhone` on `bookings/create`, say) points at the
+ * spelling it did send instead, or, when it sent neither, at the snake_case one if the route
+ * or shape is snake_case (`snakeFirst`).
+ */
+async function pointersAsSent<T>(body: object, snakeFirst: boolean, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!(err instanceof AppError) || err.details.length === 0) throw err;
+    const sent = body as Record<string, unknown>;
+    let changed = false;
+    const details = err.details.map((d) => {
+      const name = d.field.slice(1);
+      const snakes = SNAKE_SPELLINGS[name];
+      if (!d.field.startsWith('/') || !snakes || sent[name] !== undefined) return d;
+      const snake = snakes.find((k) => sent[k] !== undefined) ?? (snakeFirst ? snakes[0] : undefined);
+      if (!snake) return d;
+      changed = true;
+      return { ...d, field: `/${snake}` };
+    });
+    if (!changed) throw err;
+    throw new AppError(err.code, err.message, details, err.headers);
+  }
+}
+
 /** A synchronous step's value or its error, to be thrown later than it happened. */
 function settle<T>(step: () => T): { ok: true; value: T } | { ok: false; error: unknown } {
   try {
@@ -286,120 +328,121 @@ export function bookingRoutes(): RouteDef[] {
       body: V1BookingRequest,
       errors: [...V1_ERRORS],
       responses: { 201: { description: 'The booking', schema: V1BookingResponse } },
-      handler: async ({ body, deps, caller, req }) => {
-        screen(req, [
-          { pointer: '/pickup', kind: 'address', value: body.pickup },
-          { pointer: '/dropoff', kind: 'address', value: body.dropoff },
-          {
-            pointer: body.passengerName !== undefined ? '/passengerName' : '/passenger_name',
-            kind: 'name',
-            value: body.passengerName ?? body.passenger_name,
-          },
-          { pointer: '/notes', kind: 'notes', value: body.notes },
-          { pointer: '/flightNumber', kind: 'flightNumber', value: body.flightNumber },
-        ]);
-        const base = baseUrlFor(req, deps.config);
-        const bc = bookingCaller(caller, req);
-        const quoteId = body.quote_id ?? body.quoteId;
-        const name = body.passengerName ?? body.passenger_name;
-        const email = body.passengerEmail ?? body.passenger_email;
-        const phone = body.passengerPhone ?? body.passenger_phone;
-        const method = payment(body.paymentMethod ?? body.payment_method);
-        const emailPointer = body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email';
-        if (quoteId !== undefined) {
-          requireFields({ passengerName: name, passengerEmail: email, passengerPhone: phone });
-          const { passenger, emailVerified, preloaded } = await v1Passenger(
+      handler: async ({ body, deps, caller, req }) =>
+        pointersAsSent(body, body.quote_id !== undefined || body.quoteId !== undefined, async () => {
+          screen(req, [
+            { pointer: '/pickup', kind: 'address', value: body.pickup },
+            { pointer: '/dropoff', kind: 'address', value: body.dropoff },
+            {
+              pointer: body.passengerName !== undefined ? '/passengerName' : '/passenger_name',
+              kind: 'name',
+              value: body.passengerName ?? body.passenger_name,
+            },
+            { pointer: '/notes', kind: 'notes', value: body.notes },
+            { pointer: '/flightNumber', kind: 'flightNumber', value: body.flightNumber },
+          ]);
+          const base = baseUrlFor(req, deps.config);
+          const bc = bookingCaller(caller, req);
+          const quoteId = body.quote_id ?? body.quoteId;
+          const name = body.passengerName ?? body.passenger_name;
+          const email = body.passengerEmail ?? body.passenger_email;
+          const phone = body.passengerPhone ?? body.passenger_phone;
+          const method = payment(body.paymentMethod ?? body.payment_method);
+          const emailPointer = body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email';
+          if (quoteId !== undefined) {
+            requireFields({ passengerName: name, passengerEmail: email, passengerPhone: phone });
+            const { passenger, emailVerified, preloaded } = await v1Passenger(
+              deps,
+              name,
+              email,
+              phone,
+              emailPointer,
+              bc.testMode,
+              quoteId,
+            );
+            const view = await redeemQuote(
+              deps,
+              {
+                origin: 'api',
+                quoteId,
+                passenger,
+                paymentMethod: method,
+                emailVerified,
+                flightNumber: body.flightNumber,
+                notes: body.notes,
+                confirmByEmail: true,
+              },
+              bc,
+              base,
+              preloaded,
+            );
+            return { status: 201, body: v1Body(view) };
+          }
+          requireFields({
+            pickup: body.pickup,
+            dropoff: body.dropoff,
+            departAt: body.departAt,
+            passengerName: name,
+            passengerEmail: email,
+            passengerPhone: phone,
+          });
+          // Priced while the passenger is checked (standing, hourly limit, fare permission), not
+          // after: one stage less in every booking's wait. A refused passenger's price is dropped
+          // unused. The errors keep their order: the passenger's refusal, then the vehicle type.
+          const vehicle = settle(() => parseVehicleType(body.vehicleType));
+          const priced = vehicle.ok
+            ? priceQuote(
+                deps,
+                {
+                  pickup: body.pickup as string,
+                  dropoff: body.dropoff as string,
+                  departAt: body.departAt,
+                  passengers: body.passengers ?? 1,
+                  vehicleType: vehicle.value,
+                  meetAndGreet: false,
+                  worldwide: false,
+                },
+                bc,
+                base,
+              )
+            : Promise.reject(vehicle.error);
+          priced.catch(() => {}); // awaited below, unless the passenger is refused first
+          const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer, bc.testMode);
+          if (!vehicle.ok) throw vehicle.error;
+          const vehicleType = vehicle.value;
+          const fare = await partnerFare(deps, caller, body.fareGBP);
+          const hash = contentHash(bc.scope, {
+            pickup: body.pickup,
+            dropoff: body.dropoff,
+            departAt: new Date(body.departAt as string).toISOString(),
+            ...passenger,
+            passengers: body.passengers ?? 1,
+            vehicleType,
+            fare,
+            method,
+          });
+          const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
+          if (pricing.repeat)
+            return { status: 201, body: v1Body(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false)) };
+          const view = await bookPricedQuote(
             deps,
-            name,
-            email,
-            phone,
-            emailPointer,
-            bc.testMode,
-            quoteId,
-          );
-          const view = await redeemQuote(
-            deps,
+            pricing.priced,
             {
               origin: 'api',
-              quoteId,
               passenger,
               paymentMethod: method,
               emailVerified,
               flightNumber: body.flightNumber,
               notes: body.notes,
+              farePenceOverride: fare,
+              contentHash: hash,
               confirmByEmail: true,
             },
             bc,
             base,
-            preloaded,
           );
           return { status: 201, body: v1Body(view) };
-        }
-        requireFields({
-          pickup: body.pickup,
-          dropoff: body.dropoff,
-          departAt: body.departAt,
-          passengerName: name,
-          passengerEmail: email,
-          passengerPhone: phone,
-        });
-        // Priced while the passenger is checked (standing, hourly limit, fare permission), not
-        // after: one stage less in every booking's wait. A refused passenger's price is dropped
-        // unused. The errors keep their order: the passenger's refusal, then the vehicle type.
-        const vehicle = settle(() => parseVehicleType(body.vehicleType));
-        const priced = vehicle.ok
-          ? priceQuote(
-              deps,
-              {
-                pickup: body.pickup as string,
-                dropoff: body.dropoff as string,
-                departAt: body.departAt,
-                passengers: body.passengers ?? 1,
-                vehicleType: vehicle.value,
-                meetAndGreet: false,
-                worldwide: false,
-              },
-              bc,
-              base,
-            )
-          : Promise.reject(vehicle.error);
-        priced.catch(() => {}); // awaited below, unless the passenger is refused first
-        const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer, bc.testMode);
-        if (!vehicle.ok) throw vehicle.error;
-        const vehicleType = vehicle.value;
-        const fare = await partnerFare(deps, caller, body.fareGBP);
-        const hash = contentHash(bc.scope, {
-          pickup: body.pickup,
-          dropoff: body.dropoff,
-          departAt: new Date(body.departAt as string).toISOString(),
-          ...passenger,
-          passengers: body.passengers ?? 1,
-          vehicleType,
-          fare,
-          method,
-        });
-        const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
-        if (pricing.repeat)
-          return { status: 201, body: v1Body(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false)) };
-        const view = await bookPricedQuote(
-          deps,
-          pricing.priced,
-          {
-            origin: 'api',
-            passenger,
-            paymentMethod: method,
-            emailVerified,
-            flightNumber: body.flightNumber,
-            notes: body.notes,
-            farePenceOverride: fare,
-            contentHash: hash,
-            confirmByEmail: true,
-          },
-          bc,
-          base,
-        );
-        return { status: 201, body: v1Body(view) };
-      },
+        }),
     });
 
   return [
@@ -428,32 +471,33 @@ export function bookingRoutes(): RouteDef[] {
         'idempotency_key_reused',
       ],
       responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
-      handler: async ({ body, deps, caller, req }) => {
-        screen(req, [
-          { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
-          { pointer: '/notes', kind: 'notes', value: body.notes },
-          { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
-        ]);
-        const bc = bookingCaller(caller, req);
-        const passenger = await aliasPassenger(deps, body, bc.testMode);
-        // Not blocked (403), and the quote, in one query.
-        const { quote } = await passengerStanding(deps.db, passenger, body.quote_id);
-        const view = await redeemQuote(
-          deps,
-          {
-            origin: 'agent',
-            quoteId: body.quote_id,
-            passenger,
-            paymentMethod: payment(body.payment_method),
-            flightNumber: body.flight_number,
-            notes: body.notes,
-          },
-          bc,
-          baseUrlFor(req, deps.config),
-          { quote: quote ?? null },
-        );
-        return { status: 200, body: aliasBody(view) };
-      },
+      handler: async ({ body, deps, caller, req }) =>
+        pointersAsSent(body, true, async () => {
+          screen(req, [
+            { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
+            { pointer: '/notes', kind: 'notes', value: body.notes },
+            { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
+          ]);
+          const bc = bookingCaller(caller, req);
+          const passenger = await aliasPassenger(deps, body, bc.testMode);
+          // Not blocked (403), and the quote, in one query.
+          const { quote } = await passengerStanding(deps.db, passenger, body.quote_id);
+          const view = await redeemQuote(
+            deps,
+            {
+              origin: 'agent',
+              quoteId: body.quote_id,
+              passenger,
+              paymentMethod: payment(body.payment_method),
+              flightNumber: body.flight_number,
+              notes: body.notes,
+            },
+            bc,
+            baseUrlFor(req, deps.config),
+            { quote: quote ?? null },
+          );
+          return { status: 200, body: aliasBody(view) };
+        }),
     }),
     defineRoute({
       method: 'post',
@@ -476,69 +520,70 @@ export function bookingRoutes(): RouteDef[] {
         'idempotency_key_reused',
       ],
       responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
-      handler: async ({ body, deps, caller, req }) => {
-        screen(req, [
-          { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
-          { pointer: '/dropoff_address', kind: 'address', value: body.dropoff_address },
-          { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
-          { pointer: '/notes', kind: 'notes', value: body.notes },
-          { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
-          { pointer: '/agent', kind: 'agent', value: body.agent },
-        ]);
-        const base = baseUrlFor(req, deps.config);
-        const bc = bookingCaller(caller, req);
-        const departAt = body.depart_at ?? new Date().toISOString();
-        // Priced while the passenger is checked, as on the v1 path.
-        const priced = inAliasFields(
-          priceQuote(
+      handler: async ({ body, deps, caller, req }) =>
+        pointersAsSent(body, true, async () => {
+          screen(req, [
+            { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
+            { pointer: '/dropoff_address', kind: 'address', value: body.dropoff_address },
+            { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
+            { pointer: '/notes', kind: 'notes', value: body.notes },
+            { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
+            { pointer: '/agent', kind: 'agent', value: body.agent },
+          ]);
+          const base = baseUrlFor(req, deps.config);
+          const bc = bookingCaller(caller, req);
+          const departAt = body.depart_at ?? new Date().toISOString();
+          // Priced while the passenger is checked, as on the v1 path.
+          const priced = inAliasFields(
+            priceQuote(
+              deps,
+              {
+                pickup: body.pickup_address,
+                dropoff: body.dropoff_address,
+                departAt,
+                passengers: body.passenger_count ?? 1,
+                vehicleType: body.vehicle_type,
+                meetAndGreet: false,
+                worldwide: false,
+              },
+              bc,
+              base,
+            ),
+          );
+          priced.catch(() => {}); // awaited below, unless the passenger is refused first
+          const passenger = await aliasPassenger(deps, body, bc.testMode);
+          await assertNotBlocked(deps.db, passenger);
+          const method = payment(body.payment_method);
+          const hash = contentHash(bc.scope, {
+            pickup: body.pickup_address,
+            dropoff: body.dropoff_address,
+            // Without depart_at the ride is "now": repeats within the window are the same ride.
+            departAt: body.depart_at ? new Date(body.depart_at).toISOString() : 'now',
+            ...passenger,
+            passengers: body.passenger_count ?? 1,
+            vehicleType: body.vehicle_type,
+            method,
+          });
+          const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
+          if (pricing.repeat)
+            return { status: 200, body: aliasBody(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false)) };
+          const view = await bookPricedQuote(
             deps,
+            pricing.priced,
             {
-              pickup: body.pickup_address,
-              dropoff: body.dropoff_address,
-              departAt,
-              passengers: body.passenger_count ?? 1,
-              vehicleType: body.vehicle_type,
-              meetAndGreet: false,
-              worldwide: false,
+              origin: 'agent',
+              passenger,
+              paymentMethod: method,
+              flightNumber: body.flight_number,
+              notes: body.notes,
+              agent: body.agent,
+              contentHash: hash,
             },
             bc,
             base,
-          ),
-        );
-        priced.catch(() => {}); // awaited below, unless the passenger is refused first
-        const passenger = await aliasPassenger(deps, body, bc.testMode);
-        await assertNotBlocked(deps.db, passenger);
-        const method = payment(body.payment_method);
-        const hash = contentHash(bc.scope, {
-          pickup: body.pickup_address,
-          dropoff: body.dropoff_address,
-          // Without depart_at the ride is "now": repeats within the window are the same ride.
-          departAt: body.depart_at ? new Date(body.depart_at).toISOString() : 'now',
-          ...passenger,
-          passengers: body.passenger_count ?? 1,
-          vehicleType: body.vehicle_type,
-          method,
-        });
-        const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
-        if (pricing.repeat)
-          return { status: 200, body: aliasBody(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false)) };
-        const view = await bookPricedQuote(
-          deps,
-          pricing.priced,
-          {
-            origin: 'agent',
-            passenger,
-            paymentMethod: method,
-            flightNumber: body.flight_number,
-            notes: body.notes,
-            agent: body.agent,
-            contentHash: hash,
-          },
-          bc,
-          base,
-        );
-        return { status: 200, body: aliasBody(view) };
-      },
+          );
+          return { status: 200, body: aliasBody(view) };
+        }),
     }),
     defineRoute({
       method: 'get',
