@@ -95,18 +95,20 @@ export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
   router.post(DRIVER_STATUS_PATH, handle(withForm(driver.status)));
   router.post(DRIVER_AVAILABILITY_PATH, handle(withForm(driver.availability)));
 
-  // The e-mail verification link opened in a browser: a page with a Confirm button. Only a
-  // caller that names JSON in its Accept header goes on to the API route of the same path,
-  // which verifies at once: mail scanners that open every link ask for `*/*` or nothing, and
-  // would otherwise confirm addresses nobody confirmed.
+  // The e-mail verification link opened in a browser: a page with a Confirm button. A caller
+  // that takes HTML gets the page unless it names JSON in its Accept header and prefers it:
+  // mail scanners that open every link ask for `*/*` or nothing (or for HTML), and going on to
+  // the API route of the same path, which verifies at once, would confirm addresses nobody
+  // confirmed. One that takes no HTML at all (an API client asking for XML, say) gets the API's
+  // JSON answer.
   const verify = verifyLinkHandlers(deps, { page });
   const verifyPage = handle(verify.show);
-  router.get(PASSENGER_VERIFY_LINK_PATH, (req: Request, res: Response, next: NextFunction) =>
-    /\bapplication\/json\b/i.test(req.get('accept') ?? '') &&
-    req.accepts(['application/json', 'text/html']) === 'application/json'
-      ? next()
-      : verifyPage(req, res),
-  );
+  router.get(PASSENGER_VERIFY_LINK_PATH, (req: Request, res: Response, next: NextFunction) => {
+    const namesJson =
+      /\bapplication\/json\b/i.test(req.get('accept') ?? '') &&
+      req.accepts(['application/json', 'text/html']) === 'application/json';
+    return !namesJson && req.accepts('text/html') ? verifyPage(req, res) : next();
+  });
   router.post(PASSENGER_VERIFY_LINK_PATH, handle(withForm(verify.confirm)));
 
   const docs = docsHandlers(deps, { page });
