@@ -13,6 +13,7 @@ import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
+import { screen } from './bookings.ts';
 
 /** Pricing names fields as the v1 quote does; the snake_case alias routes' own names for them. */
 const ALIAS_FIELDS: Readonly<Record<string, string>> = {
@@ -101,7 +102,7 @@ function estimateBody(q: Quote) {
   };
 }
 
-const QUOTE_ERRORS = ['pickup_in_past', 'address_not_found'] as const;
+const QUOTE_ERRORS = ['content_rejected', 'pickup_in_past', 'address_not_found'] as const;
 
 /** The two quote endpoints: same pricing, v1 in camelCase, the agent alias in snake_case. */
 export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
@@ -122,6 +123,12 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
       errors: [...QUOTE_ERRORS],
       responses: { 200: { description: 'The quote', schema: V1QuoteResponse } },
       handler: async ({ body, deps, caller, req }) => {
+        // The addresses are stored with the quote, copied into the booking that redeems it and
+        // shown back: screened as a booking's are, before any pricing.
+        screen(req, [
+          { pointer: '/pickup', kind: 'address', value: body.pickup },
+          { pointer: '/dropoff', kind: 'address', value: body.dropoff },
+        ]);
         const quote = await createQuote(
           deps,
           {
@@ -152,6 +159,10 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
       errors: [...QUOTE_ERRORS],
       responses: { 200: { description: 'The estimate', schema: EstimateResponse } },
       handler: async ({ body, deps, caller, req }) => {
+        screen(req, [
+          { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
+          { pointer: '/dropoff_address', kind: 'address', value: body.dropoff_address },
+        ]);
         const quote = await inAliasFields(
           createQuote(
             deps,
