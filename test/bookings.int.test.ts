@@ -572,6 +572,46 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     agent: 'test-assistant',
   };
 
+  it('gives a booking made without an e-mail a status_url that works: lookup and cancel by its tracking token', async () => {
+    const r = await post('/api/public/bookings/instant', {
+      ...instant,
+      passenger_name: 'Tokened Tom',
+      depart_at: inHours(7),
+    });
+    expect(r.status, r.text).toBe(200);
+    const ref = r.json.booking_reference as string;
+    const statusUrl = new URL(r.json.status_url as string);
+    const token = new URL(r.json.tracking_url as string).pathname.split('/').pop() as string;
+    expect(statusUrl.pathname).toBe(`/api/public/v1/booking/${ref}`);
+    expect(statusUrl.searchParams.get('t')).toBe(token);
+    const looked = await fetch(`${api.url}${statusUrl.pathname}${statusUrl.search}`);
+    expect(looked.status).toBe(200);
+    expect(((await looked.json()) as Json).bookingReference).toBe(ref);
+    // Another token, or none and no e-mail: refused.
+    const wrong = await fetch(`${api.url}${statusUrl.pathname}?t=${'A'.repeat(43)}`);
+    expect(wrong.status).toBe(403);
+    expect(((await wrong.json()) as Json).error?.code).toBe('forbidden');
+    const neither = await fetch(`${api.url}${statusUrl.pathname}`);
+    expect(neither.status).toBe(400);
+    expect(((await neither.json()) as Json).error?.details[0]?.field).toBe('/email');
+    // An e-mail never matches a booking that has none.
+    const byEmail = await fetch(`${api.url}${statusUrl.pathname}?email=tom@example.org`);
+    expect(byEmail.status).toBe(403);
+    expect(((await byEmail.json()) as Json).error?.code).toBe('email_mismatch');
+    // Cancelled with the token too.
+    const cancelled = await post(`/api/public/v1/booking/${ref}`, { action: 'cancel', t: token });
+    expect(cancelled.status, cancelled.text).toBe(200);
+    expect(cancelled.json.status).toBe('cancelled');
+    // A booking with an e-mail keeps the plain lookup path (the caller adds the address).
+    const withEmail = await post('/api/public/bookings/instant', {
+      ...instant,
+      passenger_name: 'Emailed Emma',
+      passenger_email: 'emma@example.org',
+      depart_at: inHours(7),
+    });
+    expect(new URL(withEmail.json.status_url as string).search).toBe('');
+  });
+
   it('refuses date-times that Date cannot read (a leap second, an offset of hours only) with 400, not 500', async () => {
     const year = new Date().getUTCFullYear() + 1;
     for (const when of [`${year}-06-30T23:59:60Z`, `${year}-01-01T10:00:00+01`]) {

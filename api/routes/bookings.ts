@@ -589,12 +589,12 @@ export function bookingRoutes(): RouteDef[] {
       method: 'get',
       path: '/api/public/v1/booking/:ref',
       operationId: 'getBooking',
-      summary: 'Look up a booking with the passenger e-mail',
+      summary: 'Look up a booking with the passenger e-mail (or, for one made without, its tracking token t)',
       tags: ['bookings'],
       auth: 'public',
       params: BookingRefParams,
       query: LookupQuery,
-      errors: ['booking_not_found', 'email_mismatch'],
+      errors: ['booking_not_found', 'email_mismatch', 'forbidden'],
       responses: {
         200: { description: 'Status, pickup time, driver, payment and history', schema: BookingLookupResponse },
       },
@@ -602,7 +602,7 @@ export function bookingRoutes(): RouteDef[] {
         const row = await bookingForPassenger(
           deps.db,
           params.ref,
-          query.email,
+          { email: query.email, token: query.t },
           deps.config.bookings.referencePrefix,
           testModeOf(caller),
         );
@@ -701,7 +701,7 @@ export function bookingRoutes(): RouteDef[] {
       auth: 'public',
       params: BookingRefParams,
       body: CancelRequest,
-      errors: ['booking_not_found', 'email_mismatch', 'cannot_cancel', 'content_rejected'],
+      errors: ['booking_not_found', 'email_mismatch', 'forbidden', 'cannot_cancel', 'content_rejected'],
       responses: { 200: { description: 'The booking is cancelled', schema: CancelResponse } },
       handler: async ({ deps, params, body, caller, req }) => {
         // The reason is kept in the booking's history, which operators and partners read.
@@ -709,7 +709,7 @@ export function bookingRoutes(): RouteDef[] {
         const row = await bookingForPassenger(
           deps.db,
           params.ref,
-          body.email,
+          { email: body.email, token: body.t },
           deps.config.bookings.referencePrefix,
           testModeOf(caller),
         );

@@ -104,10 +104,19 @@ export const V1BookingRequest = Type.Object({
 });
 
 export const BookingRefParams = Type.Object({ ref: Type.String({ minLength: 1, maxLength: 20 }) });
-export const LookupQuery = Type.Object({ email: Email });
+/** The tracking token of the booking's tracking link (`/track/{t}`), for a booking made without an e-mail. */
+const TrackingTokenParam = Type.String({
+  minLength: 16,
+  maxLength: 128,
+  pattern: '^[A-Za-z0-9_-]+$',
+  description:
+    "The tracking token from the booking's tracking link or status_url: instead of email, for a booking made without one",
+});
+export const LookupQuery = Type.Object({ email: Type.Optional(Email), t: Type.Optional(TrackingTokenParam) });
 export const CancelRequest = Type.Object({
   action: StringEnum(['cancel'] as const),
-  email: Email,
+  email: Type.Optional(Email),
+  t: Type.Optional(TrackingTokenParam),
   reason: Type.Optional(Type.String({ maxLength: 500 })),
 });
 

@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Config } from '../config.ts';
 import { sha256 } from '../crypto.ts';
 import { type Guard, insertAllIf, insertManyIf, type RowInsert } from '../db/atomic.ts';
@@ -111,7 +111,9 @@ export function viewOf(
     currency: row.currency,
     pickupTime: row.pickup_time,
     emailVerified: row.email_verified,
-    statusUrl: `${baseUrl}/api/public/v1/booking/${row.reference}`,
+    // The API lookup: with the e-mail the caller adds, or, for a booking made without one, the
+    // tracking token in the URL (as in the tracking link the same answer carries).
+    statusUrl: `${baseUrl}/api/public/v1/booking/${row.reference}${row.passenger_email ? '' : `?t=${token}`}`,
     trackingUrl: `${baseUrl}/track/${token}`,
     payDriverUrl: `${baseUrl}/pay/${token}`,
     created,
@@ -671,11 +673,17 @@ function confirmation(row: BookingRow, view: BookingView, verifyLink: string | n
 export async function bookingForPassenger(
   db: Db,
   rawRef: string,
-  email: string,
+  proof: { email?: string | undefined; token?: string | undefined },
   prefix: string,
   testMode = false,
 ): Promise<BookingRow> {
-  if (!isWellFormedEmail(email)) {
+  const { email, token } = proof;
+  if (email === undefined && token === undefined) {
+    throw new AppError('invalid_input', 'Give the e-mail address the booking was made with, or its tracking token.', [
+      { field: '/email', problem: 'is required (or t, the tracking token)' },
+    ]);
+  }
+  if (email !== undefined && !isWellFormedEmail(email)) {
     throw new AppError('invalid_input', 'The e-mail address is not a valid e-mail address.', [
       { field: '/email', problem: 'must be an e-mail address' },
     ]);
@@ -686,9 +694,22 @@ export async function bookingForPassenger(
     throw new AppError('booking_not_found', `No booking ${rawRef}.`, [
       { field: '/ref', problem: 'unknown booking reference' },
     ]);
-  if (normaliseEmail(row.passenger_email ?? '') !== normaliseEmail(email)) {
-    throw new AppError('email_mismatch', 'That e-mail address does not match the booking.', [
-      { field: '/email', problem: 'does not match the booking' },
+  if (email !== undefined) {
+    if (normaliseEmail(row.passenger_email ?? '') !== normaliseEmail(email)) {
+      throw new AppError('email_mismatch', 'That e-mail address does not match the booking.', [
+        { field: '/email', problem: 'does not match the booking' },
+      ]);
+    }
+    return row;
+  }
+  // The tracking token (the one in the booking's tracking link and status_url): how a booking
+  // made without an e-mail (the alias routes take none) is looked up and cancelled. Only its
+  // SHA-256 is stored; compared in constant time.
+  const stored = (row as BookingRow & { tracking_token_hash: Buffer }).tracking_token_hash;
+  const presented = sha256(token as string);
+  if (!stored || stored.length !== presented.length || !timingSafeEqual(stored, presented)) {
+    throw new AppError('forbidden', 'That tracking token does not match the booking.', [
+      { field: '/t', problem: 'does not match the booking' },
     ]);
   }
   return row;
