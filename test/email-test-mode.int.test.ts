@@ -116,6 +116,23 @@ describe('the mail-server check in test mode', () => {
     expect(await isEmailVerified(env.rt.db, email)).toBe(false);
   });
 
+  it('applies the same rule to passenger-verify: a test key is not refused for the mail server, and its e-mail is recorded', async () => {
+    const live = await postJson('/api/public/v1/passenger-verify', liveKey, { email: NO_MAIL });
+    expectNoMailServer(live, '/email');
+    const sandbox = await postJson('/api/public/v1/passenger-verify', testKey, { email: NO_MAIL });
+    expect(sandbox.status, sandbox.text).toBe(200);
+    expect(sandbox.json).toMatchObject({ email: NO_MAIL, accepted: true, verificationSent: true });
+    const message = await env.rt
+      .db('outbound_messages')
+      .where({ recipient: NO_MAIL, purpose: 'verification' })
+      .first('test_mode');
+    expect(message?.test_mode).toBe(true);
+    // The other rules still apply.
+    const role = await postJson('/api/public/v1/passenger-verify', testKey, { email: 'info@mail.invalid' });
+    expect(role.status).toBe(400);
+    expect(role.json.error).toMatchObject({ details: [{ problem: 'role_address' }] });
+  });
+
   it('applies the same rule on the alias endpoints: bookings/create and bookings/instant', async () => {
     const redeem = async (key: string, n: number) => {
       const q = await postJson('/api/public/v1/quote', key, {
