@@ -340,6 +340,16 @@ describe('POST /api/public/v1/passenger-verify', () => {
     ]);
   });
 
+  it('holds to 5 an hour when the requests for one address arrive together', async () => {
+    const callers = await Promise.all(Array.from({ length: 10 }, () => caller()));
+    const answers = await Promise.all(callers.map((h) => post({ email: 'parallel.pat@example.com' }, h)));
+    expect(answers.filter((a) => a.status === 200 && a.json.verificationSent === true)).toHaveLength(5);
+    expect(answers.filter((a) => a.status === 429)).toHaveLength(5);
+    expect(
+      await env.rt.db('email_verifications').where({ email: 'parallel.pat@example.com' }).count({ n: '*' }),
+    ).toEqual([{ n: 5 }]);
+  });
+
   it('records the e-mail instead of sending it for a test-mode key', async () => {
     const r = await post({ email: 'sandbox.passenger@example.com' }, await caller('test'));
     expect(r.json.verificationSent).toBe(true);

@@ -144,11 +144,13 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
             body: { email, accepted: true, verified: true, verificationSent: false } satisfies PassengerVerifyStarted,
           };
         }
-        const recent = await countVerificationsSince(deps.db, email, new Date(Date.now() - HOUR_MS));
-        if (recent.count >= perAddress) throw tooManyForAddress(res, perAddress, recent.oldest);
-
         const base = baseUrlFor(req, deps.config);
         await deps.db.transaction(async (trx) => {
+          // Counted and started under one lock per address: requests for the same address in
+          // parallel would otherwise each count the same few and all send.
+          await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`passenger-verify:${email}`]);
+          const recent = await countVerificationsSince(trx, email, new Date(Date.now() - HOUR_MS));
+          if (recent.count >= perAddress) throw tooManyForAddress(res, perAddress, recent.oldest);
           const started = await startVerification(trx, { email });
           await sendVerificationEmail(trx, {
             email,
