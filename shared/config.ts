@@ -112,6 +112,11 @@ export interface Config {
   readonly bookings: {
     /** Bookings are dispatched this long before pickup (at once when pickup is sooner). */
     readonly dispatchLeadMinutes: number;
+    /**
+     * The lead time of a distance hire (a journey of at least DISTANCE_HIRE_MILES), longer
+     * (CONTRACT.md section 4): a national-network driver may be an hour or more away. Default 120.
+     */
+    readonly distanceLeadMinutes: number;
     /** Booking reference prefix: `DTN` gives `DTN-7K3F9Q`. */
     readonly referencePrefix: string;
     /** Passenger e-mail mail-server check: strict, soft (default) or off (CONTRACT.md section 5). */
@@ -396,6 +401,7 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     bookings: Object.freeze({
       dispatchLeadMinutes: int(env, 'DISPATCH_LEAD_MINUTES', 30, 0, 24 * 60),
+      distanceLeadMinutes: int(env, 'DISPATCH_DISTANCE_LEAD_MINUTES', 120, 0, 24 * 60),
       referencePrefix: (() => {
         const prefix = str(env, 'BOOKING_REFERENCE_PREFIX', 'DTN');
         if (!/^[A-Z]{2,5}$/.test(prefix))

@@ -143,6 +143,39 @@ describe('dispatch through the outbox', () => {
     const dueAt = (job.timestamp ?? 0) + (job.opts.delay ?? 0);
     expect(Math.abs(dueAt - (row.pickup_time.getTime() - 30 * 60_000))).toBeLessThan(5_000);
   });
+
+  it('dispatches a distance hire earlier: pickup minus the longer lead time (CONTRACT.md section 4)', async () => {
+    const book = async (dropoff: string, hours: number) => {
+      const r = await post('/api/public/v1/booking', {
+        pickup: 'Manchester Piccadilly',
+        dropoff,
+        departAt: inHours(hours),
+        passengerName: `Far Fay ${dropoff}`,
+        passengerEmail: 'fay@example.org',
+        passengerPhone: '+447700900123',
+      });
+      expect(r.status, r.text).toBe(201);
+      return bookingRow(r.json.bookingReference as string);
+    };
+    const dueAt = async (id: string) => {
+      const job = await eventually(() => env.rt.queues.dispatch.getJob(`dispatch-${id}`));
+      return { state: await job.getState(), at: (job.timestamp ?? 0) + (job.opts.delay ?? 0) };
+    };
+    const lead = env.config.bookings.distanceLeadMinutes;
+    expect(lead).toBe(120);
+    // Manchester to London (about 200 miles): dispatched 2 hours before pickup.
+    const far = await book('London Euston', 5);
+    const farJob = await dueAt(far.id);
+    expect(farJob.state).toBe('delayed');
+    expect(Math.abs(farJob.at - (far.pickup_time.getTime() - lead * 60_000))).toBeLessThan(5_000);
+    // Picked up in 90 minutes: inside its lead, so at once; a local ride then is still delayed.
+    const soon = await book('London Euston', 1.5);
+    expect((await dueAt(soon.id)).state).not.toBe('delayed');
+    const local = await book('Manchester Airport', 1.5);
+    const localJob = await dueAt(local.id);
+    expect(localJob.state).toBe('delayed');
+    expect(Math.abs(localJob.at - (local.pickup_time.getTime() - 30 * 60_000))).toBeLessThan(5_000);
+  });
 });
 
 describe('POST /api/public/bookings/create', () => {

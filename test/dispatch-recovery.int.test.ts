@@ -43,14 +43,17 @@ afterAll(async () => {
 });
 
 /** A v1 booking through HTTP, picked up `minutes` from now; its id once its dispatch job is in the queue. */
-async function book(minutes: number): Promise<string> {
+const book = (minutes: number) => bookTo('Manchester Airport', minutes);
+
+/** The same, to `dropoff` (London Euston: a distance hire, with the longer lead). */
+async function bookTo(dropoff: string, minutes: number): Promise<string> {
   seq += 1;
   const res = await fetch(`${api.url}/api/public/v1/booking`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({
       pickup: 'Manchester Piccadilly',
-      dropoff: 'Manchester Airport',
+      dropoff,
       departAt: new Date(Date.now() + minutes * 60_000).toISOString(),
       passengerName: `Stranded Passenger ${seq}`,
       passengerEmail: `stranded${seq}@example.org`,
@@ -202,6 +205,21 @@ describe('bookings whose dispatch job was lost', () => {
     const due = new Date(Date.now() + 150 * 60_000 + STRANDED_AFTER_MS + 60_000);
     expect(forRow((await rescueStrandedBookings(env.rt, due)).requeued, later)).toEqual([`dispatch-${later}`]);
     await env.rt.queues.dispatch.remove(`dispatch-${later}`);
+  });
+
+  it('finds a distance hire by its longer lead time, and leaves a local ride picked up as late', async () => {
+    // Picked up in 100 minutes: a distance hire is due (2-hour lead), a local ride is not (30).
+    const far = await bookTo('London Euston', 100);
+    const local = await bookTo('Manchester Airport', 100);
+    for (const id of [far, local]) {
+      await loseJob(id);
+      await madeAgo(id, 3);
+    }
+    const { requeued, errors } = await rescueStrandedBookings(env.rt);
+    expect(errors).toEqual([]);
+    expect(forRow(requeued, far)).toEqual([`dispatch-${far}`]);
+    expect(forRow(requeued, local)).toEqual([]);
+    for (const id of [far, local]) await env.rt.queues.dispatch.remove(`dispatch-${id}`);
   });
 
   it("queues an expired offer's lost time-out again, so dispatch moves on from it", async () => {

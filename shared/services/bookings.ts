@@ -6,7 +6,7 @@ import { appendStatus, type BookingRow, findBookingByRef } from '../db/bookings.
 import type { Db, Queryable } from '../db/knex.ts';
 import { enqueueJob, outboxRow } from '../db/outbox.ts';
 import { rawNamed } from '../db/prepared.ts';
-import { dispatchTimeMs } from '../domain/dispatch/dispatch-time.ts';
+import { dispatchTimeMs, leadTimesOf } from '../domain/dispatch/dispatch-time.ts';
 import { isWellFormedEmail, mailboxKey, normaliseEmail } from '../domain/email-acceptance.ts';
 import { newReference, normaliseReference } from '../domain/reference.ts';
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
@@ -50,7 +50,7 @@ export interface BookingView {
   created: boolean;
 }
 
-type BookingDeps = { db: Db; config: Pick<Config, 'bookings' | 'dataEncryptionKey'> };
+type BookingDeps = { db: Db; config: Pick<Config, 'bookings' | 'dispatch' | 'dataEncryptionKey'> };
 
 /** 15 minutes: a repeated instant or v1 booking with the same content returns the first. */
 export const REPEAT_WINDOW_MS = 15 * 60 * 1000;
@@ -600,7 +600,9 @@ export function bookingWrite(
     vehicle_id: null,
   };
   const view = viewOf(row, baseUrl, deps.config.dataEncryptionKey, true, token);
-  const dispatchAt = new Date(dispatchTimeMs(pickupTime, deps.config.bookings.dispatchLeadMinutes));
+  const dispatchAt = new Date(
+    dispatchTimeMs({ pickupTime, pickup: row.pickup, dropoff: row.dropoff }, leadTimesOf(deps.config)),
+  );
   const inserts: RowInsert[] = [
     { table: 'bookings', row: values, ...(copied.length > 0 ? { fromGuard: copied } : {}) },
     {

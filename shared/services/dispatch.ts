@@ -4,15 +4,15 @@ import { appendStatus, type BookingRow } from '../db/bookings.ts';
 import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { createPresenceIndex, type PresenceIndex } from '../dispatch/presence-index.ts';
-import { dispatchTimeMs } from '../domain/dispatch/dispatch-time.ts';
-import { type Corridor, haversineMiles, type LatLng } from '../domain/dispatch/geometry.ts';
+import { dispatchTimeMs, leadTimesOf } from '../domain/dispatch/dispatch-time.ts';
+import type { Corridor, LatLng } from '../domain/dispatch/geometry.ts';
 import { jobCardText, offerCode, offerLink, pickupArea } from '../domain/dispatch/job-card.ts';
 import {
-  DEAD_RUN_CIRCUITY,
   type DriverCandidate,
   matchCandidates,
   type Offerable,
   type PartnerCandidate,
+  roadMiles,
 } from '../domain/dispatch/matching.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { uuidv7 } from '../ids.ts';
@@ -104,10 +104,7 @@ export interface OfferRow {
   driver_lng: number | null;
 }
 
-/** Straight-line miles × the circuity used for dead runs: the journey length matching uses. */
-export function roadMiles(a: LatLng, b: LatLng): number {
-  return haversineMiles(a, b) * DEAD_RUN_CIRCUITY;
-}
+export { roadMiles } from '../domain/dispatch/matching.ts';
 
 interface DriverRow {
   id: string;
@@ -275,7 +272,10 @@ export async function dispatchStep(
     // Too early: the pickup moved later after this job was scheduled (a partner's amendment
     // leaves the job of the old time), or the lead time was shortened since. Dispatch at the
     // time the booking says now, not hours before it.
-    const dispatchAt = dispatchTimeMs(booking.pickup_time, deps.config.bookings.dispatchLeadMinutes);
+    const dispatchAt = dispatchTimeMs(
+      { pickupTime: booking.pickup_time, pickup: booking.pickup, dropoff: booking.dropoff },
+      leadTimesOf(deps.config),
+    );
     if (dispatchAt > now.getTime() + EARLY_STEP_TOLERANCE_MS) {
       await enqueueJob(
         trx,
@@ -486,21 +486,42 @@ interface ExpectedJob {
  * others. Run by the dispatch role at start and every STRANDED_CHECK_MS.
  */
 export async function rescueStrandedBookings(
-  deps: { db: Db; queues: Pick<Queues, 'dispatch'>; config: Pick<Config, 'bookings'> },
+  deps: { db: Db; queues: Pick<Queues, 'dispatch'>; config: Pick<Config, 'bookings' | 'dispatch'> },
   now = new Date(),
 ): Promise<{ requeued: string[]; errors: { jobId: string; error: unknown }[] }> {
   const pickupFrom = new Date(now.getTime() - STRANDED_PICKUP_PAST_MS);
   const dueBefore = new Date(now.getTime() - STRANDED_AFTER_MS);
-  const pending = await deps
-    .db('bookings')
-    .where('status', 'pending')
-    // Due before dueBefore: dispatchTimeMs(pickup_time) < dueBefore, as a range of pickup_time.
-    .where('pickup_time', '<', new Date(dueBefore.getTime() + deps.config.bookings.dispatchLeadMinutes * 60_000))
-    .where('pickup_time', '>', pickupFrom)
-    .where('created_at', '<', dueBefore)
-    .orderBy('pickup_time')
-    .limit(STRANDED_BATCH)
-    .select<{ id: string }[]>('id');
+  // Due before dueBefore: dispatchTimeMs(booking) < dueBefore, as ranges of pickup_time. Every
+  // booking picked up within the ordinary lead of dueBefore is due; beyond it, up to the longer
+  // lead of a distance hire, only distance hires are (told apart here, by their places).
+  const lead = leadTimesOf(deps.config);
+  const shortBy = new Date(dueBefore.getTime() + lead.dispatchLeadMinutes * 60_000);
+  const longBy = new Date(dueBefore.getTime() + Math.max(lead.dispatchLeadMinutes, lead.distanceLeadMinutes) * 60_000);
+  const pendingIn = (from: Date, to: Date, fromIncluded: boolean) =>
+    deps
+      .db('bookings')
+      .where('status', 'pending')
+      .where('pickup_time', '<', to)
+      .where('pickup_time', fromIncluded ? '>=' : '>', from)
+      .where('created_at', '<', dueBefore)
+      .orderBy('pickup_time')
+      .limit(STRANDED_BATCH)
+      .select<{ id: string; pickup_time: Date; pickup: LatLng; dropoff: LatLng }[]>(
+        'id',
+        'pickup_time',
+        'pickup',
+        'dropoff',
+      );
+  const pending = [
+    ...(await pendingIn(pickupFrom, shortBy, false)),
+    ...(longBy > shortBy && shortBy > pickupFrom
+      ? (await pendingIn(shortBy, longBy, true)).filter(
+          (b) =>
+            dispatchTimeMs({ pickupTime: b.pickup_time, pickup: b.pickup, dropoff: b.dropoff }, lead) <
+            dueBefore.getTime(),
+        )
+      : []),
+  ];
   const overdue = await deps
     .db('dispatch_offers as o')
     .join('bookings as b', 'b.id', 'o.booking_id')

@@ -7,7 +7,7 @@ import type { Db } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { rawNamed } from '../db/prepared.ts';
 import { screenFields } from '../domain/content-screen.ts';
-import { dispatchTimeMs } from '../domain/dispatch/dispatch-time.ts';
+import { dispatchTimeMs, leadTimesOf } from '../domain/dispatch/dispatch-time.ts';
 import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../domain/email-acceptance.ts';
 import type { TestScenario } from '../domain/sandbox.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
@@ -68,7 +68,7 @@ export interface IntakeCaller {
 export interface IntakeDeps {
   db: Db;
   pricing: PricingClient;
-  config: Pick<Config, 'bookings' | 'dataEncryptionKey' | 'intake'>;
+  config: Pick<Config, 'bookings' | 'dataEncryptionKey' | 'intake' | 'dispatch'>;
   logger?: Logger;
 }
 
@@ -826,9 +826,16 @@ class Intake {
       // job changes nothing, so the original delayed job is harmless). Moved later: the
       // original job comes too early, and dispatch's first step then waits for the new time
       // (`dispatchStep` in shared/services/dispatch.ts).
-      const lead = this.deps.config.bookings.dispatchLeadMinutes;
-      const newDispatchAt = dispatchTimeMs(priced.quote.departAt, lead);
-      if (booking.status === 'pending' && newDispatchAt < dispatchTimeMs(booking.pickup_time, lead)) {
+      const lead = leadTimesOf(this.deps.config);
+      const newDispatchAt = dispatchTimeMs(
+        { pickupTime: priced.quote.departAt, pickup: priced.quote.pickup, dropoff: priced.quote.dropoff },
+        lead,
+      );
+      const oldDispatchAt = dispatchTimeMs(
+        { pickupTime: booking.pickup_time, pickup: booking.pickup, dropoff: booking.dropoff },
+        lead,
+      );
+      if (booking.status === 'pending' && newDispatchAt < oldDispatchAt) {
         await enqueueJob(
           trx,
           'dispatch-booking',

@@ -69,6 +69,11 @@ export const SERVES: Record<VehicleType, readonly VehicleType[]> = {
 
 /** Road miles per straight-line mile for the dead run to the pickup (a flat urban circuity). */
 export const DEAD_RUN_CIRCUITY = 1.3;
+
+/** Straight-line miles × the circuity used for dead runs: the journey length matching uses. */
+export function roadMiles(a: LatLng, b: LatLng): number {
+  return haversineMiles(a, b) * DEAD_RUN_CIRCUITY;
+}
 /** Average urban speed for the default ETA, mph (town traffic door to door, lights and junctions included). */
 export const URBAN_SPEED_MPH = 20;
 /** Journeys of at least this many miles are distance hires, open to the national network (tier 2). */
