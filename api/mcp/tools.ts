@@ -459,7 +459,7 @@ async function serviceInfo(ctx: ToolContext) {
     ],
     booking: [
       'start_booking books for the passenger signed in to this assistant: the confirmation, tracking link and pay-the-driver link are e-mailed to them.',
-      `A driver is dispatched ${config.bookings.dispatchLeadMinutes} minutes before pickup (at once for sooner pickups): local licensed drivers first, then national network drivers for long journeys, then partner operators.`,
+      `A driver is dispatched ${config.bookings.dispatchLeadMinutes} minutes before pickup (${Math.max(config.bookings.dispatchLeadMinutes, config.bookings.distanceLeadMinutes)} for journeys of ${config.dispatch.distanceHireMiles} miles or more; at once for sooner pickups): local licensed drivers first, then national network drivers for long journeys, then partner operators.`,
       'The same request repeated within 15 minutes returns the same booking: retries never book twice.',
     ],
     cancellation: [
