@@ -2,11 +2,17 @@ import { randomBytes } from 'node:crypto';
 import { UnrecoverableError, Worker } from 'bullmq';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { rescueStrandedBookings, STRANDED_AFTER_MS, STRANDED_PICKUP_PAST_MS } from '../shared/services/dispatch.ts';
+import {
+  jobLoad,
+  rescueStrandedBookings,
+  STRANDED_AFTER_MS,
+  STRANDED_PICKUP_PAST_MS,
+} from '../shared/services/dispatch.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { insertOfferedBooking } from './helpers/bookings.ts';
+import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, deleteKeys, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 
 /**
@@ -248,6 +254,56 @@ describe('bookings whose dispatch job was lost', () => {
       );
     }
     expect((await env.rt.db('dispatch_offers').where({ id: current.offerId }).first('state')).state).toBe('offered');
+  });
+
+  it("queues a lost cancellation again, so an offered operator's offer is withdrawn and an assigned driver is texted, once", async () => {
+    const partner = await createPartner(env.rt.db, env.config, { name: 'Cancelled Operator', actor: 'test' });
+    const driver = await approvedDriver(env.rt.db);
+    // Cancelled 3 minutes ago, and the cancellation's job lost: one with an open offer, one
+    // with an assigned driver never told.
+    const offered = await insertOfferedBooking(env.rt.db, 'DTN-CANC01', { partnerId: partner.id }, 10);
+    const assigned = await insertOfferedBooking(env.rt.db, 'DTN-CANC02', { driverId: driver.id }, 10);
+    await env.rt.db('dispatch_offers').where({ id: assigned.offerId }).update({ state: 'accepted' });
+    await env.rt.db('bookings').where({ id: assigned.id }).update({ driver_id: driver.id });
+    // And one cancelled a moment ago: its job may be on its way.
+    const fresh = await insertOfferedBooking(env.rt.db, 'DTN-CANC03', { partnerId: partner.id }, 10);
+    const ago = new Date(Date.now() - 3 * 60_000);
+    for (const b of [offered, assigned]) {
+      await env.rt.db('bookings').where({ id: b.id }).update({ status: 'cancelled', updated_at: ago });
+    }
+    await env.rt.db('bookings').where({ id: fresh.id }).update({ status: 'cancelled', updated_at: new Date() });
+
+    const { requeued, errors } = await rescueStrandedBookings(env.rt);
+    expect(errors).toEqual([]);
+    expect(forRow(requeued, offered.id)).toEqual([`cancelled-${offered.id}`]);
+    expect(forRow(requeued, assigned.id)).toEqual([`cancelled-${assigned.id}`]);
+    expect(forRow(requeued, fresh.id)).toEqual([]);
+
+    dispatchRole = startRoles(['dispatch'], env.rt);
+    await eventually(async () =>
+      (await env.rt.db('dispatch_offers').where({ id: offered.offerId }).first('state')).state === 'withdrawn'
+        ? true
+        : null,
+    );
+    const told = await eventually(async () => {
+      const rows = await env.rt.db('outbound_messages').where({ booking_id: assigned.id, purpose: 'job_cancelled' });
+      return rows.length > 0 ? rows : null;
+    });
+    expect(told.map((m) => m.driver_id)).toEqual([driver.id]);
+    // Done: nothing to find on the next pass.
+    const again = await rescueStrandedBookings(env.rt);
+    expect(forRow(again.requeued, offered.id)).toEqual([]);
+    expect(forRow(again.requeued, assigned.id)).toEqual([]);
+  });
+
+  it("does not count an offer past its time towards a driver's jobs, even while its time-out is missing", async () => {
+    const stale = await approvedDriver(env.rt.db);
+    const live = await approvedDriver(env.rt.db);
+    await insertOfferedBooking(env.rt.db, 'DTN-LOAD01', { driverId: stale.id }, -3);
+    await insertOfferedBooking(env.rt.db, 'DTN-LOAD02', { driverId: live.id }, 10);
+    const load = await env.rt.db.transaction((trx) => jobLoad(trx, 'driver', [stale.id, live.id]));
+    expect(load.get(stale.id) ?? 0).toBe(0);
+    expect(load.get(live.id)).toBe(1);
   });
 
   it('queues the next step of a booking left dispatching with no live offer (a decline whose next step was lost)', async () => {

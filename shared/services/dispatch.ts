@@ -223,7 +223,9 @@ async function candidates(
 }
 
 /**
- * Jobs in hand (active bookings) plus live offers, per driver or operator. Exported for its plan
+ * Jobs in hand (active bookings) plus live offers, per driver or operator: an offer past its
+ * time counts for nothing, even before its time-out job marks it expired (a time-out that was
+ * lost with Redis would otherwise hold the driver at capacity). Exported for its plan
  * test (test/hot-path-plans.int.test.ts).
  */
 export async function jobLoad(trx: Tx, kind: 'driver' | 'partner', ids: string[]): Promise<Map<string, number>> {
@@ -235,7 +237,8 @@ export async function jobLoad(trx: Tx, kind: 'driver' | 'partner', ids: string[]
     `select id, sum(n)::int as n from (
        select ${holder} as id, count(*) as n from bookings where ${holder} = any(?::uuid[]) and status = any(?::text[]) group by 1
        union all
-       select ${offerHolder} as id, count(*) as n from dispatch_offers where ${offerHolder} = any(?::uuid[]) and state = 'offered' group by 1
+       select ${offerHolder} as id, count(*) as n from dispatch_offers
+        where ${offerHolder} = any(?::uuid[]) and state = 'offered' and expires_at > now() group by 1
      ) x group by id`,
     [ids, ACTIVE_JOB_STATUSES, ids],
   );
@@ -457,7 +460,7 @@ const STRANDED_BATCH = 500;
 /** A dispatch job the rescue looks for: its id, name and payload. */
 interface ExpectedJob {
   jobId: string;
-  name: 'dispatch-booking' | 'offer-expired';
+  name: 'dispatch-booking' | 'offer-expired' | 'booking-cancelled';
   data: { bookingId: string } | { offerId: string };
 }
 
@@ -475,6 +478,8 @@ interface ExpectedJob {
  * - bookings `dispatching` with no live offer and nothing changed for STRANDED_AFTER_MS (the
  *   step after a decline or a hand-back never ran); their job is a new one,
  *   `dispatch-<id>-rescue-<status seq>-<offers made>`, one per state the booking is stuck in.
+ * - bookings `cancelled` STRANDED_AFTER_MS ago whose drivers were not told: a live offer still
+ *   open, or an assigned driver without the cancellation's SMS (`cancelled-<id>`);
  * - bookings `no_driver_available` whose next try (`dispatch_retry_at`, written by the step that
  *   found nobody) is STRANDED_AFTER_MS overdue; their job is that try's,
  *   `dispatch-<id>-retry-<minute>`, so the tries stay one chain.
@@ -553,6 +558,23 @@ export async function rescueStrandedBookings(
     .orderBy('pickup_time')
     .limit(STRANDED_BATCH)
     .select<{ id: string; dispatch_retry_at: Date }[]>('id', 'dispatch_retry_at');
+  // A cancelled booking whose drivers were not told: a live offer still open (the cancellation's
+  // job withdraws them), or an assigned driver without the cancellation's SMS. Its job,
+  // `cancelled-<id>`, only does what is still undone, so running it again is safe. Scalar
+  // subqueries with `limit 1`, not `exists`: under the `or`, Postgres ran `not exists` as a
+  // hashed subplan over every job-cancelled message ever sent.
+  const untold = await deps.db.raw<{ rows: { id: string }[] }>(
+    `select b.id from bookings b
+      where b.status = 'cancelled' and b.updated_at < ? and b.pickup_time > ?
+        and ((select 1 from dispatch_offers o where o.booking_id = b.id and o.state = 'offered' limit 1) is not null
+             or (b.driver_id is not null
+                 and (select 1 from outbound_messages m
+                       where m.booking_id = b.id and m.purpose = 'job_cancelled' and m.driver_id = b.driver_id
+                       limit 1) is null))
+      order by b.pickup_time
+      limit ?`,
+    [dueBefore, pickupFrom, STRANDED_BATCH],
+  );
   const jobs: ExpectedJob[] = [
     ...pending.map(({ id }) => ({
       jobId: `dispatch-${id}`,
@@ -568,6 +590,11 @@ export async function rescueStrandedBookings(
       jobId: `dispatch-${b.id}-rescue-${b.status_seq}-${b.offers}`,
       name: 'dispatch-booking' as const,
       data: { bookingId: b.id },
+    })),
+    ...untold.rows.map(({ id }) => ({
+      jobId: `cancelled-${id}`,
+      name: 'booking-cancelled' as const,
+      data: { bookingId: id },
     })),
     ...retries.map((b) => ({
       jobId: retryJobId(b.id, b.dispatch_retry_at),
