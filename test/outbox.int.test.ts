@@ -123,6 +123,24 @@ describe('transactional outbox', () => {
     expect(counts.waiting).toBe(n);
   });
 
+  it('relays past rows naming a queue this build does not know, however many, and leaves them unrelayed', async () => {
+    // As a release since rolled back would leave them: more than a batch of them, oldest first.
+    const strays = Array.from({ length: env.config.outbox.batchSize + 50 }, () => ({
+      queue: 'no-such-queue',
+      job_name: 'no-such-job',
+      payload: JSON.stringify({}),
+    }));
+    await env.rt.db.batchInsert('outbox', strays, 500);
+    const relay = startOutboxRelay({ db: env.rt.db, queues: env.rt.queues, config: env.config, logger: env.rt.logger });
+    try {
+      const id = await commitJob();
+      await eventually(() => env.rt.queues.notify.getJob(`outbox-${id}`), 5_000);
+      expect(await unrelayed()).toBe(strays.length);
+    } finally {
+      await relay.stop();
+    }
+  });
+
   it('turns a future run time into a delayed job', async () => {
     const id = await commitJob(uuidv7(), new Date(Date.now() + 3_600_000));
     const relay = startOutboxRelay({ db: env.rt.db, queues: env.rt.queues, config: env.config, logger: env.rt.logger });

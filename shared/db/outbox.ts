@@ -76,10 +76,20 @@ export function outboxJobId(row: Pick<OutboxRow, 'id' | 'job_id'>): string {
   return row.job_id ?? `outbox-${row.id}`;
 }
 
-/** Lock up to `limit` unrelayed rows, skipping rows another relay holds. */
-export async function lockUnrelayed(trx: Knex.Transaction, limit: number): Promise<OutboxRow[]> {
+/**
+ * Lock up to `limit` unrelayed rows of the `queues` this build relays, skipping rows another
+ * relay holds. Rows naming another queue (written by a release since rolled back, say) are
+ * left where they are, not taken first in every batch: enough of them would otherwise fill
+ * each batch and stop the relay (`unrelayableCount` reports them).
+ */
+export async function lockUnrelayed(
+  trx: Knex.Transaction,
+  limit: number,
+  queues: readonly string[],
+): Promise<OutboxRow[]> {
   return trx('outbox')
     .whereNull('relayed_at')
+    .whereIn('queue', queues)
     .orderBy('id')
     .limit(limit)
     .forUpdate()
@@ -90,6 +100,15 @@ export async function lockUnrelayed(trx: Knex.Transaction, limit: number): Promi
 export async function markRelayed(trx: Knex.Transaction, ids: number[]): Promise<void> {
   if (ids.length === 0) return;
   await trx('outbox').whereIn('id', ids).update({ relayed_at: trx.fn.now() });
+}
+
+/** Unrelayed rows naming a queue other than `queues`: never relayed by this build. */
+export async function unrelayableCount(db: Knex, queues: readonly string[]): Promise<number> {
+  const row = await db('outbox')
+    .whereNull('relayed_at')
+    .whereNotIn('queue', queues)
+    .first<{ n: number }>(db.raw('count(*)::int as n'));
+  return row?.n ?? 0;
 }
 
 /** Relayed rows are kept a week for audit, then removed by the relay's housekeeping. */

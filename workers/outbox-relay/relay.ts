@@ -9,6 +9,7 @@ import {
   outboxChannel,
   outboxJobId,
   pruneRelayed,
+  unrelayableCount,
 } from '../../shared/db/outbox.ts';
 import { failpoint } from '../../shared/failpoints.ts';
 import type { Logger } from '../../shared/logger.ts';
@@ -52,21 +53,17 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
   let listener: pg.Client | null = null;
   let reconnectTimer: NodeJS.Timeout | null = null;
   let lastPrune = 0;
+  let housekeeping: Promise<void> | null = null;
 
   async function drainBatch(): Promise<{ moved: number; full: boolean }> {
     return db.transaction(async (trx) => {
-      const rows = await lockUnrelayed(trx, config.outbox.batchSize);
+      const rows = await lockUnrelayed(trx, config.outbox.batchSize, QUEUE_NAMES);
       if (rows.length === 0) return { moved: 0, full: false };
       const byQueue = new Map<QueueName, OutboxRow[]>();
-      const unknown: OutboxRow[] = [];
       for (const row of rows) {
-        if ((QUEUE_NAMES as readonly string[]).includes(row.queue)) {
-          const list = byQueue.get(row.queue as QueueName) ?? [];
-          list.push(row);
-          byQueue.set(row.queue as QueueName, list);
-        } else {
-          unknown.push(row);
-        }
+        const list = byQueue.get(row.queue as QueueName) ?? [];
+        list.push(row);
+        byQueue.set(row.queue as QueueName, list);
       }
       const now = Date.now();
       for (const [queue, list] of byQueue) {
@@ -79,18 +76,11 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
         );
       }
       failpoint('outbox-after-enqueue');
-      const moved = rows.filter((r) => !unknown.includes(r)).map((r) => r.id);
-      await markRelayed(trx, moved);
-      if (unknown.length > 0) {
-        await trx('outbox')
-          .whereIn(
-            'id',
-            unknown.map((r) => r.id),
-          )
-          .update({ attempts: trx.raw('attempts + 1'), last_error: 'unknown queue' });
-        log.error({ ids: unknown.map((r) => r.id) }, 'outbox rows name a queue this build does not know');
-      }
-      return { moved: moved.length, full: rows.length === config.outbox.batchSize && moved.length > 0 };
+      await markRelayed(
+        trx,
+        rows.map((r) => r.id),
+      );
+      return { moved: rows.length, full: rows.length === config.outbox.batchSize };
     });
   }
 
@@ -101,27 +91,42 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
       total += moved;
       if (!full || stopped) break;
     }
-    if (Date.now() - lastPrune > 3_600_000) {
+    // Housekeeping runs beside the relaying, not in it: its deletes can take a while on a
+    // week of rows, and no job waits for them.
+    if (Date.now() - lastPrune > 3_600_000 && !housekeeping) {
       lastPrune = Date.now();
-      const pruned = await pruneRelayed(db);
-      const keys = await pruneIdempotencyKeys(db);
-      const guards = await pruneRepeatGuards(db);
-      const oauth = await pruneOAuth(db);
-      const jobDays = await pruneJobDays(db);
-      if (pruned > 0 || keys > 0 || guards > 0 || oauth.tokens > 0 || oauth.authorizations > 0 || jobDays > 0)
-        log.info(
-          {
-            pruned,
-            idempotencyKeys: keys,
-            repeatGuards: guards,
-            oauthTokens: oauth.tokens,
-            oauthAuthorizations: oauth.authorizations,
-            partnerJobDays: jobDays,
-          },
-          'pruned relayed outbox rows, expired idempotency keys, repeat guards, OAuth tokens and old job counts',
-        );
+      housekeeping = housekeep()
+        .catch((err: unknown) => log.warn({ err }, 'outbox relay housekeeping failed; will retry in an hour'))
+        .finally(() => {
+          housekeeping = null;
+        });
     }
     return total;
+  }
+
+  /** Hourly: relayed rows, expired keys, guards, tokens and counters deleted; rows no queue takes reported. */
+  async function housekeep(): Promise<void> {
+    const unrelayable = await unrelayableCount(db, QUEUE_NAMES);
+    if (unrelayable > 0) {
+      log.error({ rows: unrelayable }, 'outbox rows name a queue this build does not know; they wait unrelayed');
+    }
+    const pruned = await pruneRelayed(db);
+    const keys = await pruneIdempotencyKeys(db);
+    const guards = await pruneRepeatGuards(db);
+    const oauth = await pruneOAuth(db);
+    const jobDays = await pruneJobDays(db);
+    if (pruned > 0 || keys > 0 || guards > 0 || oauth.tokens > 0 || oauth.authorizations > 0 || jobDays > 0)
+      log.info(
+        {
+          pruned,
+          idempotencyKeys: keys,
+          repeatGuards: guards,
+          oauthTokens: oauth.tokens,
+          oauthAuthorizations: oauth.authorizations,
+          partnerJobDays: jobDays,
+        },
+        'pruned relayed outbox rows, expired idempotency keys, repeat guards, OAuth tokens and old job counts',
+      );
   }
 
   /** Coalescing trigger: at most one drain runs; a wake-up during it causes one more pass. */
@@ -192,6 +197,7 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
       clearInterval(poll);
       if (reconnectTimer) clearTimeout(reconnectTimer);
       while (running) await running;
+      if (housekeeping) await housekeeping;
       if (listener) await listener.end().catch(() => {});
       listener = null;
     },
