@@ -54,8 +54,9 @@ sms as (
     from outbound_messages m
    where m.channel = 'sms' and m.state = 'sent' and m.sent_at >= ?::timestamptz and m.sent_at < ?::timestamptz
      -- Only SMS about jobs are a pass-through (SPEC.md 2.10): job cards, job cancellations and
-     -- tier-3 operator alerts; our own account messages (the approval with the driver's token) are not.
-     and m.purpose in ('job_card', 'job_cancelled', 'operator_alert')
+     -- changes, and tier-3 operator alerts; our own account messages (the approval with the
+     -- driver's token) are not.
+     and m.purpose in ('job_card', 'job_cancelled', 'job_changed', 'operator_alert')
      and not m.test_mode and (m.driver_id is not null or m.partner_id is not null)
    group by 1, 2
 ),

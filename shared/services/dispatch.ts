@@ -13,8 +13,10 @@ import {
   type Offerable,
   type PartnerCandidate,
   roadMiles,
+  vehicleMismatch,
 } from '../domain/dispatch/matching.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
+import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Queues } from '../queues/connection.ts';
 import { queueMessage } from './messages.ts';
@@ -308,8 +310,14 @@ export async function dispatchStep(
       now: now.getTime(),
       presenceTtlMs: deps.config.dispatch.presenceTtlSeconds * 1000,
       distanceHireMiles: deps.config.dispatch.distanceHireMiles,
-      excludeDrivers: new Set(offers.map((o) => o.driver_id).filter((d): d is string => d !== null)),
-      excludePartners: new Set(offers.map((o) => o.partner_id).filter((p): p is string => p !== null)),
+      // An offer withdrawn because the booking changed (`amendmentReachesHolders`) asked about
+      // another job: its driver or operator may be asked again about this one.
+      excludeDrivers: new Set(
+        offers.filter((o) => o.state !== 'withdrawn').flatMap((o) => (o.driver_id ? [o.driver_id] : [])),
+      ),
+      excludePartners: new Set(
+        offers.filter((o) => o.state !== 'withdrawn').flatMap((o) => (o.partner_id ? [o.partner_id] : [])),
+      ),
     },
   );
   const best = match.ordered[0];
@@ -423,6 +431,115 @@ async function noDriver(trx: Tx, deps: DispatchDeps, booking: DispatchBooking, n
 /** The job of a booking's next dispatch try after nobody was free: one id per booking and minute. */
 function retryJobId(bookingId: string, retryAt: Date): string {
   return `dispatch-${bookingId}-retry-${Math.floor(retryAt.getTime() / 60_000)}`;
+}
+
+/** The fields a job card shows: an open offer made with the old ones is withdrawn and made again. */
+const JOB_CARD_FIELDS: ReadonlySet<string> = new Set([
+  'pickup',
+  'dropoff',
+  'pickupTime',
+  'passengers',
+  'vehicleType',
+  'farePence',
+]);
+const JOURNEY_FIELDS: ReadonlySet<string> = new Set([...JOB_CARD_FIELDS, 'flightNumber']);
+const ASSIGNED_STATUSES: ReadonlySet<string> = new Set(['driver_assigned', 'driver_en_route', 'driver_arrived']);
+
+/**
+ * An amended booking reaches whoever holds it, in the amendment's transaction (the booking row
+ * already locked and updated), before it commits:
+ * - an assigned driver whose vehicle cannot take the amended job (too few seats, another
+ *   class, no wheelchair access) refuses the amendment: 409 `conflict` (cancel and book anew);
+ * - otherwise an assigned driver is texted that the job changed (their job list shows it);
+ * - open offers made with the old details are withdrawn, each offered driver is texted, and the
+ *   next dispatch step runs at once, so the job is offered again as it now is (the withdrawn
+ *   driver or operator may be asked again).
+ * Changes to the passenger's own details (name, phone, e-mail, notes) reach nobody.
+ */
+export async function amendmentReachesHolders(
+  trx: Tx,
+  booking: Pick<DispatchBooking, 'id' | 'reference' | 'status' | 'driver_id' | 'test_mode'> & {
+    vehicle_id: string | null;
+  },
+  /** `changed`: the fields the amendment changed, as `amendmentChanges` names them. */
+  amended: { passengers: number; vehicleType: VehicleType; changed: readonly string[] },
+  now: Date,
+): Promise<{ withdrawn: number; driverTold: boolean }> {
+  if (!amended.changed.some((f) => JOURNEY_FIELDS.has(f))) return { withdrawn: 0, driverTold: false };
+  let driverTold = false;
+  if (booking.driver_id && ASSIGNED_STATUSES.has(booking.status)) {
+    const vehicle = booking.vehicle_id
+      ? await trx('vehicles')
+          .where({ id: booking.vehicle_id })
+          .first<{ class: VehicleType; seats: number; wheelchair_accessible: boolean } | undefined>(
+            'class',
+            'seats',
+            'wheelchair_accessible',
+          )
+      : undefined;
+    const mismatch = vehicle
+      ? vehicleMismatch(
+          { vehicleType: amended.vehicleType, passengers: amended.passengers },
+          { class: vehicle.class, seats: vehicle.seats, wheelchairAccessible: vehicle.wheelchair_accessible },
+        )
+      : null;
+    if (mismatch) {
+      throw new AppError(
+        'conflict',
+        `The driver assigned to ${booking.reference} cannot take the amended job (${mismatch.replace(/_/g, ' ')}): cancel it and send it again as a new job.`,
+        [
+          {
+            field: mismatch === 'too_few_seats' ? '/passengers' : '/vehicleType',
+            problem: mismatch.replace(/_/g, ' '),
+          },
+        ],
+      );
+    }
+    const driver = await trx('drivers').where({ id: booking.driver_id }).first<{ phone: string } | undefined>('phone');
+    if (driver) {
+      await queueMessage(trx, {
+        channel: 'sms',
+        recipient: driver.phone,
+        body: `Direct Taxi Network: job ${booking.reference} was changed by the booker. Open your job list for the new pickup, time, passengers and fare.`,
+        purpose: 'job_changed',
+        bookingId: booking.id,
+        driverId: booking.driver_id,
+        testMode: booking.test_mode,
+      });
+      driverTold = true;
+    }
+  }
+  if (!amended.changed.some((f) => JOB_CARD_FIELDS.has(f)) || booking.status !== 'dispatching') {
+    return { withdrawn: 0, driverTold };
+  }
+  const withdrawn = await trx('dispatch_offers')
+    .where({ booking_id: booking.id, state: 'offered' })
+    .update({ state: 'withdrawn', responded_at: now })
+    .returning<{ driver_id: string | null }[]>('driver_id');
+  if (withdrawn.length === 0) return { withdrawn: 0, driverTold };
+  const offeredIds = withdrawn.flatMap((o) => (o.driver_id ? [o.driver_id] : []));
+  const offered =
+    offeredIds.length > 0
+      ? await trx('drivers').whereIn('id', offeredIds).select<{ id: string; phone: string }[]>('id', 'phone')
+      : [];
+  for (const d of offered) {
+    await queueMessage(trx, {
+      channel: 'sms',
+      recipient: d.phone,
+      body: `Direct Taxi Network: the offer of job ${booking.reference} is withdrawn (the booker changed it). No action needed.`,
+      purpose: 'job_changed',
+      bookingId: booking.id,
+      driverId: d.id,
+      testMode: booking.test_mode,
+    });
+  }
+  await enqueueJob(
+    trx,
+    'dispatch-booking',
+    { bookingId: booking.id },
+    { jobId: `dispatch-${booking.id}-amended-${now.getTime()}` },
+  );
+  return { withdrawn: withdrawn.length, driverTold };
 }
 
 /**

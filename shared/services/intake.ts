@@ -27,6 +27,7 @@ import {
   cancelBooking,
   normalisePhone,
 } from './bookings.ts';
+import { amendmentReachesHolders } from './dispatch.ts';
 import type { PricingClient } from './pricing-client.ts';
 import { type PricedQuote, priceQuote, rateCardOf } from './quotes.ts';
 
@@ -753,6 +754,34 @@ class Intake {
       if (!AMENDABLE.has(booking.status)) throw notAmendable(booking.status);
       const now = new Date();
       const current = booking as BookingRow & { flight_number: string | null; notes: string | null };
+      const changes = amendmentChanges(
+        {
+          pickup: current.pickup.name,
+          dropoff: current.dropoff.name,
+          pickupTime: current.pickup_time,
+          passengers: current.passengers,
+          vehicleType: current.vehicle_type,
+          farePence: current.fare_pence,
+          flightNumber: current.flight_number,
+          passengerName: current.passenger_name,
+          passengerPhone: current.passenger_phone,
+          passengerEmail: current.passenger_email,
+          notes: current.notes,
+        },
+        {
+          pickup: priced.quote.pickup.name,
+          dropoff: priced.quote.dropoff.name,
+          pickupTime: priced.quote.departAt,
+          passengers: job.passengers,
+          vehicleType: priced.quote.vehicleType,
+          farePence: fare,
+          flightNumber: job.flightNumber,
+          passengerName: job.passengerName,
+          passengerPhone: job.passengerPhone,
+          passengerEmail: job.passengerEmail,
+          notes: job.notes,
+        },
+      );
       await recordAmendment(trx, {
         id: uuidv7(),
         bookingId: booking.id,
@@ -760,34 +789,7 @@ class Intake {
         actor: this.source.actor,
         farePenceBefore: booking.fare_pence ?? 0,
         farePenceAfter: fare,
-        changes: amendmentChanges(
-          {
-            pickup: current.pickup.name,
-            dropoff: current.dropoff.name,
-            pickupTime: current.pickup_time,
-            passengers: current.passengers,
-            vehicleType: current.vehicle_type,
-            farePence: current.fare_pence,
-            flightNumber: current.flight_number,
-            passengerName: current.passenger_name,
-            passengerPhone: current.passenger_phone,
-            passengerEmail: current.passenger_email,
-            notes: current.notes,
-          },
-          {
-            pickup: priced.quote.pickup.name,
-            dropoff: priced.quote.dropoff.name,
-            pickupTime: priced.quote.departAt,
-            passengers: job.passengers,
-            vehicleType: priced.quote.vehicleType,
-            farePence: fare,
-            flightNumber: job.flightNumber,
-            passengerName: job.passengerName,
-            passengerPhone: job.passengerPhone,
-            passengerEmail: job.passengerEmail,
-            notes: job.notes,
-          },
-        ),
+        changes,
         at: now,
       });
       await insertAllIf(trx, null, [{ table: 'quotes', row: { ...q, redeemed_at: now } }]);
@@ -822,6 +824,15 @@ class Intake {
           payload: JSON.stringify(job.payload),
           updated_at: now,
         });
+      // Whoever holds the job hears of it: an assigned driver is texted (or, when their
+      // vehicle cannot take the amended job, the amendment is refused 409 and rolled back); an
+      // open offer made with the old details is withdrawn and the job offered again.
+      await amendmentReachesHolders(
+        trx,
+        booking as BookingRow & { vehicle_id: string | null },
+        { passengers: job.passengers, vehicleType: priced.quote.vehicleType, changed: changes.map((c) => c.field) },
+        now,
+      );
       // Moved earlier while not yet dispatched: dispatch at the new time (a repeated dispatch
       // job changes nothing, so the original delayed job is harmless). Moved later: the
       // original job comes too early, and dispatch's first step then waits for the new time

@@ -1,0 +1,136 @@
+import { v7 as uuidv7 } from 'uuid';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPartner } from '../shared/services/partners.ts';
+import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { approvedDriver } from './helpers/drivers.ts';
+import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+
+/**
+ * A partner's amendment reaches whoever holds the job, through partner intake over HTTP: an
+ * open offer made with the old details is withdrawn (the driver texted) and the job offered
+ * again; an assigned driver is texted; an amendment the assigned driver's vehicle cannot take
+ * is refused 409 and changes nothing.
+ */
+let env: TestEnv;
+let roles: RunningRoles;
+let api: Served;
+let partnerKey: string;
+
+beforeAll(async () => {
+  env = await createTestEnv({ env: { RATE_LIMIT_PER_IP_PER_MINUTE: '100000', QUOTE_LIMIT_PER_HOUR: '100000' } });
+  await syncBuiltInTariffs(env.rt.db);
+  roles = startRoles(['pricing'], env.rt);
+  api = await serve(await appFor(env));
+  partnerKey = (await createPartner(env.rt.db, env.config, { name: 'Amending Partner', actor: 'test' })).apiKey;
+}, 60_000);
+afterAll(async () => {
+  await roles?.close();
+  await api?.close();
+  await env?.cleanup();
+});
+
+const pickupAt = new Date(Date.now() + 2 * 3600_000).toISOString();
+
+async function send(jobRef: string, change: Record<string, unknown> = {}, action?: 'amend') {
+  const res = await fetch(`${api.url}/api/public/v1/jobs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${partnerKey}` },
+    body: JSON.stringify({
+      jobRef,
+      ...(action ? { action } : {}),
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      pickupTime: pickupAt,
+      passengerName: 'Ada Lovelace',
+      passengerPhone: '07700 900123',
+      vehicleType: 'saloon',
+      ...change,
+    }),
+  });
+  const body = (await res.json()) as {
+    results: { bookingReference: string; outcome: string; status: number; error: { code: string } | null }[];
+  };
+  return { status: res.status, result: body.results[0] as (typeof body.results)[number] };
+}
+
+async function bookingOf(jobRef: string) {
+  const { result } = await send(jobRef);
+  expect(result.outcome).toBe('created');
+  return env.rt.db('bookings').where({ reference: result.bookingReference }).first();
+}
+
+const changedTexts = (bookingId: string) =>
+  env.rt.db('outbound_messages').where({ booking_id: bookingId, purpose: 'job_changed' }).orderBy('created_at');
+
+describe('an amendment reaches whoever holds the job', () => {
+  it('withdraws an open offer made with the old details, texts its driver and offers the job again', async () => {
+    const driver = await approvedDriver(env.rt.db);
+    const booking = await bookingOf('AMEND-OFFER');
+    const offerId = uuidv7();
+    await env.rt.db('bookings').where({ id: booking.id }).update({ status: 'dispatching' });
+    await env.rt.db('dispatch_offers').insert({
+      id: offerId,
+      booking_id: booking.id,
+      tier: 1,
+      attempt: 1,
+      driver_id: driver.id,
+      state: 'offered',
+      offered_at: new Date(),
+      expires_at: new Date(Date.now() + 10 * 60_000),
+    });
+
+    const { result } = await send('AMEND-OFFER', { passengers: 3 }, 'amend');
+    expect(result.outcome).toBe('amended');
+    expect((await env.rt.db('dispatch_offers').where({ id: offerId }).first('state')).state).toBe('withdrawn');
+    const texts = await changedTexts(booking.id);
+    expect(texts.map((m) => [m.driver_id, m.channel])).toEqual([[driver.id, 'sms']]);
+    expect(texts[0]?.body).toContain('withdrawn');
+    // The next step is queued at once, to offer the job as it now is.
+    const step = await env.rt
+      .db('outbox')
+      .where({ job_name: 'dispatch-booking' })
+      .where('job_id', 'like', `dispatch-${booking.id}-amended-%`)
+      .first('run_at');
+    expect(step).toBeDefined();
+    expect(step.run_at).toBeNull();
+  });
+
+  it('texts an assigned driver when the journey changes, not for the passenger’s own details', async () => {
+    const driver = await approvedDriver(env.rt.db);
+    const vehicle = await env.rt.db('vehicles').where({ driver_id: driver.id }).first('id');
+    const booking = await bookingOf('AMEND-ASSIGNED');
+    await env.rt
+      .db('bookings')
+      .where({ id: booking.id })
+      .update({ status: 'driver_assigned', driver_id: driver.id, vehicle_id: vehicle.id });
+
+    expect((await send('AMEND-ASSIGNED', { notes: 'Gate code 1234' }, 'amend')).result.outcome).toBe('amended');
+    expect(await changedTexts(booking.id)).toEqual([]);
+
+    const later = new Date(Date.now() + 3 * 3600_000).toISOString();
+    expect((await send('AMEND-ASSIGNED', { pickupTime: later }, 'amend')).result.outcome).toBe('amended');
+    const texts = await changedTexts(booking.id);
+    expect(texts.map((m) => m.driver_id)).toEqual([driver.id]);
+    expect(texts[0]?.body).toContain(booking.reference);
+  });
+
+  it('refuses 409 an amendment the assigned driver’s vehicle cannot take, and changes nothing', async () => {
+    const driver = await approvedDriver(env.rt.db);
+    const vehicle = await env.rt.db('vehicles').where({ driver_id: driver.id }).first('id');
+    const booking = await bookingOf('AMEND-TOO-MANY');
+    await env.rt
+      .db('bookings')
+      .where({ id: booking.id })
+      .update({ status: 'driver_assigned', driver_id: driver.id, vehicle_id: vehicle.id });
+
+    // Six passengers in an MPV: the driver's four-seat saloon cannot take them.
+    const { result } = await send('AMEND-TOO-MANY', { passengers: 6, vehicleType: 'mpv' }, 'amend');
+    expect(result.status).toBe(409);
+    expect(result.error?.code).toBe('conflict');
+    const after = await env.rt.db('bookings').where({ id: booking.id }).first();
+    expect(after).toMatchObject({ passengers: 1, vehicle_type: 'saloon', fare_pence: booking.fare_pence });
+    expect(await env.rt.db('booking_amendments').where({ booking_id: booking.id })).toEqual([]);
+    expect(await changedTexts(booking.id)).toEqual([]);
+  });
+});
