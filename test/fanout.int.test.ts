@@ -208,6 +208,33 @@ describe('booking status fanout', () => {
     expect(attempts.every((a) => Number.isInteger(a.latency_ms) && a.latency_ms >= 0)).toBe(true);
   });
 
+  it('keeps a delivery whose retry job came early: one for its time is queued, and it is delivered then', async () => {
+    const { bookingId } = await partnerBooking('/early');
+    // A failed first attempt, its retry due in 3 seconds, and the retry's job run now (as a
+    // worker whose clock is ahead of Postgres's would run it).
+    await env.rt.db.transaction(async (trx) => {
+      await appendStatus(trx, bookingId, 'dispatching', 'test');
+      const [d] = await trx('webhook_deliveries')
+        .where({ booking_id: bookingId })
+        .update({ attempts: 1, next_attempt_at: trx.raw("now() + interval '3 seconds'") })
+        .returning<{ id: string }[]>('id');
+      // Its first job is not relayed: the early retry below is the only job it has.
+      await trx('outbox')
+        .where({ job_name: 'deliver-webhook' })
+        .whereRaw("payload->>'deliveryId' = ?", [d?.id])
+        .update({ relayed_at: trx.fn.now() });
+    });
+    const [delivery] = await deliveriesOf(bookingId);
+    await env.rt.queues.fanout.add(
+      'deliver-webhook',
+      { deliveryId: delivery.id },
+      { jobId: `webhook-${delivery.id}-2` },
+    );
+    await eventually(async () => (await deliveriesOf(bookingId))[0]?.state === 'delivered', 15_000);
+    expect(at('/early')).toHaveLength(1);
+    expect((await deliveriesOf(bookingId))[0]?.attempts).toBe(2);
+  });
+
   it('marks a delivery dead when retries run out; the CLI lists and replays it', async () => {
     const { bookingId } = await partnerBooking('/down', [503, 503, 503, 503, 503]);
     await setStatus(bookingId, 'dispatching');
