@@ -221,7 +221,7 @@ describe('booking status fanout', () => {
       // Its first job is not relayed: the early retry below is the only job it has.
       await trx('outbox')
         .where({ job_name: 'deliver-webhook' })
-        .whereRaw("payload->>'deliveryId' = ?", [d?.id])
+        .whereRaw("payload->>'deliveryId' = ?", [d?.id ?? ''])
         .update({ relayed_at: trx.fn.now() });
     });
     const [delivery] = await deliveriesOf(bookingId);
