@@ -298,6 +298,20 @@ describe('dispatch', () => {
     expect(
       await env.rt.db('dispatch_offers').where({ booking_id: offer.booking_id, state: 'accepted' }).count({ n: '*' }),
     ).toEqual([{ n: 1 }]);
+    // The winner's accept, retried, answers the same; once the passenger cancels, it is refused.
+    const winner = results[0]?.status === 200 ? a : b;
+    expect((await call('POST', `/api/public/v1/jobs/${ref}/accept`, winner.token)).status).toBe(200);
+    const cancelled = await call('POST', `/api/public/v1/booking/${ref}`, null, {
+      action: 'cancel',
+      email: 'rosa@example.org',
+    });
+    expect(cancelled.status, cancelled.text).toBe(200);
+    const after = await call('POST', `/api/public/v1/jobs/${ref}/accept`, winner.token);
+    expect(after.status).toBe(409);
+    expect(after.json.error).toMatchObject({
+      code: 'offer_unavailable',
+      message: 'This job was cancelled by the passenger.',
+    });
     await offline(a.token, b.token);
   });
 

@@ -75,7 +75,8 @@ export async function acceptOffer(
   const accepted = await deps.db.transaction(async (trx) => {
     const booking = await lockBooking(trx, rawRef, prefix, holder);
     const offer = await latestOffer(trx, booking.id, holder, rawRef);
-    if (offer.state === 'accepted') {
+    // Accepted already (a retried accept), while the booking is still this holder's: the same answer again.
+    if (offer.state === 'accepted' && !['cancelled', 'completed'].includes(booking.status)) {
       return {
         bookingId: booking.id,
         reference: booking.reference,
@@ -87,9 +88,11 @@ export async function acceptOffer(
     if (offer.state !== 'offered' || offer.expires_at.getTime() <= now.getTime() || booking.status !== 'dispatching') {
       throw new AppError(
         'offer_unavailable',
-        offer.state === 'offered' || offer.state === 'expired'
-          ? 'This offer has expired and gone to another driver.'
-          : `This offer is no longer open (${offer.state}).`,
+        booking.status === 'cancelled'
+          ? 'This job was cancelled by the passenger.'
+          : offer.state === 'offered' || offer.state === 'expired'
+            ? 'This offer has expired and gone to another driver.'
+            : `This offer is no longer open (${offer.state}).`,
         [{ field: '/ref', problem: `offer ${offer.state === 'offered' ? 'expired' : offer.state}` }],
       );
     }
