@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { UnrecoverableError, Worker } from 'bullmq';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { appendStatus } from '../shared/db/bookings.ts';
 import {
   jobLoad,
   rescueStrandedBookings,
@@ -124,6 +125,26 @@ describe('bookings whose dispatch job was lost', () => {
       await eventually(async () => ((await statusOf(id)) === 'no_driver_available' ? true : null));
       expect(await historyOf(id)).toEqual(['pending', 'dispatching', 'no_driver_available']);
     }
+  });
+
+  it('e-mails operators once a booking, however often it comes back to no_driver_available', async () => {
+    dispatchRole = startRoles(['dispatch'], env.rt);
+    const id = await book(20);
+    await eventually(async () => ((await statusOf(id)) === 'no_driver_available' ? true : null));
+    // A retry offered it and the offer lapsed (as far as the booking knows): dispatching again,
+    // and the next step finds nobody again.
+    await env.rt.db.transaction((trx) => appendStatus(trx, id, 'dispatching', 'test'));
+    await env.rt.queues.dispatch.add('dispatch-booking', { bookingId: id }, { jobId: `dispatch-${id}-again` });
+    await eventually(async () => ((await historyOf(id)).length === 5 ? true : null));
+    expect(await historyOf(id)).toEqual([
+      'pending',
+      'dispatching',
+      'no_driver_available',
+      'dispatching',
+      'no_driver_available',
+    ]);
+    const alerts = await env.rt.db('outbound_messages').where({ booking_id: id, purpose: 'operator_alert' });
+    expect(alerts).toHaveLength(1);
   });
 
   it('is done by the dispatch role when it starts, after the dispatch queue lost everything, with no call from anyone', async () => {

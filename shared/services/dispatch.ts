@@ -398,6 +398,15 @@ async function makeOffer(
 async function noDriver(trx: Tx, deps: DispatchDeps, booking: DispatchBooking, now: Date): Promise<StepOutcome> {
   if (booking.status !== 'no_driver_available') {
     await appendStatus(trx, booking.id, 'no_driver_available', 'dispatch');
+  }
+  // Operators are e-mailed once a booking: not again each time a retry finds a driver who then
+  // lets the offer lapse and the booking comes back here.
+  const alerted =
+    booking.status === 'no_driver_available' ||
+    (await trx('outbound_messages')
+      .where({ booking_id: booking.id, purpose: 'operator_alert', channel: 'email' })
+      .first('id')) !== undefined;
+  if (!alerted) {
     await queueMessage(trx, {
       channel: 'email',
       recipient: deps.config.dispatch.operatorEmail,
