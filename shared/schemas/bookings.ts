@@ -108,7 +108,7 @@ export const BookingRefParams = Type.Object({ ref: Type.String({ minLength: 1, m
 const TrackingTokenParam = Type.String({
   minLength: 16,
   maxLength: 128,
-  pattern: '^[A-Za-z0-9_-]+$',
+  pattern: '^[A-Za-z0-9_-]{16,128}$',
   description:
     "The tracking token from the booking's tracking link or status_url: instead of email, for a booking made without one",
 });
