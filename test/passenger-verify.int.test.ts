@@ -195,6 +195,12 @@ describe('POST /api/public/v1/passenger-verify', () => {
       expect(scanned.headers.get('content-type')).toMatch(/^text\/html/);
       expect(await scanned.text()).toContain('Confirm my e-mail address');
     }
+    // Nor does a client that takes no HTML and does not ask for JSON (a preview bot).
+    for (const accept of ['text/plain', 'image/*', 'application/xml']) {
+      const bot = await fetch(`${api.url}${pathOf(link)}`, { headers: { accept } });
+      expect(bot.status, accept).toBe(400);
+      expect(((await bot.json()) as Json).error?.details[0]?.field).toBe('/headers/accept');
+    }
     expect(await isEmailVerified(env.rt.db, 'katherine@example.net')).toBe(false);
 
     const token = new URL(link).searchParams.get('token') as string;

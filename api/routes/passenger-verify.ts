@@ -178,7 +178,16 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
       query: PassengerVerifyLinkQuery,
       errors: ['not_found'],
       responses: { 200: { description: 'The address is verified', schema: PassengerVerified } },
-      handler: async ({ query, deps }) => {
+      handler: async ({ query, deps, req }) => {
+        // Verifies only for a caller that asks for JSON by name. A browser, and any client that
+        // takes HTML or `*/*`, gets the website's page instead (api/pages/router.ts), which
+        // verifies only when the passenger presses Confirm; one that names neither (a preview
+        // bot asking for text/plain or an image, say) is refused here, not let verify.
+        if (!/\bapplication\/json\b/i.test(req.get('accept') ?? '')) {
+          throw new AppError('invalid_input', 'Open this link in a browser, or ask for application/json.', [
+            { field: '/headers/accept', problem: 'must name application/json' },
+          ]);
+        }
         const result = await verifyByLink(deps.db, query.token, { key: deps.config.dataEncryptionKey });
         if (!result) {
           throw new AppError('not_found', 'This verification link is unknown or has expired; request a new one.');
