@@ -191,19 +191,24 @@ export async function deliverWebhook(payload: JobPayload<'deliver-webhook'>, ctx
     .returning<DeliveryRow[]>('*');
 
   if (!claimed) {
-    const row = await ctx.db<DeliveryRow>('webhook_deliveries').where({ id: deliveryId }).first();
+    const row = await ctx
+      .db<DeliveryRow>('webhook_deliveries')
+      .where({ id: deliveryId })
+      .first<(DeliveryRow & { db_now: Date }) | undefined>('*', ctx.db.raw('now() as db_now'));
     if (row?.state !== 'pending' || !row.next_attempt_at) return;
     // Not due: an attempt is in progress or scheduled. Make sure a job for that time exists
     // (it may not, if a worker died between logging an attempt and scheduling the next). Its
     // id names the attempt and its time, so this is a no-op when it exists, and not the id of
     // the job running now: a job that came early (this worker's clock ahead of Postgres's)
     // would otherwise re-add itself, which BullMQ ignores, and the delivery would wait for ever.
+    // Its delay is measured on Postgres's clock, so it comes when the claim will take it.
     await ctx.queues.fanout.add(
       'deliver-webhook',
       { deliveryId },
       {
         jobId: `${jobIdFor(deliveryId, row.attempts + 1)}-at-${row.next_attempt_at.getTime()}`,
-        delay: Math.max(0, row.next_attempt_at.getTime() - Date.now()),
+        // By Postgres's clock, which decides when it is due: this worker's may differ.
+        delay: Math.max(0, row.next_attempt_at.getTime() - row.db_now.getTime()),
       },
     );
     return;
