@@ -1,7 +1,10 @@
+import { randomBytes } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blockKey, up as rekeyBlocks } from '../migrations/20261126002100_blocked-contact-keys.ts';
+import { up as canonicalVerifications } from '../migrations/20261126002200_verification-email-canonical.ts';
 import { assertNotBlocked, blockedAmong, normalisePhone } from '../shared/services/bookings.ts';
-import { verificationRow } from '../shared/services/email-verification.ts';
+import { isEmailVerified, verificationRow } from '../shared/services/email-verification.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
@@ -274,5 +277,25 @@ describe('migration 20261126002100: blocks re-keyed', () => {
     // And the re-keyed rows block.
     expect((await book('old.timer+again@gmail.com', '+447700900300')).status).toBe(403);
     expect((await book('fresh@example.org', '07700 900778')).status).toBe(403);
+  });
+});
+
+describe('migration 20261126002200: verified addresses in canonical form', () => {
+  it('rewrites a verification kept under an older spelling, so the passenger stays verified', async () => {
+    const db = env.rt.db;
+    const row = (email: string) => ({
+      id: uuidv7(),
+      email,
+      code_hash: randomBytes(32),
+      link_token_hash: randomBytes(32),
+      expires_at: new Date(Date.now() + 600_000),
+      verified_at: new Date(),
+    });
+    await db('email_verifications').insert([row('ada@xn--mnchen-3ya.de'), row('plain@example.org')]);
+    expect(await isEmailVerified(db, 'ada@münchen.de')).toBe(false);
+    await canonicalVerifications(db);
+    expect(await isEmailVerified(db, 'ada@münchen.de')).toBe(true);
+    expect(await isEmailVerified(db, 'ADA@xn--mnchen-3ya.de')).toBe(true);
+    expect(await db('email_verifications').where({ email: 'plain@example.org' }).count({ n: '*' })).toEqual([{ n: 1 }]);
   });
 });
