@@ -5,9 +5,10 @@ import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { createPresenceIndex, type PresenceIndex } from '../dispatch/presence-index.ts';
 import { dispatchTimeMs, leadTimesOf } from '../domain/dispatch/dispatch-time.ts';
-import type { Corridor, LatLng } from '../domain/dispatch/geometry.ts';
+import { type Corridor, EARTH_RADIUS_MILES, type LatLng } from '../domain/dispatch/geometry.ts';
 import { jobCardText, offerCode, offerLink, pickupArea } from '../domain/dispatch/job-card.ts';
 import {
+  DEAD_RUN_CIRCUITY,
   type DriverCandidate,
   matchCandidates,
   type Offerable,
@@ -583,6 +584,15 @@ export const STRANDED_CHECK_MS = 60_000;
 /** Most bookings, and most offers, one rescue pass looks at (the oldest first). */
 const STRANDED_BATCH = 500;
 
+/**
+ * A booking's journey in miles as matching measures it (`roadMiles`: haversine between its
+ * pickup and dropoff × DEAD_RUN_CIRCUITY), in SQL over the row's `pickup` and `dropoff`.
+ */
+const JOURNEY_MILES_SQL = `(2 * ${EARTH_RADIUS_MILES} * asin(least(1, sqrt(
+    power(sin(radians(((dropoff->>'lat')::float8 - (pickup->>'lat')::float8) / 2)), 2)
+    + cos(radians((pickup->>'lat')::float8)) * cos(radians((dropoff->>'lat')::float8))
+      * power(sin(radians(((dropoff->>'lng')::float8 - (pickup->>'lng')::float8) / 2)), 2)))) * ${DEAD_RUN_CIRCUITY})`;
+
 /** A dispatch job the rescue looks for: its id, name and payload. */
 interface ExpectedJob {
   jobId: string;
@@ -628,13 +638,19 @@ export async function rescueStrandedBookings(
   const lead = leadTimesOf(deps.config);
   const shortBy = new Date(dueBefore.getTime() + lead.dispatchLeadMinutes * 60_000);
   const longBy = new Date(dueBefore.getTime() + Math.max(lead.dispatchLeadMinutes, lead.distanceLeadMinutes) * 60_000);
-  const pendingIn = (from: Date, to: Date, fromIncluded: boolean) =>
+  const pendingIn = (from: Date, to: Date, distanceHiresOnly: boolean) =>
     deps
       .db('bookings')
       .where('status', 'pending')
       .where('pickup_time', '<', to)
-      .where('pickup_time', fromIncluded ? '>=' : '>', from)
+      .where('pickup_time', distanceHiresOnly ? '>=' : '>', from)
       .where('created_at', '<', dueBefore)
+      .modify((q) => {
+        // Told apart in SQL too, before the limit: local rides picked up in the same band would
+        // otherwise fill the batch. A little under the threshold (floating point); the exact
+        // test is dispatchTimeMs below.
+        if (distanceHiresOnly) q.whereRaw(`${JOURNEY_MILES_SQL} >= ?`, [lead.distanceHireMiles * 0.999]);
+      })
       .orderBy('pickup_time')
       .limit(STRANDED_BATCH)
       .select<{ id: string; pickup_time: Date; pickup: LatLng; dropoff: LatLng }[]>(
