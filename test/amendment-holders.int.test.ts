@@ -54,8 +54,8 @@ async function send(jobRef: string, change: Record<string, unknown> = {}, action
   return { status: res.status, result: body.results[0] as (typeof body.results)[number] };
 }
 
-async function bookingOf(jobRef: string) {
-  const { result } = await send(jobRef);
+async function bookingOf(jobRef: string, change: Record<string, unknown> = {}) {
+  const { result } = await send(jobRef, change);
   expect(result.outcome).toBe('created');
   return env.rt.db('bookings').where({ reference: result.bookingReference }).first();
 }
@@ -66,7 +66,9 @@ const changedTexts = (bookingId: string) =>
 describe('an amendment reaches whoever holds the job', () => {
   it('withdraws an open offer made with the old details, texts its driver and offers the job again', async () => {
     const driver = await approvedDriver(env.rt.db);
-    const booking = await bookingOf('AMEND-OFFER');
+    // Picked up in 20 minutes: inside the lead time, so being dispatched, as it would be.
+    const soon = { pickupTime: new Date(Date.now() + 20 * 60_000).toISOString() };
+    const booking = await bookingOf('AMEND-OFFER', soon);
     const offerId = uuidv7();
     await env.rt.db('bookings').where({ id: booking.id }).update({ status: 'dispatching' });
     await env.rt.db('dispatch_offers').insert({
@@ -80,7 +82,7 @@ describe('an amendment reaches whoever holds the job', () => {
       expires_at: new Date(Date.now() + 10 * 60_000),
     });
 
-    const { result } = await send('AMEND-OFFER', { passengers: 3 }, 'amend');
+    const { result } = await send('AMEND-OFFER', { ...soon, passengers: 3 }, 'amend');
     expect(result.outcome).toBe('amended');
     expect((await env.rt.db('dispatch_offers').where({ id: offerId }).first('state')).state).toBe('withdrawn');
     const texts = await changedTexts(booking.id);
@@ -94,6 +96,39 @@ describe('an amendment reaches whoever holds the job', () => {
       .first('run_at');
     expect(step).toBeDefined();
     expect(step.run_at).toBeNull();
+  });
+
+  it('puts a booking being dispatched back to pending, offers withdrawn, when its pickup moves days later', async () => {
+    const driver = await approvedDriver(env.rt.db);
+    const booking = await bookingOf('AMEND-LATER');
+    const offerId = uuidv7();
+    await env.rt.db('bookings').where({ id: booking.id }).update({ status: 'dispatching' });
+    await env.rt.db('dispatch_offers').insert({
+      id: offerId,
+      booking_id: booking.id,
+      tier: 1,
+      attempt: 1,
+      driver_id: driver.id,
+      state: 'offered',
+      offered_at: new Date(),
+      expires_at: new Date(Date.now() + 10 * 60_000),
+    });
+    const later = new Date(Date.now() + 2 * 24 * 3600_000);
+    later.setUTCSeconds(0, 0);
+    const { result } = await send('AMEND-LATER', { pickupTime: later.toISOString() }, 'amend');
+    expect(result.outcome).toBe('amended');
+    expect((await env.rt.db('dispatch_offers').where({ id: offerId }).first('state')).state).toBe('withdrawn');
+    expect((await env.rt.db('bookings').where({ id: booking.id }).first('status')).status).toBe('pending');
+    const dispatchAt = later.getTime() - env.config.bookings.dispatchLeadMinutes * 60_000;
+    const job = await env.rt
+      .db('outbox')
+      .where({ job_id: `dispatch-${booking.id}-at-${dispatchAt}` })
+      .first('run_at');
+    expect(job?.run_at?.getTime()).toBe(dispatchAt);
+    // Not offered again now.
+    expect(
+      await env.rt.db('outbox').where('job_id', 'like', `dispatch-${booking.id}-amended-%`).first(),
+    ).toBeUndefined();
   });
 
   it('texts an assigned driver when the journey changes, not for the passenger’s own details', async () => {

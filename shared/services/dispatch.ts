@@ -463,7 +463,9 @@ const ASSIGNED_STATUSES: ReadonlySet<string> = new Set(['driver_assigned', 'driv
  * - otherwise an assigned driver is texted that the job changed (their job list shows it);
  * - open offers made with the old details are withdrawn, each offered driver is texted, and the
  *   next dispatch step runs at once, so the job is offered again as it now is (the withdrawn
- *   driver or operator may be asked again).
+ *   driver or operator may be asked again);
+ * - a booking being dispatched (or that found no driver) whose dispatch time moved well ahead
+ *   goes back to `pending` and waits for it (`dispatch-<id>-at-<time>`), its offers withdrawn.
  * Changes to the passenger's own details (name, phone, e-mail, notes) reach nobody.
  */
 export async function amendmentReachesHolders(
@@ -472,7 +474,13 @@ export async function amendmentReachesHolders(
     vehicle_id: string | null;
   },
   /** `changed`: the fields the amendment changed, as `amendmentChanges` names them. */
-  amended: { passengers: number; vehicleType: VehicleType; changed: readonly string[] },
+  amended: {
+    passengers: number;
+    vehicleType: VehicleType;
+    changed: readonly string[];
+    /** The amended booking's dispatch time (`dispatchTimeMs`). */
+    dispatchAt: number;
+  },
   now: Date,
 ): Promise<{ withdrawn: number; driverTold: boolean }> {
   if (!amended.changed.some((f) => JOURNEY_FIELDS.has(f))) return { withdrawn: 0, driverTold: false };
@@ -519,14 +527,18 @@ export async function amendmentReachesHolders(
       driverTold = true;
     }
   }
-  if (!amended.changed.some((f) => JOB_CARD_FIELDS.has(f)) || booking.status !== 'dispatching') {
+  if (!['dispatching', 'no_driver_available'].includes(booking.status)) return { withdrawn: 0, driverTold };
+  // Its dispatch time moved well ahead (the pickup moved later): it waits, `pending`, for the
+  // new time, with any open offer withdrawn, rather than being offered hours or days early.
+  const waits = amended.dispatchAt > now.getTime() + EARLY_STEP_TOLERANCE_MS;
+  if (!waits && (!amended.changed.some((f) => JOB_CARD_FIELDS.has(f)) || booking.status !== 'dispatching')) {
     return { withdrawn: 0, driverTold };
   }
   const withdrawn = await trx('dispatch_offers')
     .where({ booking_id: booking.id, state: 'offered' })
     .update({ state: 'withdrawn', responded_at: now })
     .returning<{ driver_id: string | null }[]>('driver_id');
-  if (withdrawn.length === 0) return { withdrawn: 0, driverTold };
+  if (withdrawn.length === 0 && !waits) return { withdrawn: 0, driverTold };
   const offeredIds = withdrawn.flatMap((o) => (o.driver_id ? [o.driver_id] : []));
   const offered =
     offeredIds.length > 0
@@ -543,12 +555,23 @@ export async function amendmentReachesHolders(
       testMode: booking.test_mode,
     });
   }
-  await enqueueJob(
-    trx,
-    'dispatch-booking',
-    { bookingId: booking.id },
-    { jobId: `dispatch-${booking.id}-amended-${now.getTime()}` },
-  );
+  if (waits) {
+    await appendStatus(trx, booking.id, 'pending', 'amendment');
+    await trx('bookings').where({ id: booking.id }).update({ dispatch_retry_at: null });
+    await enqueueJob(
+      trx,
+      'dispatch-booking',
+      { bookingId: booking.id },
+      { jobId: `dispatch-${booking.id}-at-${amended.dispatchAt}`, runAt: new Date(amended.dispatchAt) },
+    );
+  } else {
+    await enqueueJob(
+      trx,
+      'dispatch-booking',
+      { bookingId: booking.id },
+      { jobId: `dispatch-${booking.id}-amended-${now.getTime()}` },
+    );
+  }
   return { withdrawn: withdrawn.length, driverTold };
 }
 

@@ -827,21 +827,26 @@ class Intake {
       // Whoever holds the job hears of it: an assigned driver is texted (or, when their
       // vehicle cannot take the amended job, the amendment is refused 409 and rolled back); an
       // open offer made with the old details is withdrawn and the job offered again.
+      const lead = leadTimesOf(this.deps.config);
+      const newDispatchAt = dispatchTimeMs(
+        { pickupTime: priced.quote.departAt, pickup: priced.quote.pickup, dropoff: priced.quote.dropoff },
+        lead,
+      );
       await amendmentReachesHolders(
         trx,
         booking as BookingRow & { vehicle_id: string | null },
-        { passengers: job.passengers, vehicleType: priced.quote.vehicleType, changed: changes.map((c) => c.field) },
+        {
+          passengers: job.passengers,
+          vehicleType: priced.quote.vehicleType,
+          changed: changes.map((c) => c.field),
+          dispatchAt: newDispatchAt,
+        },
         now,
       );
       // Moved earlier while not yet dispatched: dispatch at the new time (a repeated dispatch
       // job changes nothing, so the original delayed job is harmless). Moved later: the
       // original job comes too early, and dispatch's first step then waits for the new time
       // (`dispatchStep` in shared/services/dispatch.ts).
-      const lead = leadTimesOf(this.deps.config);
-      const newDispatchAt = dispatchTimeMs(
-        { pickupTime: priced.quote.departAt, pickup: priced.quote.pickup, dropoff: priced.quote.dropoff },
-        lead,
-      );
       const oldDispatchAt = dispatchTimeMs(
         { pickupTime: booking.pickup_time, pickup: booking.pickup, dropoff: booking.dropoff },
         lead,
