@@ -60,6 +60,23 @@ async function bookingOf(jobRef: string, change: Record<string, unknown> = {}) {
   return env.rt.db('bookings').where({ reference: result.bookingReference }).first();
 }
 
+/** The booking being dispatched, with an open offer to the driver (as dispatch would have made it). */
+async function openOffer(bookingId: string, driverId: string): Promise<string> {
+  const id = uuidv7();
+  await env.rt.db('bookings').where({ id: bookingId }).update({ status: 'dispatching' });
+  await env.rt.db('dispatch_offers').insert({
+    id,
+    booking_id: bookingId,
+    tier: 1,
+    attempt: 1,
+    driver_id: driverId,
+    state: 'offered',
+    offered_at: new Date(),
+    expires_at: new Date(Date.now() + 10 * 60_000),
+  });
+  return id;
+}
+
 const changedTexts = (bookingId: string) =>
   env.rt.db('outbound_messages').where({ booking_id: bookingId, purpose: 'job_changed' }).orderBy('created_at');
 
@@ -69,18 +86,7 @@ describe('an amendment reaches whoever holds the job', () => {
     // Picked up in 20 minutes: inside the lead time, so being dispatched, as it would be.
     const soon = { pickupTime: new Date(Date.now() + 20 * 60_000).toISOString() };
     const booking = await bookingOf('AMEND-OFFER', soon);
-    const offerId = uuidv7();
-    await env.rt.db('bookings').where({ id: booking.id }).update({ status: 'dispatching' });
-    await env.rt.db('dispatch_offers').insert({
-      id: offerId,
-      booking_id: booking.id,
-      tier: 1,
-      attempt: 1,
-      driver_id: driver.id,
-      state: 'offered',
-      offered_at: new Date(),
-      expires_at: new Date(Date.now() + 10 * 60_000),
-    });
+    const offerId = await openOffer(booking.id, driver.id);
 
     const { result } = await send('AMEND-OFFER', { ...soon, passengers: 3 }, 'amend');
     expect(result.outcome).toBe('amended');
@@ -101,18 +107,7 @@ describe('an amendment reaches whoever holds the job', () => {
   it('puts a booking being dispatched back to pending, offers withdrawn, when its pickup moves days later', async () => {
     const driver = await approvedDriver(env.rt.db);
     const booking = await bookingOf('AMEND-LATER');
-    const offerId = uuidv7();
-    await env.rt.db('bookings').where({ id: booking.id }).update({ status: 'dispatching' });
-    await env.rt.db('dispatch_offers').insert({
-      id: offerId,
-      booking_id: booking.id,
-      tier: 1,
-      attempt: 1,
-      driver_id: driver.id,
-      state: 'offered',
-      offered_at: new Date(),
-      expires_at: new Date(Date.now() + 10 * 60_000),
-    });
+    const offerId = await openOffer(booking.id, driver.id);
     const later = new Date(Date.now() + 2 * 24 * 3600_000);
     later.setUTCSeconds(0, 0);
     const { result } = await send('AMEND-LATER', { pickupTime: later.toISOString() }, 'amend');
