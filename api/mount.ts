@@ -65,7 +65,7 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
               route.idempotencyScope ? route.idempotencyScope(req, caller) : callerScope(caller),
               idemKey,
               req.method,
-              req.path,
+              route.idempotencyPath ?? req.path,
               req.rawBody,
             )
           : null;

@@ -75,6 +75,12 @@ export interface RouteDef<
    * headers naming a partner); default the API key, else the IP.
    */
   idempotencyScope?: (req: Request, caller: Caller) => string;
+  /**
+   * The path an Idempotency-Key is remembered under, when this route is another spelling of
+   * one operation (`/v1/bookings` for `/v1/booking`): a key used on one is replayed on the other.
+   * Default the request's path.
+   */
+  idempotencyPath?: string;
   /** Appears in the OpenAPI document (public surface). Default true. */
   documented?: boolean;
   body?: B;

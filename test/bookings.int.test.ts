@@ -854,6 +854,23 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(c.json.error?.code).toBe('idempotency_key_reused');
   });
 
+  it('remembers a key across both spellings of the v1 booking: one operation', async () => {
+    const key = `idem-both-${Date.now()}`;
+    const body = {
+      pickup: 'Sheffield station',
+      dropoff: 'Meadowhall',
+      departAt: inHours(9),
+      passengerName: 'Both Bea',
+      passengerEmail: 'bea@example.org',
+      passengerPhone: '+447700900123',
+    };
+    const a = await post('/api/public/v1/booking', body, { 'Idempotency-Key': key });
+    expect(a.status, a.text).toBe(201);
+    const b = await post('/api/public/v1/bookings', body, { 'Idempotency-Key': key });
+    expect(b.text).toBe(a.text);
+    expect(b.headers.get('idempotency-replayed')).toBe('true');
+  });
+
   it('keys the other creating POSTs too: v1 booking (both paths) and bookings/create replay and refuse reuse', async () => {
     const q = await quote(6);
     const cases: Array<[string, Record<string, unknown>, Record<string, unknown>]> = [

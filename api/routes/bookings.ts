@@ -324,6 +324,8 @@ export function bookingRoutes(): RouteDef[] {
       tags: ['bookings'],
       auth: 'public',
       idempotent: true,
+      // Both spellings are one operation (CONTRACT.md section 0): one memory of their keys.
+      idempotencyPath: '/api/public/v1/booking',
       documented,
       body: V1BookingRequest,
       errors: [...V1_ERRORS],
