@@ -37,6 +37,7 @@ import {
   priceUnlessRepeated,
   type QuoteRow,
   redeemQuote,
+  repeatedBooking,
   trackingToken,
   viewOf,
 } from '../../shared/services/bookings.ts';
@@ -165,9 +166,11 @@ function settle<T>(step: () => T): { ok: true; value: T } | { ok: false; error: 
   }
 }
 
+type V1Passenger = { passenger: Passenger; emailVerified: boolean; preloaded?: { quote: QuoteRow | null } };
+
 /**
  * The v1 passenger, on both v1 paths: an accepted e-mail, an E.164 phone, not blocked; an
- * address nobody has confirmed is held to its hourly limit.
+ * address nobody has confirmed is held to its hourly limit (429 when past it).
  */
 export async function v1Passenger(
   deps: ApiDeps,
@@ -179,7 +182,27 @@ export async function v1Passenger(
   testMode: boolean,
   /** The quote to redeem: read with the passenger's standing (`passengerStanding`). */
   quoteId?: string,
-): Promise<{ passenger: Passenger; emailVerified: boolean; preloaded?: { quote: QuoteRow | null } }> {
+): Promise<V1Passenger> {
+  const { refusal, ...checked } = await v1PassengerOrLimit(deps, name, email, phone, emailPointer, testMode, quoteId);
+  if (refusal) throw refusal;
+  return checked;
+}
+
+/**
+ * As `v1Passenger`, with the hourly limit's refusal returned rather than thrown: the v1 route
+ * still answers a repeat of a booking already made (the same request again, or a quote this
+ * passenger already redeemed) with that booking, as CONTRACT.md section 2 says, and only a
+ * request for a new booking gets the 429.
+ */
+async function v1PassengerOrLimit(
+  deps: ApiDeps,
+  name: string | undefined,
+  email: string | undefined,
+  phone: string | undefined,
+  emailPointer: string,
+  testMode: boolean,
+  quoteId?: string,
+): Promise<V1Passenger & { refusal: unknown }> {
   const passenger: Passenger = {
     name: name as string,
     email: await acceptEmail(deps, email as string, emailPointer, testMode),
@@ -193,11 +216,8 @@ export async function v1Passenger(
     (err: unknown) => err,
   );
   const { emailVerified, quote } = await passengerStanding(deps.db, passenger, quoteId).finally(() => limited);
-  if (!emailVerified) {
-    const refusal = await limited;
-    if (refusal) throw refusal;
-  }
-  return { passenger, emailVerified, ...(quote !== undefined ? { preloaded: { quote } } : {}) };
+  const refusal = emailVerified ? null : await limited;
+  return { passenger, emailVerified, refusal, ...(quote !== undefined ? { preloaded: { quote } } : {}) };
 }
 
 /** The passenger on the alias endpoints: WhatsApp (or plain) phone required, e-mail optional. */
@@ -353,7 +373,7 @@ export function bookingRoutes(): RouteDef[] {
           const emailPointer = body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email';
           if (quoteId !== undefined) {
             requireFields({ passengerName: name, passengerEmail: email, passengerPhone: phone });
-            const { passenger, emailVerified, preloaded } = await v1Passenger(
+            const { passenger, emailVerified, preloaded, refusal } = await v1PassengerOrLimit(
               deps,
               name,
               email,
@@ -362,6 +382,9 @@ export function bookingRoutes(): RouteDef[] {
               bc.testMode,
               quoteId,
             );
+            // Past the hourly limit, only a quote already redeemed is answered (with its
+            // booking for this passenger, or 409 for another): nothing new is booked.
+            if (refusal && !preloaded?.quote?.redeemed_at) throw refusal;
             const view = await redeemQuote(
               deps,
               {
@@ -409,7 +432,14 @@ export function bookingRoutes(): RouteDef[] {
               )
             : Promise.reject(vehicle.error);
           priced.catch(() => {}); // awaited below, unless the passenger is refused first
-          const { passenger, emailVerified } = await v1Passenger(deps, name, email, phone, emailPointer, bc.testMode);
+          const { passenger, emailVerified, refusal } = await v1PassengerOrLimit(
+            deps,
+            name,
+            email,
+            phone,
+            emailPointer,
+            bc.testMode,
+          );
           if (!vehicle.ok) throw vehicle.error;
           const vehicleType = vehicle.value;
           const fare = await partnerFare(deps, caller, body.fareGBP);
@@ -423,6 +453,12 @@ export function bookingRoutes(): RouteDef[] {
             fare,
             method,
           });
+          if (refusal) {
+            // Past the hourly limit: the same request again still gets its booking; a new one is 429.
+            const repeat = await repeatedBooking(deps.db, hash);
+            if (!repeat) throw refusal;
+            return { status: 201, body: v1Body(viewOf(repeat, base, deps.config.dataEncryptionKey, false)) };
+          }
           const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
           if (pricing.repeat)
             return { status: 201, body: v1Body(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false)) };
