@@ -172,18 +172,8 @@ type V1Passenger = { passenger: Passenger; emailVerified: boolean; preloaded?: {
  * The v1 passenger, on both v1 paths: an accepted e-mail, an E.164 phone, not blocked; an
  * address nobody has confirmed is held to its hourly limit (429 when past it).
  */
-export async function v1Passenger(
-  deps: ApiDeps,
-  name: string | undefined,
-  email: string | undefined,
-  phone: string | undefined,
-  emailPointer: string,
-  /** A test-mode booking: no mail-server lookup (`mxCheckFor`). */
-  testMode: boolean,
-  /** The quote to redeem: read with the passenger's standing (`passengerStanding`). */
-  quoteId?: string,
-): Promise<V1Passenger> {
-  const { refusal, ...checked } = await v1PassengerOrLimit(deps, name, email, phone, emailPointer, testMode, quoteId);
+export async function v1Passenger(...args: Parameters<typeof v1PassengerOrLimit>): Promise<V1Passenger> {
+  const { refusal, ...checked } = await v1PassengerOrLimit(...args);
   if (refusal) throw refusal;
   return checked;
 }
@@ -200,7 +190,9 @@ async function v1PassengerOrLimit(
   email: string | undefined,
   phone: string | undefined,
   emailPointer: string,
+  /** A test-mode booking: no mail-server lookup (`mxCheckFor`). */
   testMode: boolean,
+  /** The quote to redeem: read with the passenger's standing (`passengerStanding`). */
   quoteId?: string,
 ): Promise<V1Passenger & { refusal: unknown }> {
   const passenger: Passenger = {
