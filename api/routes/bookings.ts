@@ -363,17 +363,11 @@ export function bookingRoutes(): RouteDef[] {
           const phone = body.passengerPhone ?? body.passenger_phone;
           const method = payment(body.paymentMethod ?? body.payment_method);
           const emailPointer = body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email';
+          const checkPassenger = (redeeming?: string) =>
+            v1PassengerOrLimit(deps, name, email, phone, emailPointer, bc.testMode, redeeming);
           if (quoteId !== undefined) {
             requireFields({ passengerName: name, passengerEmail: email, passengerPhone: phone });
-            const { passenger, emailVerified, preloaded, refusal } = await v1PassengerOrLimit(
-              deps,
-              name,
-              email,
-              phone,
-              emailPointer,
-              bc.testMode,
-              quoteId,
-            );
+            const { passenger, emailVerified, preloaded, refusal } = await checkPassenger(quoteId);
             // Past the hourly limit, only a quote already redeemed is answered (with its
             // booking for this passenger, or 409 for another): nothing new is booked.
             if (refusal && !preloaded?.quote?.redeemed_at) throw refusal;
@@ -424,14 +418,7 @@ export function bookingRoutes(): RouteDef[] {
               )
             : Promise.reject(vehicle.error);
           priced.catch(() => {}); // awaited below, unless the passenger is refused first
-          const { passenger, emailVerified, refusal } = await v1PassengerOrLimit(
-            deps,
-            name,
-            email,
-            phone,
-            emailPointer,
-            bc.testMode,
-          );
+          const { passenger, emailVerified, refusal } = await checkPassenger();
           if (!vehicle.ok) throw vehicle.error;
           const vehicleType = vehicle.value;
           const fare = await partnerFare(deps, caller, body.fareGBP);

@@ -22,8 +22,16 @@ export interface AmendableFields {
   notes: string | null;
 }
 
-/** Journey fields: recorded with their values. */
-const JOURNEY = ['pickup', 'dropoff', 'pickupTime', 'passengers', 'vehicleType', 'farePence', 'flightNumber'] as const;
+/** Journey fields: recorded with their values (and, changed, told to whoever holds the job). */
+export const JOURNEY = [
+  'pickup',
+  'dropoff',
+  'pickupTime',
+  'passengers',
+  'vehicleType',
+  'farePence',
+  'flightNumber',
+] as const;
 /** Passenger contact and notes: recorded by name only (the values are personal data). */
 const PERSONAL = ['passengerName', 'passengerPhone', 'passengerEmail', 'notes'] as const;
 

@@ -20,6 +20,7 @@ import type { VehicleType } from '../domain/tariffs/types.ts';
 import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Queues } from '../queues/connection.ts';
+import { JOURNEY } from './booking-history.ts';
 import { queueMessage } from './messages.ts';
 
 /**
@@ -452,7 +453,7 @@ const JOB_CARD_FIELDS: ReadonlySet<string> = new Set([
   'vehicleType',
   'farePence',
 ]);
-const JOURNEY_FIELDS: ReadonlySet<string> = new Set([...JOB_CARD_FIELDS, 'flightNumber']);
+const JOURNEY_FIELDS: ReadonlySet<string> = new Set(JOURNEY);
 const ASSIGNED_STATUSES: ReadonlySet<string> = new Set(['driver_assigned', 'driver_en_route', 'driver_arrived']);
 
 /**
