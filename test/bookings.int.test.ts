@@ -64,7 +64,7 @@ async function post(path: string, body: unknown, headers: Record<string, string>
   const res = await fetch(`${api.url}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
+    body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   const text = await res.text();
   return { status: res.status, json: JSON.parse(text) as Json, text, headers: res.headers };
@@ -852,6 +852,35 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     const c = await post('/api/public/bookings/instant', { ...body, passenger_count: 2 }, { 'Idempotency-Key': key });
     expect(c.status).toBe(422);
     expect(c.json.error?.code).toBe('idempotency_key_reused');
+  });
+
+  it('takes a retry re-encoded with other whitespace, key order and escapes as the same request under its key', async () => {
+    const key = `idem-json-${randomBytes(6).toString('hex')}`;
+    const body = {
+      pickup: 'Sheffield station',
+      dropoff: 'Meadowhall',
+      departAt: inHours(10),
+      passengerName: 'Encoded Eve',
+      passengerEmail: 'eve@example.org',
+      passengerPhone: '+447700900124',
+    };
+    const a = await post('/api/public/v1/booking', body, { 'Idempotency-Key': key });
+    expect(a.status, a.text).toBe(201);
+    // The same value as another client would send it: keys reversed, pretty-printed, an escape.
+    const reordered = Object.fromEntries(Object.entries(body).reverse());
+    const respelt = JSON.stringify(reordered, null, 2).replace('Encoded Eve', 'Encoded \\u0045ve');
+    expect(respelt).not.toBe(JSON.stringify(body));
+    const b = await post('/api/public/v1/booking', respelt, { 'Idempotency-Key': key });
+    expect(b.status).toBe(201);
+    expect(b.text).toBe(a.text);
+    expect(b.headers.get('idempotency-replayed')).toBe('true');
+    // Another value is still another request, however it is spelt.
+    const c = await post('/api/public/v1/booking', JSON.stringify({ ...reordered, passengers: 2 }, null, 1), {
+      'Idempotency-Key': key,
+    });
+    expect(c.status).toBe(422);
+    expect(c.json.error?.code).toBe('idempotency_key_reused');
+    expect(await env.rt.db('bookings').where({ passenger_name: 'Encoded Eve' }).count({ n: '*' })).toEqual([{ n: 1 }]);
   });
 
   it('remembers a key across both spellings of the v1 booking: one operation', async () => {

@@ -48,9 +48,45 @@ interface Row {
   expires_at: Date;
 }
 
+/** JSON text with every object's keys in code-unit order and no whitespace: one spelling per JSON value. */
+function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const obj = value as Record<string, unknown>;
+  return `{${Object.keys(obj)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`)
+    .join(',')}}`;
+}
+
+/**
+ * What identifies a request under its key: the method, the path and the body as a JSON value,
+ * so a retry that serialises the same body with other whitespace, key order or escapes (an
+ * agent's SDK re-encoding it, a proxy pretty-printing it) is the same request and is replayed.
+ * A body that is not JSON (or nests too deep to walk) is taken as its bytes. `asSentHash` is the
+ * bytes' hash, as keys recorded before 2026-11-26 hold it: a retry of one of those still matches.
+ */
+function requestHashes(
+  method: string,
+  path: string,
+  rawBody: Buffer | undefined,
+): { requestHash: Buffer; asSentHash: Buffer } {
+  const bytes = rawBody ?? Buffer.alloc(0);
+  const asSentHash = sha256(Buffer.concat([Buffer.from(`${method} ${path}\n`), bytes]));
+  if (bytes.length === 0) return { requestHash: asSentHash, asSentHash };
+  let canonical: string;
+  try {
+    canonical = canonicalJson(JSON.parse(bytes.toString('utf8')));
+  } catch {
+    return { requestHash: asSentHash, asSentHash };
+  }
+  return { requestHash: sha256(Buffer.from(`json ${method} ${path}\n${canonical}`)), asSentHash };
+}
+
 /**
  * The `Idempotency-Key` header (CONTRACT.md section 2): within 24 hours the same key and the
- * same request replays the first response byte for byte; the same key with another request is
+ * same request (the same JSON value, however spelt: `requestHashes`) replays the first response
+ * byte for byte; the same key with another request is
  * 422 `idempotency_key_reused`; a duplicate while the first is still running is 409
  * `idempotency_in_progress`. Keys are scoped to the caller (API key, else IP). A first request
  * that failed with a 5xx leaves no record, so it can be retried with the same key; one that
@@ -69,7 +105,7 @@ export async function beginIdempotent(
       { field: '/headers/idempotency-key', problem: 'must be 1 to 255 printable characters' },
     ]);
   }
-  const requestHash = sha256(Buffer.concat([Buffer.from(`${method} ${path}\n`), rawBody ?? Buffer.alloc(0)]));
+  const { requestHash, asSentHash } = requestHashes(method, path, rawBody);
   // The claim is the row's created_at as this request set it: answering (complete) and letting
   // go (abandon) touch the row only while it is still this request's, so a request that ran
   // past its lease and was taken over records nothing over its successor.
@@ -113,7 +149,8 @@ export async function beginIdempotent(
       await db('idempotency_keys').where({ id: row.id }).delete();
       continue;
     }
-    if (!row.request_hash.equals(requestHash) || row.method !== method || row.path !== path) {
+    const sameRequest = row.request_hash.equals(requestHash) || row.request_hash.equals(asSentHash);
+    if (!sameRequest || row.method !== method || row.path !== path) {
       throw new AppError(
         'idempotency_key_reused',
         'This Idempotency-Key was used for a different request; use a new key for a new request.',
