@@ -47,6 +47,28 @@ export function validBy(schema: Schema, value: unknown, coerce = false): boolean
 
 const MAX_VALID_STRING = 40;
 
+const filterable = new Map<string, number>();
+
+/**
+ * A pattern's strings are filtered to the schema's lengths, and fast-check's `filter` retries
+ * for ever when almost nothing passes (a pattern like `^[a-z]+$` with `minLength: 16`: it
+ * hung a CI run). So first see, once per pattern and lengths, how many of 200 samples pass,
+ * and fail at once, saying why, when too few do.
+ */
+function assertFilterable(arb: fc.Arbitrary<string>, fits: (v: string) => boolean, s: Schema): void {
+  const id = `${s.pattern}|${s.minLength ?? ''}|${s.maxLength ?? ''}`;
+  let passing = filterable.get(id);
+  if (passing === undefined) {
+    passing = fc.sample(arb, { numRuns: 200, seed: 1 }).filter(fits).length;
+    filterable.set(id, passing);
+  }
+  if (passing < 10) {
+    throw new Error(
+      `fuzz-schema: pattern ${s.pattern} gave ${passing} of 200 strings within minLength ${s.minLength ?? 0} and maxLength ${s.maxLength ?? 'none'}; state the lengths in the pattern (${'{'}min,max${'}'}) so it can be fuzzed.`,
+    );
+  }
+}
+
 function stringArb(s: Schema): fc.Arbitrary<string> {
   const min = typeof s.minLength === 'number' ? s.minLength : 0;
   const max = Math.max(min, Math.min(typeof s.maxLength === 'number' ? s.maxLength : MAX_VALID_STRING, min + 60));
@@ -69,7 +91,9 @@ function stringArb(s: Schema): fc.Arbitrary<string> {
     default:
   }
   if (typeof s.pattern === 'string') {
-    return fc.stringMatching(new RegExp(s.pattern)).filter(fits);
+    const matching = fc.stringMatching(new RegExp(s.pattern));
+    assertFilterable(matching, fits, s);
+    return matching.filter(fits);
   }
   return fc.oneof(
     { weight: 3, arbitrary: fc.string({ minLength: min, maxLength: max }) },
