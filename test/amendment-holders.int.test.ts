@@ -1,31 +1,61 @@
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { approvedDriver } from './helpers/drivers.ts';
-import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 
 /**
  * A partner's amendment reaches whoever holds the job, through partner intake over HTTP: an
  * open offer made with the old details is withdrawn (the driver texted) and the job offered
  * again; an assigned driver is texted; an amendment the assigned driver's vehicle cannot take
- * is refused 409 and changes nothing.
+ * is refused 409 and changes nothing; a partner operator holding it gets a signed
+ * `booking.amended` webhook, checked by the independent `standardwebhooks` library.
  */
 let env: TestEnv;
 let roles: RunningRoles;
 let api: Served;
 let partnerKey: string;
+let hooks: http.Server;
+let hooksUrl: string;
+/** What the operator's webhook endpoint received: the body and whether its signature verified. */
+const received: { body: string; verified: boolean }[] = [];
+let operatorSecret = '';
 
 beforeAll(async () => {
   env = await createTestEnv({ env: { RATE_LIMIT_PER_IP_PER_MINUTE: '100000', QUOTE_LIMIT_PER_HOUR: '100000' } });
   await syncBuiltInTariffs(env.rt.db);
-  roles = startRoles(['pricing'], env.rt);
+  hooks = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
+      let verified = false;
+      try {
+        new Webhook(operatorSecret).verify(body, headers);
+        verified = true;
+      } catch {}
+      received.push({ body, verified });
+      res.statusCode = 204;
+      res.end();
+    });
+  });
+  hooks.listen(0, '127.0.0.1');
+  await once(hooks, 'listening');
+  hooksUrl = `http://127.0.0.1:${(hooks.address() as AddressInfo).port}/operator-hooks`;
+  roles = startRoles(['pricing', 'outbox-relay', 'fanout'], env.rt);
   api = await serve(await appFor(env));
   partnerKey = (await createPartner(env.rt.db, env.config, { name: 'Amending Partner', actor: 'test' })).apiKey;
 }, 60_000);
 afterAll(async () => {
   await roles?.close();
+  hooks?.close();
   await api?.close();
   await env?.cleanup();
 });
@@ -162,5 +192,60 @@ describe('an amendment reaches whoever holds the job', () => {
     expect(after).toMatchObject({ passengers: 1, vehicle_type: 'saloon', fare_pence: booking.fare_pence });
     expect(await env.rt.db('booking_amendments').where({ booking_id: booking.id })).toEqual([]);
     expect(await changedTexts(booking.id)).toEqual([]);
+  });
+
+  it('sends a partner operator holding the job a signed booking.amended webhook with the job as it now is', async () => {
+    const operator = await createPartner(env.rt.db, env.config, {
+      name: 'Holding Operator',
+      webhookUrl: hooksUrl,
+      operator: { fleetClasses: ['saloon', 'estate', 'mpv'], fleetCapacity: 5 },
+      actor: 'test',
+    });
+    operatorSecret = operator.webhookSecret as string;
+    const booking = await bookingOf('AMEND-OPERATOR');
+    await env.rt
+      .db('bookings')
+      .where({ id: booking.id })
+      .update({ status: 'driver_assigned', operator_partner_id: operator.id, dispatch_tier: 3 });
+
+    const later = new Date(Date.now() + 5 * 3600_000);
+    later.setUTCSeconds(0, 0);
+    const amended = await send(
+      'AMEND-OPERATOR',
+      { pickupTime: later.toISOString(), passengers: 3, notes: 'Two suitcases' },
+      'amend',
+    );
+    expect(amended.result.outcome).toBe('amended');
+    const after = await env.rt.db('bookings').where({ id: booking.id }).first('fare_pence');
+    await eventually(async () => expect(received).toHaveLength(1));
+    expect(received[0]?.verified).toBe(true);
+    const event = JSON.parse(received[0]?.body as string);
+    expect(event.type).toBe('booking.amended');
+    expect(event.data).toMatchObject({
+      bookingReference: booking.reference,
+      jobRef: 'AMEND-OPERATOR',
+      status: 'driver_assigned',
+      changed: expect.arrayContaining(['pickupTime', 'passengers', 'notes']),
+      job: {
+        pickupTime: later.toISOString(),
+        passengers: 3,
+        vehicleType: 'saloon',
+        fareGBP: after.fare_pence / 100,
+        passenger: { name: 'Ada Lovelace' },
+        notes: 'Two suitcases',
+      },
+    });
+    expect(event.data.job.pickup.name).toContain('Piccadilly');
+    expect(await changedTexts(booking.id)).toEqual([]);
+
+    // A change the operator cannot see (the passenger's e-mail) sends nothing.
+    const emailOnly = await send(
+      'AMEND-OPERATOR',
+      { pickupTime: later.toISOString(), passengers: 3, notes: 'Two suitcases', passengerEmail: 'ada@example.org' },
+      'amend',
+    );
+    expect(emailOnly.result.outcome).toBe('amended');
+    const deliveries = await env.rt.db('webhook_deliveries').where({ booking_id: booking.id });
+    expect(deliveries.map((d) => d.event_type)).toEqual(['booking.amended']);
   });
 });

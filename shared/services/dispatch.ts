@@ -22,6 +22,7 @@ import { uuidv7 } from '../ids.ts';
 import type { Queues } from '../queues/connection.ts';
 import { JOURNEY } from './booking-history.ts';
 import { queueMessage } from './messages.ts';
+import { queueAmendedFanout } from './webhooks.ts';
 
 /**
  * Dispatch: offers go to one candidate at a time, in the order the pure matcher gives (tier 1
@@ -467,11 +468,17 @@ const ASSIGNED_STATUSES: ReadonlySet<string> = new Set(['driver_assigned', 'driv
  *   driver or operator may be asked again);
  * - a booking being dispatched (or that found no driver) whose dispatch time moved well ahead
  *   goes back to `pending` and waits for it (`dispatch-<id>-at-<time>`), its offers withdrawn.
- * Changes to the passenger's own details (name, phone, e-mail, notes) reach nobody.
+ * - a partner operator holding the job (tier 3) gets a `booking.amended` webhook with the job
+ *   as it now is (`queueAmendedFanout`), for any change its job feed shows.
+ * Changes to the passenger's own details (name, phone, e-mail, notes) reach no driver: their
+ * job list shows them.
  */
 export async function amendmentReachesHolders(
   trx: Tx,
-  booking: Pick<DispatchBooking, 'id' | 'reference' | 'status' | 'driver_id' | 'test_mode'> & {
+  booking: Pick<
+    DispatchBooking,
+    'id' | 'reference' | 'status' | 'driver_id' | 'test_mode' | 'partner_id' | 'operator_partner_id'
+  > & {
     vehicle_id: string | null;
   },
   /** `changed`: the fields the amendment changed, as `amendmentChanges` names them. */
@@ -483,8 +490,15 @@ export async function amendmentReachesHolders(
     dispatchAt: number;
   },
   now: Date,
-): Promise<{ withdrawn: number; driverTold: boolean }> {
-  if (!amended.changed.some((f) => JOURNEY_FIELDS.has(f))) return { withdrawn: 0, driverTold: false };
+): Promise<{ withdrawn: number; driverTold: boolean; operatorTold: boolean }> {
+  // A partner operator holding the job (not the booker itself) gets the job as it now is.
+  const operatorTold =
+    !!booking.operator_partner_id &&
+    booking.operator_partner_id !== booking.partner_id &&
+    ASSIGNED_STATUSES.has(booking.status) &&
+    (await queueAmendedFanout(trx, booking.id, booking.operator_partner_id, amended.changed)).length > 0;
+  const told = (r: { withdrawn: number; driverTold: boolean }) => ({ ...r, operatorTold });
+  if (!amended.changed.some((f) => JOURNEY_FIELDS.has(f))) return told({ withdrawn: 0, driverTold: false });
   let driverTold = false;
   if (booking.driver_id && ASSIGNED_STATUSES.has(booking.status)) {
     const vehicle = booking.vehicle_id
@@ -528,18 +542,18 @@ export async function amendmentReachesHolders(
       driverTold = true;
     }
   }
-  if (!['dispatching', 'no_driver_available'].includes(booking.status)) return { withdrawn: 0, driverTold };
+  if (!['dispatching', 'no_driver_available'].includes(booking.status)) return told({ withdrawn: 0, driverTold });
   // Its dispatch time moved well ahead (the pickup moved later): it waits, `pending`, for the
   // new time, with any open offer withdrawn, rather than being offered hours or days early.
   const waits = amended.dispatchAt > now.getTime() + EARLY_STEP_TOLERANCE_MS;
   if (!waits && (!amended.changed.some((f) => JOB_CARD_FIELDS.has(f)) || booking.status !== 'dispatching')) {
-    return { withdrawn: 0, driverTold };
+    return told({ withdrawn: 0, driverTold });
   }
   const withdrawn = await trx('dispatch_offers')
     .where({ booking_id: booking.id, state: 'offered' })
     .update({ state: 'withdrawn', responded_at: now })
     .returning<{ driver_id: string | null }[]>('driver_id');
-  if (withdrawn.length === 0 && !waits) return { withdrawn: 0, driverTold };
+  if (withdrawn.length === 0 && !waits) return told({ withdrawn: 0, driverTold });
   const offeredIds = withdrawn.flatMap((o) => (o.driver_id ? [o.driver_id] : []));
   const offered =
     offeredIds.length > 0
@@ -573,7 +587,7 @@ export async function amendmentReachesHolders(
       { jobId: `dispatch-${booking.id}-amended-${now.getTime()}` },
     );
   }
-  return { withdrawn: withdrawn.length, driverTold };
+  return told({ withdrawn: withdrawn.length, driverTold });
 }
 
 /**

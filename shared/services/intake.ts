@@ -834,7 +834,7 @@ class Intake {
       );
       await amendmentReachesHolders(
         trx,
-        booking as BookingRow & { vehicle_id: string | null },
+        booking as BookingRow & { vehicle_id: string | null; operator_partner_id: string | null },
         {
           passengers: job.passengers,
           vehicleType: priced.quote.vehicleType,

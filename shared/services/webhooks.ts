@@ -276,7 +276,17 @@ export async function queueStatusFanout(
     }
   }
   const event: BookingStatusEvent = { type: 'booking.status', timestamp: now, data };
+  return queueDeliveries(trx, endpoints, bookingId, seq, event);
+}
 
+/** One delivery per endpoint, each with its outbox job, in the caller's transaction. */
+async function queueDeliveries(
+  trx: Tx,
+  endpoints: readonly { id: string }[],
+  bookingId: string,
+  seq: number,
+  event: BookingStatusEvent | BookingAmendedEvent,
+): Promise<string[]> {
   const ids: string[] = [];
   for (const endpoint of endpoints) {
     const id = uuidv7();
@@ -284,7 +294,7 @@ export async function queueStatusFanout(
       id,
       endpoint_id: endpoint.id,
       booking_id: bookingId,
-      event_type: 'booking.status',
+      event_type: event.type,
       sequence: seq,
       message_id: `msg_${id}`,
       payload: JSON.stringify(event),
@@ -293,6 +303,122 @@ export async function queueStatusFanout(
     ids.push(id);
   }
   return ids;
+}
+
+/** The job as an operator holding it now has it: what its job feed shows of a held job. */
+export interface BookingAmendedEvent {
+  type: 'booking.amended';
+  timestamp: string;
+  data: {
+    bookingReference: string;
+    jobRef: string | null;
+    status: string;
+    /** The booking's current status sequence: an amendment does not change it. */
+    sequence: number;
+    /** What changed, by the job feed's names (`fareGBP`, `passengerName`, ...). */
+    changed: string[];
+    job: {
+      pickup: { name: string; lat: number; lng: number };
+      dropoff: { name: string; lat: number; lng: number };
+      pickupTime: string;
+      passengers: number;
+      vehicleType: string;
+      fareGBP: number | null;
+      passenger: { name: string; phone: string | null };
+      notes: string | null;
+      flightNumber: string | null;
+    };
+  };
+}
+
+/** An amendment's field names (booking-history's) as the job feed and this event name them. */
+const FEED_NAMES: Readonly<Record<string, string>> = { farePence: 'fareGBP' };
+/** Changes an operator cannot see in its feed, so is not told of: the passenger's e-mail. */
+const UNSEEN_BY_OPERATORS: ReadonlySet<string> = new Set(['passengerEmail']);
+
+/**
+ * Tell a partner operator holding a booking (it accepted the job; tier 3) that the booker
+ * amended it: a `booking.amended` delivery to each of its active endpoints, signed and retried
+ * as status webhooks are, carrying the job as it now is. Status webhooks carry status changes
+ * only, so without it an operator kept the old pickup, time or passengers. Sent in the
+ * amendment's transaction (the booking row already updated); none when only what the operator
+ * cannot see changed, or when the operator has no endpoint.
+ */
+export async function queueAmendedFanout(
+  trx: Tx,
+  bookingId: string,
+  operatorPartnerId: string,
+  changedFields: readonly string[],
+): Promise<string[]> {
+  const changed = changedFields.filter((f) => !UNSEEN_BY_OPERATORS.has(f)).map((f) => FEED_NAMES[f] ?? f);
+  if (changed.length === 0) return [];
+  const endpoints = await trx('webhook_endpoints')
+    .where({ active: true, partner_id: operatorPartnerId })
+    .select<{ id: string }[]>('id');
+  if (endpoints.length === 0) return [];
+  const b = await trx('bookings as b')
+    .leftJoin('partner_jobs as j', 'j.booking_id', 'b.id')
+    .where('b.id', bookingId)
+    .first<
+      | {
+          reference: string;
+          status: string;
+          job_ref: string | null;
+          pickup: { name: string; lat: number; lng: number };
+          dropoff: { name: string; lat: number; lng: number };
+          pickup_time: Date;
+          passengers: number;
+          vehicle_type: string;
+          fare_pence: number | null;
+          passenger_name: string;
+          passenger_phone: string | null;
+          notes: string | null;
+          flight_number: string | null;
+          seq: number | null;
+        }
+      | undefined
+    >(
+      'b.reference',
+      'b.status',
+      'j.job_ref',
+      'b.pickup',
+      'b.dropoff',
+      'b.pickup_time',
+      'b.passengers',
+      'b.vehicle_type',
+      'b.fare_pence',
+      'b.passenger_name',
+      'b.passenger_phone',
+      'b.notes',
+      'b.flight_number',
+      trx.raw('(select max(h.seq) from booking_status_history h where h.booking_id = b.id) as seq'),
+    );
+  if (!b) return [];
+  const place = (p: { name: string; lat: number; lng: number }) => ({ name: p.name, lat: p.lat, lng: p.lng });
+  const seq = b.seq ?? 0;
+  const event: BookingAmendedEvent = {
+    type: 'booking.amended',
+    timestamp: new Date().toISOString(),
+    data: {
+      bookingReference: b.reference,
+      jobRef: b.job_ref,
+      status: b.status,
+      sequence: seq,
+      changed,
+      job: {
+        pickup: place(b.pickup),
+        dropoff: place(b.dropoff),
+        pickupTime: b.pickup_time.toISOString(),
+        passengers: b.passengers,
+        vehicleType: b.vehicle_type,
+        fareGBP: b.fare_pence === null ? null : b.fare_pence / 100,
+        passenger: { name: b.passenger_name, phone: b.passenger_phone },
+        notes: b.notes,
+        flightNumber: b.flight_number,
+      },
+    },
+  };
+  return queueDeliveries(trx, endpoints, bookingId, seq, event);
 }
 
 // ---------------------------------------------------------------------------------------
