@@ -1,6 +1,7 @@
 import { appendStatus } from '../db/bookings.ts';
 import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
+import { heldJob, offeredJob } from '../domain/dispatch/job-view.ts';
 import { normaliseReference } from '../domain/reference.ts';
 import { isTestScenario, type SandboxMove, sandboxMove, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
@@ -347,7 +348,6 @@ async function sandboxHistory(
  * driver or an operator; a partner's feed also has the jobs it submitted.
  */
 export async function jobFeed(db: Db, holder: JobHolder, now = new Date()): Promise<FeedJob[]> {
-  const place = (p: { name: string; lat: number; lng: number }) => ({ name: p.name, lat: p.lat, lng: p.lng });
   const offers = await db('dispatch_offers as o')
     .join('bookings as b', 'b.id', 'o.booking_id')
     .where({ [`o.${holderColumn(holder)}`]: holder.id, 'o.state': 'offered' })
@@ -381,25 +381,20 @@ export async function jobFeed(db: Db, holder: JobHolder, now = new Date()): Prom
       sandbox: { scenario, move: sandboxMove(scenario, state, history.get(b.id) ?? { declined: 0, handedBack: 0 }) },
     };
   };
-  /** What every feed entry says of its booking; an offer shows no passenger until accepted. */
-  const job = (b: DispatchBooking, state: string, offerExpiresAt: Date | null) => ({
-    bookingReference: b.reference,
-    state,
-    offerExpiresAt: offerExpiresAt?.toISOString() ?? null,
-    pickup: place(b.pickup),
-    dropoff: place(b.dropoff),
-    pickupTime: b.pickup_time.toISOString(),
-    passengers: b.passengers,
-    vehicleType: b.vehicle_type,
-    fareGBP: b.fare_pence === null ? null : b.fare_pence / 100,
-  });
+  // An offer shows no passenger until accepted (shared/domain/dispatch/job-view.ts).
   return [
-    ...offers.map((b) => ({ ...job(b, 'offered', b.expires_at), ...sandbox(b, 'offered') })),
+    ...offers.map((b) => ({
+      bookingReference: b.reference,
+      state: 'offered',
+      offerExpiresAt: b.expires_at.toISOString(),
+      ...offeredJob(b),
+      ...sandbox(b, 'offered'),
+    })),
     ...held.map((b) => ({
-      ...job(b, b.status === 'driver_assigned' ? 'accepted' : b.status, null),
-      passenger: { name: b.passenger_name, phone: b.passenger_phone },
-      notes: (b as unknown as { notes: string | null }).notes,
-      flightNumber: (b as unknown as { flight_number: string | null }).flight_number,
+      bookingReference: b.reference,
+      state: b.status === 'driver_assigned' ? 'accepted' : b.status,
+      offerExpiresAt: null,
+      ...heldJob(b),
       ...sandbox(b, 'held'),
     })),
   ];

@@ -3,6 +3,7 @@ import type { Config } from '../config.ts';
 import { safeEqual, seal } from '../crypto.ts';
 import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
+import { type HeldJob, heldJob, type JobColumns } from '../domain/dispatch/job-view.ts';
 import { uuidv7 } from '../ids.ts';
 import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
 import { newWebhookSecret } from './partners.ts';
@@ -317,17 +318,7 @@ export interface BookingAmendedEvent {
     sequence: number;
     /** What changed, by the job feed's names (`fareGBP`, `passengerName`, ...). */
     changed: string[];
-    job: {
-      pickup: { name: string; lat: number; lng: number };
-      dropoff: { name: string; lat: number; lng: number };
-      pickupTime: string;
-      passengers: number;
-      vehicleType: string;
-      fareGBP: number | null;
-      passenger: { name: string; phone: string | null };
-      notes: string | null;
-      flightNumber: string | null;
-    };
+    job: HeldJob;
   };
 }
 
@@ -360,41 +351,13 @@ export async function queueAmendedFanout(
     .leftJoin('partner_jobs as j', 'j.booking_id', 'b.id')
     .where('b.id', bookingId)
     .first<
-      | {
-          reference: string;
-          status: string;
-          job_ref: string | null;
-          pickup: { name: string; lat: number; lng: number };
-          dropoff: { name: string; lat: number; lng: number };
-          pickup_time: Date;
-          passengers: number;
-          vehicle_type: string;
-          fare_pence: number | null;
-          passenger_name: string;
-          passenger_phone: string | null;
-          notes: string | null;
-          flight_number: string | null;
-          seq: number | null;
-        }
-      | undefined
+      (JobColumns & { reference: string; status: string; job_ref: string | null; seq: number | null }) | undefined
     >(
-      'b.reference',
-      'b.status',
+      'b.*',
       'j.job_ref',
-      'b.pickup',
-      'b.dropoff',
-      'b.pickup_time',
-      'b.passengers',
-      'b.vehicle_type',
-      'b.fare_pence',
-      'b.passenger_name',
-      'b.passenger_phone',
-      'b.notes',
-      'b.flight_number',
       trx.raw('(select max(h.seq) from booking_status_history h where h.booking_id = b.id) as seq'),
     );
   if (!b) return [];
-  const place = (p: { name: string; lat: number; lng: number }) => ({ name: p.name, lat: p.lat, lng: p.lng });
   const seq = b.seq ?? 0;
   const event: BookingAmendedEvent = {
     type: 'booking.amended',
@@ -405,17 +368,7 @@ export async function queueAmendedFanout(
       status: b.status,
       sequence: seq,
       changed,
-      job: {
-        pickup: place(b.pickup),
-        dropoff: place(b.dropoff),
-        pickupTime: b.pickup_time.toISOString(),
-        passengers: b.passengers,
-        vehicleType: b.vehicle_type,
-        fareGBP: b.fare_pence === null ? null : b.fare_pence / 100,
-        passenger: { name: b.passenger_name, phone: b.passenger_phone },
-        notes: b.notes,
-        flightNumber: b.flight_number,
-      },
+      job: heldJob(b),
     },
   };
   return queueDeliveries(trx, endpoints, bookingId, seq, event);

@@ -1,0 +1,51 @@
+/**
+ * A job as those who fulfil it see it: the driver and operator job feed (`jobFeed` in
+ * shared/services/driver-jobs.ts) and an operator's `booking.amended` webhook
+ * (`queueAmendedFanout` in shared/services/webhooks.ts) both say it so.
+ */
+
+interface PlaceColumn {
+  name: string;
+  lat: number;
+  lng: number;
+}
+
+/** The booking columns a job view is made of. */
+export interface JobColumns {
+  pickup: PlaceColumn;
+  dropoff: PlaceColumn;
+  pickup_time: Date;
+  passengers: number;
+  vehicle_type: string;
+  fare_pence: number | null;
+  passenger_name: string;
+  passenger_phone: string | null;
+  notes?: string | null;
+  flight_number?: string | null;
+}
+
+const place = (p: PlaceColumn) => ({ name: p.name, lat: p.lat, lng: p.lng });
+
+/** What anyone offered the job sees: the journey and the fare, no passenger. */
+export function offeredJob(b: JobColumns) {
+  return {
+    pickup: place(b.pickup),
+    dropoff: place(b.dropoff),
+    pickupTime: b.pickup_time.toISOString(),
+    passengers: b.passengers,
+    vehicleType: b.vehicle_type,
+    fareGBP: b.fare_pence === null ? null : b.fare_pence / 100,
+  };
+}
+
+/** What whoever holds the job (it accepted it) sees: also who to pick up, and their notes. */
+export function heldJob(b: JobColumns) {
+  return {
+    ...offeredJob(b),
+    passenger: { name: b.passenger_name, phone: b.passenger_phone },
+    notes: b.notes ?? null,
+    flightNumber: b.flight_number ?? null,
+  };
+}
+
+export type HeldJob = ReturnType<typeof heldJob>;
