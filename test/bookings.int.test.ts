@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -881,6 +881,28 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(c.status).toBe(422);
     expect(c.json.error?.code).toBe('idempotency_key_reused');
     expect(await env.rt.db('bookings').where({ passenger_name: 'Encoded Eve' }).count({ n: '*' })).toEqual([{ n: 1 }]);
+  });
+
+  it('still replays a key recorded before bodies were compared as JSON (its hash is of the bytes sent)', async () => {
+    const key = `idem-bytes-${randomBytes(6).toString('hex')}`;
+    const sent = JSON.stringify({
+      pickup: 'Sheffield station',
+      dropoff: 'Meadowhall',
+      departAt: inHours(11),
+      passengerName: 'Recorded Rhea',
+      passengerEmail: 'rhea@example.org',
+      passengerPhone: '+447700900125',
+    });
+    const a = await post('/api/public/v1/booking', sent, { 'Idempotency-Key': key });
+    expect(a.status, a.text).toBe(201);
+    // As a key recorded by the earlier build holds it: the hash of the method, path and bytes.
+    const bytesHash = createHash('sha256').update(`POST /api/public/v1/booking\n${sent}`).digest();
+    expect(await env.rt.db('idempotency_keys').where({ key }).update({ request_hash: bytesHash })).toBe(1);
+    const b = await post('/api/public/v1/booking', sent, { 'Idempotency-Key': key });
+    expect(b.text).toBe(a.text);
+    expect(b.headers.get('idempotency-replayed')).toBe('true');
+    const c = await post('/api/public/v1/booking', { ...JSON.parse(sent), passengers: 2 }, { 'Idempotency-Key': key });
+    expect(c.json.error?.code).toBe('idempotency_key_reused');
   });
 
   it('remembers a key across both spellings of the v1 booking: one operation', async () => {
