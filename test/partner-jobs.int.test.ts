@@ -372,6 +372,17 @@ describe('fares, limits and concurrency', () => {
     expect(retry).toBeGreaterThan(0);
     expect(retry).toBeLessThanOrEqual(25 * 3600);
     expect(await countBookings(limited.id)).toBe(2);
+    // None left: a cancellation sent beside a new job is still carried out; the new job alone is 429.
+    const mixed = await asPartner([{ jobRef: 'L-1', action: 'cancel' }, job('L-5')], limited);
+    expect(mixed.status, mixed.text).toBe(207);
+    expect(mixed.json.results.map((x) => [x.outcome, x.status])).toEqual([
+      ['cancelled', 200],
+      ['rejected', 429],
+    ]);
+    expect(mixed.json.results[1]?.error?.code).toBe('daily_limit_reached');
+    const l1 = await env.rt.db('partner_jobs').where({ partner_id: limited.id, job_ref: 'L-1' }).first('booking_id');
+    expect((await env.rt.db('bookings').where({ id: l1.booking_id }).first('status')).status).toBe('cancelled');
+    expect(await countBookings(limited.id)).toBe(2);
   });
 
   it('counts the daily limit per Europe/London day, in one counter row per day kept by the database', async () => {

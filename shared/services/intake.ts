@@ -899,9 +899,10 @@ async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Prom
  * Jobs with the same jobRef run one after another in order; others run concurrently.
  *
  * Daily limit: only `new` jobs with an unseen jobRef count (one partner_jobs row each, counted
- * per Europe/London day). When none is left and the batch holds such a job, the whole request
- * is refused 429 `daily_limit_reached` before anything is written; when some are left, the
- * new jobs beyond them (in order) are rejected 429 one by one and the rest proceed.
+ * per Europe/London day). When none is left and the request holds nothing but such jobs, the
+ * whole request is refused 429 `daily_limit_reached` before anything is written; otherwise the
+ * new jobs beyond what is left (in order) are rejected 429 one by one and the rest proceed, so
+ * a cancellation or amendment sent beside new jobs is carried out even when none is left.
  */
 export async function processJobs(
   deps: IntakeDeps,
@@ -951,8 +952,13 @@ export async function processJobs(
   }
   const overLimit = new Map<string, AppError>();
   if (fresh.length > 0 && allowance) {
-    if (allowance.remaining <= 0) throw dailyLimitError(allowance.limit, allowance.retryAfterSeconds, caller.testMode);
-    for (const ref of fresh.slice(allowance.remaining)) {
+    // Nothing in the request but new jobs, and none left: the request is refused whole. A
+    // cancellation or amendment beside them still goes through: the limit is on new jobs only.
+    const onlyFresh = valid.every((v) => v.job.action === 'new' && !seen.has(v.job.jobRef));
+    if (allowance.remaining <= 0 && onlyFresh) {
+      throw dailyLimitError(allowance.limit, allowance.retryAfterSeconds, caller.testMode);
+    }
+    for (const ref of fresh.slice(Math.max(0, allowance.remaining))) {
       overLimit.set(ref, dailyLimitError(allowance.limit, allowance.retryAfterSeconds, caller.testMode, '/jobRef'));
     }
   }
