@@ -23,6 +23,15 @@ function check(v: Validator | null, data: unknown, where: string): void {
 }
 
 /** Whose requests these are, for idempotency keys and repeat detection: the API key, else the IP. */
+/**
+ * Answers an Idempotency-Key replays: a refusal (4xx) is the answer to its request; a failure on
+ * our side (5xx), bad credentials (401) and a limit (429) are not, so the caller can retry with
+ * the same key once fixed or after waiting.
+ */
+function replayable(status: number): boolean {
+  return status < 500 && status !== 401 && status !== 429;
+}
+
 export function callerScope(caller: Caller): string {
   return caller.kind === 'api_key'
     ? `key:${caller.key.id}`
@@ -78,6 +87,7 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
       let status: number;
       let headers: Record<string, string>;
       let payload: Buffer;
+      let remember: boolean;
       try {
         const result = await route.handler({
           req,
@@ -96,13 +106,12 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
         }
         status = result.status;
         headers = result.headers ?? {};
+        remember = result.remember !== false && replayable(status);
         payload = Buffer.from(JSON.stringify(result.body));
       } catch (err) {
         if (idem?.kind === 'new') {
-          // A refusal (4xx) is the answer to this request and is replayed too; a failure on our
-          // side (5xx), bad credentials (401) and a limit (429) are not remembered, so the
-          // caller can retry with the same key once fixed or after waiting.
-          if (err instanceof AppError && err.status < 500 && err.status !== 401 && err.status !== 429) {
+          // A refusal (4xx) is replayed too; see `replayable`.
+          if (err instanceof AppError && replayable(err.status)) {
             await idem.complete({
               status: err.status,
               headers: err.headers,
@@ -114,7 +123,10 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
         }
         throw err;
       }
-      if (idem?.kind === 'new') await idem.complete({ status, headers, body: payload });
+      if (idem?.kind === 'new') {
+        if (remember) await idem.complete({ status, headers, body: payload });
+        else await idem.abandon();
+      }
       for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
       res.status(status).type('application/json').send(payload);
     });

@@ -385,6 +385,32 @@ describe('fares, limits and concurrency', () => {
     expect(await countBookings(limited.id)).toBe(2);
   });
 
+  it('does not replay under an Idempotency-Key a batch with jobs still to send: the retry runs them', async () => {
+    const limited = await createPartner(env.rt.db, env.config, { name: 'Keyed small', dailyLimit: 1, actor: 'test' });
+    const headers = { authorization: `Bearer ${limited.apiKey}`, 'idempotency-key': 'ik-over-limit-1' };
+    const batch = [job('KL-1'), job('KL-2')];
+    const first = await send(batch, headers);
+    expect(first.status, first.text).toBe(207);
+    expect(first.json.results.map((x) => x.status)).toEqual([201, 429]);
+    // The next day (the counter moved back a day), the partner retries with the same key.
+    await env.rt
+      .db('partner_job_days')
+      .where({ partner_id: limited.id })
+      .update({ day: env.rt.db.raw('day - 1') });
+    const retry = await send(batch, headers);
+    expect(retry.headers.get('idempotency-replayed')).toBeNull();
+    expect(retry.status, retry.text).toBe(200);
+    expect(retry.json.results.map((x) => [x.outcome, x.status])).toEqual([
+      ['unchanged', 200],
+      ['created', 201],
+    ]);
+    expect(await countBookings(limited.id)).toBe(2);
+    // That answer is complete, and is what the key now replays.
+    const again = await send(batch, headers);
+    expect(again.headers.get('idempotency-replayed')).toBe('true');
+    expect(again.text).toBe(retry.text);
+  });
+
   it('counts the daily limit per Europe/London day, in one counter row per day kept by the database', async () => {
     const limited = await createPartner(env.rt.db, env.config, { name: 'Daily', dailyLimit: 2, actor: 'test' });
     const first = await asPartner([job('D-1'), job('D-2')], limited);

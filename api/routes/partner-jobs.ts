@@ -84,7 +84,11 @@ export function partnerJobRoutes(): RouteDef[] {
         );
         const summary = summarise(results);
         const status = single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
-        return { status, body: { results, summary } };
+        // A job that failed on our side (pricing briefly down, say) or hit the daily limit is to
+        // be sent again: the answer is not replayed under the Idempotency-Key, so that retry
+        // runs (the jobs that succeeded are then `unchanged`).
+        const remember = !results.some((r) => r.status >= 500 || r.status === 429);
+        return { status, body: { results, summary }, remember };
       },
     }),
   ];
