@@ -371,10 +371,19 @@ describe('an expired quote', () => {
 describe('limits, as on the API', () => {
   it('an unconfirmed e-mail address gets 8 bookings an hour, then a 429 at the e-mail field with Retry-After', async () => {
     const email = `limited${Date.now()}@example.org`;
+    let last: {
+      path: string;
+      fields: Record<string, string>;
+      location: string | null;
+      jar: CookieJar;
+      csrf: string;
+    } | null = null;
     for (let i = 0; i < 8; i++) {
       const q = await quote();
-      const { post } = await openAndPost(pathOf(q.bookingUrl), passenger({ email }));
+      const fields = passenger({ email });
+      const { post, jar, csrf } = await openAndPost(pathOf(q.bookingUrl), fields);
       expect(post.status, `booking ${i + 1}`).toBe(303);
+      last = { path: pathOf(q.bookingUrl), fields, location: post.location, jar, csrf };
     }
     const q = await quote();
     const { post } = await openAndPost(pathOf(q.bookingUrl), passenger({ email }));
@@ -384,6 +393,16 @@ describe('limits, as on the API', () => {
     expect(fieldError(post, 'email')).toMatch(/unconfirmed e-mail address/);
     expect(post.html).toContain(`value="${escaped(email)}"`);
     expect(await bookingsOfQuote(q.quoteId)).toHaveLength(0);
+    // Past the limit, the last booking's form sent again still lands on its booking: a second
+    // tap on Book books nothing new, so it is answered, not refused.
+    const again = await postForm(
+      api.url,
+      last?.path as string,
+      { ...last?.fields, csrf: last?.csrf as string },
+      last?.jar,
+    );
+    expect(again.status, again.html).toBe(303);
+    expect(again.location).toBe(last?.location);
   });
 
   it('the pages are counted by the API limiter per client IP (RateLimit headers)', async () => {

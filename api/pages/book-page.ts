@@ -7,7 +7,7 @@ import { normalisePhone, type PaymentMethod, redeemQuote } from '../../shared/se
 import { createQuote, isQuoteForNow } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
-import { bookingCaller, screen, v1Passenger } from '../routes/bookings.ts';
+import { bookingCaller, redeemingPassenger, screen } from '../routes/bookings.ts';
 import { quoteCaller } from '../routes/quotes.ts';
 import { formToken, formTokenValid } from './csrf.ts';
 import { escapeHtml, pageHeaders, sendPage } from './layout.ts';
@@ -479,16 +479,17 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
       try {
         // The API's path for redeeming a quote: the content screen, the v1 passenger checks
         // (e-mail acceptance, phone, blocked passengers, the hourly limit of an unconfirmed
-        // address), then redeemQuote, which books a quote once and returns the same booking
+        // address, which a form sent again for a quote already redeemed passes), then redeemQuote, which books a quote once and returns the same booking
         // to the same passenger.
         screen(req, [{ pointer: '/name', kind: 'name', value: values.name }]);
-        const { passenger, emailVerified } = await v1Passenger(
+        const { passenger, emailVerified, preloaded } = await redeemingPassenger(
           deps,
           values.name,
           values.email,
           values.phone,
           '/email',
           quote.test_mode,
+          quote.id,
         );
         const view = await redeemQuote(
           deps,
@@ -502,6 +503,7 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
           },
           bookingCaller(websiteCaller(req)),
           base,
+          preloaded,
         );
         req.log?.info({ booking: view.reference, repeat: !view.created }, 'website booking');
         res.set({ 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });

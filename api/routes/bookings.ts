@@ -169,17 +169,22 @@ function settle<T>(step: () => T): { ok: true; value: T } | { ok: false; error: 
 type V1Passenger = { passenger: Passenger; emailVerified: boolean; preloaded?: { quote: QuoteRow | null } };
 
 /**
- * The v1 passenger, on both v1 paths: an accepted e-mail, an E.164 phone, not blocked; an
- * address nobody has confirmed is held to its hourly limit (429 when past it).
+ * The passenger redeeming a quote, on the v1 booking with `quote_id` and the website's form:
+ * an accepted e-mail, an E.164 phone, not blocked, with the quote read alongside. Past an
+ * unconfirmed address's hourly limit only a quote already redeemed goes on (to its booking for
+ * this passenger, or 409 for another): a request sent again is answered, nothing new is booked.
  */
-export async function v1Passenger(...args: Parameters<typeof v1PassengerOrLimit>): Promise<V1Passenger> {
+export async function redeemingPassenger(
+  ...args: Parameters<typeof v1PassengerOrLimit>
+): Promise<V1Passenger & { preloaded?: { quote: QuoteRow | null } }> {
   const { refusal, ...checked } = await v1PassengerOrLimit(...args);
-  if (refusal) throw refusal;
+  if (refusal && !checked.preloaded?.quote?.redeemed_at) throw refusal;
   return checked;
 }
 
 /**
- * As `v1Passenger`, with the hourly limit's refusal returned rather than thrown: the v1 route
+ * The v1 passenger (an accepted e-mail, an E.164 phone, not blocked), with the hourly limit's
+ * refusal returned rather than thrown: the v1 route
  * still answers a repeat of a booking already made (the same request again, or a quote this
  * passenger already redeemed) with that booking, as CONTRACT.md section 2 says, and only a
  * request for a new booking gets the 429.
@@ -367,10 +372,15 @@ export function bookingRoutes(): RouteDef[] {
             v1PassengerOrLimit(deps, name, email, phone, emailPointer, bc.testMode, redeeming);
           if (quoteId !== undefined) {
             requireFields({ passengerName: name, passengerEmail: email, passengerPhone: phone });
-            const { passenger, emailVerified, preloaded, refusal } = await checkPassenger(quoteId);
-            // Past the hourly limit, only a quote already redeemed is answered (with its
-            // booking for this passenger, or 409 for another): nothing new is booked.
-            if (refusal && !preloaded?.quote?.redeemed_at) throw refusal;
+            const { passenger, emailVerified, preloaded } = await redeemingPassenger(
+              deps,
+              name,
+              email,
+              phone,
+              emailPointer,
+              bc.testMode,
+              quoteId,
+            );
             const view = await redeemQuote(
               deps,
               {
