@@ -497,4 +497,22 @@ describe('fares, limits and concurrency', () => {
     expect(refs).toHaveLength(1);
     expect(await env.rt.db('quotes').whereNull('redeemed_at').where({ partner_id: partner.id })).toHaveLength(0);
   }, 60_000);
+
+  it('takes overlapping batches sent at once in opposite orders: every job once, none failed', async () => {
+    for (let round = 0; round < 30; round++) {
+      const refs = Array.from({ length: 30 }, (_, i) => `OV-${round}-${String(i).padStart(2, '0')}`);
+      const forward = refs.map((r) => job(r));
+      const backward = [...forward].reverse();
+      const answers = await Promise.all([asPartner(forward), asPartner(backward), asPartner(forward)]);
+      for (const a of answers) {
+        expect(a.status, a.text).toBe(200);
+        expect(a.json.results.every((r) => r.outcome === 'created' || r.outcome === 'unchanged')).toBe(true);
+      }
+      const created = answers.flatMap((a) => a.json.results.filter((r) => r.outcome === 'created'));
+      expect(created).toHaveLength(refs.length);
+      expect(await env.rt.db('partner_jobs').where({ partner_id: partner.id }).whereIn('job_ref', refs)).toHaveLength(
+        refs.length,
+      );
+    }
+  }, 60_000);
 });

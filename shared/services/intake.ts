@@ -450,6 +450,9 @@ function failed(deps: IntakeDeps, index: number, job: NormJob, err: unknown): Pa
   );
 }
 
+/** Postgres's SQLSTATE for a transaction ended to break a deadlock. */
+const DEADLOCK = '40P01';
+
 const PARTNER_JOB_GUARD = `insert into partner_jobs (id, partner_id, job_ref, booking_id, last_action, content_hash, payload, test_mode, created_at, updated_at)
   values (?, ?, ?, ?, 'new', ?, ?::jsonb, ?, ?, ?)
   on conflict (partner_id, job_ref) where partner_id is not null do nothing returning id`;
@@ -685,7 +688,12 @@ class Intake {
         }
       }),
     );
-    const ready = priced.filter((p): p is NonNullable<typeof p> => p !== null);
+    // In jobRef order: batches of one sender overlapping in other orders then take their
+    // partner_jobs rows in one order, so neither waits on the other's row while holding one it
+    // wants (a deadlock, which Postgres ends by failing one batch whole).
+    const ready = priced
+      .filter((p): p is NonNullable<typeof p> => p !== null)
+      .sort((a, b) => (a.job.jobRef < b.job.jobRef ? -1 : a.job.jobRef > b.job.jobRef ? 1 : 0));
     if (ready.length === 0) return [];
     const supplier = this.source.supplier;
     for (let attempt = 0; ; attempt++) {
@@ -722,8 +730,10 @@ class Intake {
           inserts,
         );
       } catch (err) {
-        // A booking reference collision is retried with new references.
-        if ((err as { constraint?: string }).constraint === 'bookings_reference_unique' && attempt < 5) continue;
+        // A booking reference collision is retried with new references; a deadlock (should
+        // another statement take these rows in another order) is retried as it is.
+        const e = err as { constraint?: string; code?: string };
+        if ((e.constraint === 'bookings_reference_unique' || e.code === DEADLOCK) && attempt < 5) continue;
         for (const { index, job } of ready) results[index] = failed(this.deps, index, job, err);
         return [];
       }
