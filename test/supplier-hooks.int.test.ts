@@ -65,7 +65,7 @@ async function post(path: string, raw: string, headers: Record<string, string>) 
     body: raw,
   });
   const text = await res.text();
-  return { status: res.status, json: JSON.parse(text) as Json, text };
+  return { status: res.status, json: JSON.parse(text) as Json, text, headers: res.headers };
 }
 
 const cabcoSend = (body: unknown, secret = cabco.secret) =>
@@ -148,6 +148,28 @@ describe('secret-header adapter', () => {
     const bad = await cabcoSend({ event: 'booking.exploded', booking: cabcoBooking('CC-2') });
     expect(bad.status, bad.text).toBe(400);
     expect(bad.json.error?.code).toBe('invalid_input');
+  });
+
+  it('honours Idempotency-Key once authenticated: a replay byte for byte, 422 for another body', async () => {
+    const raw = JSON.stringify({ event: 'booking.created', booking: cabcoBooking('CC-IK') });
+    const key = { 'idempotency-key': 'cc-ik-1' };
+    // Without the secret the key is neither claimed nor answered from.
+    const anonymous = await post('/api/public/hooks/cabco-booking', raw, key);
+    expect(anonymous.status).toBe(401);
+    const first = await post('/api/public/hooks/cabco-booking', raw, { ...key, 'x-cabco-secret': cabco.secret });
+    expect(first.status, first.text).toBe(201);
+    const again = await post('/api/public/hooks/cabco-booking', raw, { ...key, 'x-cabco-secret': cabco.secret });
+    expect(again.headers.get('idempotency-replayed')).toBe('true');
+    expect(again.text).toBe(first.text);
+    const stranger = await post('/api/public/hooks/cabco-booking', raw, key);
+    expect(stranger.status).toBe(401);
+    const other = JSON.stringify({ event: 'booking.updated', booking: cabcoBooking('CC-IK', { pax: 4 }) });
+    const reused = await post('/api/public/hooks/cabco-booking', other, { ...key, 'x-cabco-secret': cabco.secret });
+    expect(reused.status).toBe(422);
+    expect(reused.json.error?.code).toBe('idempotency_key_reused');
+    const jobs = await env.rt.db('partner_jobs').where({ supplier_id: cabco.id, job_ref: 'CC-IK' });
+    expect(jobs).toHaveLength(1);
+    expect((await env.rt.db('bookings').where({ id: jobs[0].booking_id }).first('passengers')).passengers).toBe(2);
   });
 
   it('answers 401 for a wrong or missing secret, whatever the body', async () => {

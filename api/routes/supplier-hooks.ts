@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { unseal } from '../../shared/crypto.ts';
 import { AppError } from '../../shared/errors.ts';
 import { partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
-import { beginIdempotent, replayedResult } from '../../shared/services/idempotency.ts';
+import { beginIdempotent, type IdempotencyStart, replayedResult } from '../../shared/services/idempotency.ts';
 import { processJobs, summarise } from '../../shared/services/intake.ts';
 import {
   ADAPTERS,
@@ -16,7 +16,7 @@ const DESCRIPTION = [
   'Booking hook for configured suppliers (CONTRACT.md section 6): each supplier posts to /api/public/hooks/{supplier}-booking in its own format; an unknown or inactive supplier is 404 not_found, missing or wrong credentials 401 unauthorized (compared in constant time).',
   'Adapter secret-header: one job per request, the shared secret in header x-{supplier}-secret. Body: {"event": "booking.created" | "booking.updated" | "booking.cancelled", "booking": {"id": "<your reference>", "pickup_address", "dropoff_address", "pickup_at": "<ISO 8601>", "passenger": {"name", "phone", "email"}, "pax": 1-8, "vehicle": "<vehicle class>", "flight", "price"?: GBP, "notes"}} (created = new, updated = amend, cancelled = cancel; a cancel needs only booking.id).',
   `Adapter hmac: one job or a batch, headers x-{supplier}-timestamp: <Unix seconds, the time of signing> and x-{supplier}-signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>" (the timestamp header value, a dot, then the raw body bytes) with the supplier secret>. A timestamp that is missing, not whole seconds, or more than ${SUPPLIER_SIGNATURE_TOLERANCE_SECONDS / 60} minutes from the server clock is 401 unauthorized (missing, invalid or stale timestamp), so a captured request cannot be replayed later; sign every attempt, retries included, afresh. A signature over the body alone is refused. The same signed message delivered again (the same timestamp, body and signature) is answered with its first result and the header "Idempotency-Replayed: true" and changes nothing, so a captured amend replayed inside the window cannot undo a newer one; while the first delivery is still being processed the copy is 409 idempotency_in_progress. Body: one job, or {"jobs": [job, ...]} (1 to 100), each {"reference": "<your reference>", "type": "new" | "amend" | "cancel" (default new), "from", "to", "when": "<ISO 8601>", "passengers": 1-8, "customer": {"name", "phone", "email"}, "vehicle_class", "flight_no", "fare"?: GBP, "comments"}.`,
-  "Jobs are idempotent on the supplier reference: the same new job again is unchanged, with other content it amends; amend or cancel of an unknown reference is rejected 404 job_not_found. Accepted jobs are dispatched automatically. The answer is the partner jobs shape {results, summary}: 200 when every job succeeded, else 207 (a single-job body answers with its job's own status).",
+  "Jobs are idempotent on the supplier reference: the same new job again is unchanged, with other content it amends; amend or cancel of an unknown reference is rejected 404 job_not_found. The Idempotency-Key header is honoured too, once the request is authenticated: the same key and body within 24 hours replays the first answer (Idempotency-Replayed: true), another body is 422 idempotency_key_reused; an answer with a job that failed on our side or hit a limit is not replayed. Accepted jobs are dispatched automatically. The answer is the partner jobs shape {results, summary}: 200 when every job succeeded, else 207 (a single-job body answers with its job's own status).",
 ].join('\n\n');
 
 /** POST /api/public/hooks/{supplier}-booking: supplier job intake through the supplier's adapter. */
@@ -33,7 +33,7 @@ export function supplierHookRoutes(): RouteDef[] {
       auth: 'public',
       params: Type.Object({ supplier: Type.String({ description: 'The supplier slug' }) }),
       textCheckedPerJob: true,
-      errors: ['unauthorized', 'not_found', 'invalid_input', 'idempotency_in_progress'],
+      errors: ['unauthorized', 'not_found', 'invalid_input', 'idempotency_in_progress', 'idempotency_key_reused'],
       responses: partnerJobsResponses(),
       handler: async ({ req, deps, params, body }) => {
         const slug = params.supplier;
@@ -53,17 +53,30 @@ export function supplierHookRoutes(): RouteDef[] {
         // A signed message delivered again (the same signature: the same timestamp and body)
         // answers its first result and changes nothing, so a captured amend replayed inside the
         // timestamp window cannot undo a newer one. Remembered as an idempotency key (24 h).
-        const idem = auth.messageId
-          ? await beginIdempotent(
-              deps.db,
-              `supplier-message:${supplier.slug}`,
-              auth.messageId,
-              req.method,
-              req.path,
-              req.rawBody,
-            )
-          : null;
-        if (idem?.kind === 'replay') return replayedResult(idem.response);
+        // The Idempotency-Key header, when sent, is honoured as on every creating POST
+        // (CONTRACT.md section 2), scoped by the supplier; both are checked only once the
+        // request is authenticated, so nobody without the credentials is answered from them.
+        const claims: { scope: string; key: string }[] = [];
+        if (auth.messageId) claims.push({ scope: `supplier-message:${supplier.slug}`, key: auth.messageId });
+        const idempotencyKey = req.get('idempotency-key');
+        if (idempotencyKey !== undefined) claims.push({ scope: `supplier-key:${supplier.slug}`, key: idempotencyKey });
+        const held: Extract<IdempotencyStart, { kind: 'new' }>[] = [];
+        const letGo = () => Promise.all(held.map((h) => h.abandon()));
+        for (const claim of claims) {
+          let start: IdempotencyStart;
+          try {
+            start = await beginIdempotent(deps.db, claim.scope, claim.key, req.method, req.path, req.rawBody);
+          } catch (err) {
+            await letGo();
+            throw err;
+          }
+          if (start.kind === 'replay') {
+            // The first answer stands for every claim this request holds.
+            await Promise.all(held.map((h) => h.complete(start.response)));
+            return replayedResult(start.response);
+          }
+          held.push(start);
+        }
         try {
           const results = await processJobs(
             { ...deps, logger: req.log ?? deps.logger },
@@ -74,11 +87,17 @@ export function supplierHookRoutes(): RouteDef[] {
           const summary = summarise(results);
           const status = parsed.single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
           const answer = { results, summary };
-          await idem?.complete({ status, headers: {}, body: Buffer.from(JSON.stringify(answer)) });
+          // As partner batches: an answer with a job that failed on our side or hit a limit is
+          // not replayed, so the supplier's retry runs it (the jobs that succeeded are `unchanged`).
+          if (results.some((r) => r.status >= 500 || r.status === 429)) await letGo();
+          else {
+            const body = Buffer.from(JSON.stringify(answer));
+            await Promise.all(held.map((h) => h.complete({ status, headers: {}, body })));
+          }
           return { status, body: answer };
         } catch (err) {
           // A failure on our side: the supplier's retry of the same message is processed afresh.
-          await idem?.abandon();
+          await letGo();
           throw err;
         }
       },
