@@ -106,7 +106,8 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
         }
         status = result.status;
         headers = result.headers ?? {};
-        remember = result.remember !== false && replayable(status);
+        // A 5xx, 401 or 429 result is not replayed either, as when thrown.
+        remember = replayable(status);
         payload = Buffer.from(JSON.stringify(result.body));
       } catch (err) {
         if (idem?.kind === 'new') {

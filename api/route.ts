@@ -27,12 +27,6 @@ export interface HandlerResult {
   status: number;
   body: unknown;
   headers?: Record<string, string>;
-  /**
-   * `false`: not an answer to replay under the request's Idempotency-Key, though it is a 2xx
-   * (a batch some of whose jobs failed on our side or hit a limit), so a retry with the key
-   * runs again. A 5xx, 401 or 429 result is never replayed anyway, as when thrown.
-   */
-  remember?: boolean;
 }
 
 /**

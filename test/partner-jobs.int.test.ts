@@ -316,6 +316,10 @@ describe('partner authentication', () => {
     const again = await send(raw, { ...key, 'x-signature': sign(raw, partner.signingSecret) });
     expect(again.headers.get('idempotency-replayed')).toBe('true');
     expect(again.text).toBe(first.text);
+    // The key answers only a request that is signed: a copy without the signature learns nothing.
+    const unsigned = await send(raw, { ...key, 'x-signature': sign(raw, 'wrong-secret') });
+    expect(unsigned.status).toBe(401);
+    expect(unsigned.headers.get('idempotency-replayed')).toBeNull();
     const raw2 = JSON.stringify(job('IK-2'));
     const reused = await send(raw2, { ...key, 'x-signature': sign(raw2, partner.signingSecret) });
     expect(reused.status).toBe(422);

@@ -1,5 +1,6 @@
 import { AppError } from '../../shared/errors.ts';
 import { PartnerJobsRequest, partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
+import { underClaims } from '../../shared/services/idempotency.ts';
 import {
   assertActive,
   type IntakeCaller,
@@ -7,6 +8,7 @@ import {
   loadPartner,
   partnerBySignature,
   processJobs,
+  retryableJob,
   summarise,
 } from '../../shared/services/intake.ts';
 import { baseUrlFor } from '../base-url.ts';
@@ -21,7 +23,7 @@ import { scenarioHeader } from '../sandbox.ts';
  * `x-partner` and `x-signature` checked here against the raw body. No credentials, a bad key
  * or a bad signature is 401; a key that belongs to no partner, or a suspended partner, is 403.
  * Jobs are idempotent by (partner, jobRef); the Idempotency-Key header is honoured too
- * (CONTRACT.md section 2), scoped by the partner the request names.
+ * (CONTRACT.md section 2), claimed once the partner is authenticated (`underClaims`).
  */
 export function partnerJobRoutes(): RouteDef[] {
   return [
@@ -34,11 +36,6 @@ export function partnerJobRoutes(): RouteDef[] {
         'Partners only: send your partner API key (Authorization: Bearer, or x-api-key), or sign the raw body with HMAC-SHA256 using your signing secret and send x-partner: <partner id> and x-signature: <hex> (sha256= prefix accepted). Each job has jobRef (your unique reference), action (new, amend, cancel; default new), pickup, dropoff, pickupTime (required for new and amend), passengerName, passengerPhone, passengerEmail, passengers (1 to 8), vehicleType, flightNumber, fare (GBP, only for partners allowed to set fares) and notes. Every job gets its own outcome (created 201, amended, cancelled, unchanged 200, rejected 4xx with an error); an array answers 200 when all succeeded, else 207; a single object answers with its own status. A repeated new job with the same content is unchanged; with other content it amends. New jobs count against a daily limit per partner (Europe/London day): 429 daily_limit_reached with Retry-After.',
       tags: ['partners'],
       auth: 'public',
-      idempotent: true,
-      // HMAC callers have no key: their keys are scoped by the partner they name (a request
-      // whose signature fails is 401, which is never remembered).
-      idempotencyScope: (req, caller) =>
-        caller.kind === 'api_key' ? `key:${caller.key.id}` : `hmac:${req.get('x-partner') ?? ''}:${caller.ip}`,
       body: PartnerJobsRequest,
       textCheckedPerJob: true,
       errors: ['forbidden', 'daily_limit_reached', 'idempotency_in_progress', 'idempotency_key_reused'],
@@ -76,19 +73,27 @@ export function partnerJobRoutes(): RouteDef[] {
         };
         const single = !Array.isArray(body);
         const jobs: unknown[] = single ? [body] : (body as unknown[]);
-        const results = await processJobs(
-          { ...deps, logger: req.log ?? deps.logger },
-          intakeCaller,
-          jobs,
-          baseUrlFor(req, deps.config),
-        );
-        const summary = summarise(results);
-        const status = single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
-        // A job that failed on our side (pricing briefly down, say) or hit the daily limit is to
-        // be sent again: the answer is not replayed under the Idempotency-Key, so that retry
-        // runs (the jobs that succeeded are then `unchanged`).
-        const remember = !results.some((r) => r.status >= 500 || r.status === 429);
-        return { status, body: { results, summary }, remember };
+        // The Idempotency-Key is claimed here, once the partner is authenticated, scoped by its
+        // API key or, signing with HMAC, by the partner (whatever address it sends from).
+        const key = req.get('idempotency-key');
+        const claims =
+          key === undefined
+            ? []
+            : [{ scope: caller.kind === 'api_key' ? callerScope(caller) : `hmac:${partner.id}`, key }];
+        return underClaims(deps.db, claims, { method: req.method, path: req.path, rawBody: req.rawBody }, async () => {
+          const results = await processJobs(
+            { ...deps, logger: req.log ?? deps.logger },
+            intakeCaller,
+            jobs,
+            baseUrlFor(req, deps.config),
+          );
+          const summary = summarise(results);
+          const status = single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
+          // A job that failed on our side (pricing briefly down, say) or hit the daily limit is
+          // to be sent again: the answer is not replayed, so that retry runs (the jobs that
+          // succeeded are then `unchanged`).
+          return { status, body: { results, summary }, remember: !results.some(retryableJob) };
+        });
       },
     }),
   ];

@@ -2,8 +2,8 @@ import { Type } from '@sinclair/typebox';
 import { unseal } from '../../shared/crypto.ts';
 import { AppError } from '../../shared/errors.ts';
 import { partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
-import { beginIdempotent, type IdempotencyStart, replayedResult } from '../../shared/services/idempotency.ts';
-import { processJobs, summarise } from '../../shared/services/intake.ts';
+import { underClaims } from '../../shared/services/idempotency.ts';
+import { processJobs, retryableJob, summarise } from '../../shared/services/intake.ts';
 import {
   ADAPTERS,
   activeSupplierBySlug,
@@ -60,24 +60,7 @@ export function supplierHookRoutes(): RouteDef[] {
         if (auth.messageId) claims.push({ scope: `supplier-message:${supplier.slug}`, key: auth.messageId });
         const idempotencyKey = req.get('idempotency-key');
         if (idempotencyKey !== undefined) claims.push({ scope: `supplier-key:${supplier.slug}`, key: idempotencyKey });
-        const held: Extract<IdempotencyStart, { kind: 'new' }>[] = [];
-        const letGo = () => Promise.all(held.map((h) => h.abandon()));
-        for (const claim of claims) {
-          let start: IdempotencyStart;
-          try {
-            start = await beginIdempotent(deps.db, claim.scope, claim.key, req.method, req.path, req.rawBody);
-          } catch (err) {
-            await letGo();
-            throw err;
-          }
-          if (start.kind === 'replay') {
-            // The first answer stands for every claim this request holds.
-            await Promise.all(held.map((h) => h.complete(start.response)));
-            return replayedResult(start.response);
-          }
-          held.push(start);
-        }
-        try {
+        return underClaims(deps.db, claims, { method: req.method, path: req.path, rawBody: req.rawBody }, async () => {
           const results = await processJobs(
             { ...deps, logger: req.log ?? deps.logger },
             { partner: null, supplier, apiKeyId: null, testMode: false, scope: `supplier:${supplier.slug}` },
@@ -86,20 +69,10 @@ export function supplierHookRoutes(): RouteDef[] {
           );
           const summary = summarise(results);
           const status = parsed.single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
-          const answer = { results, summary };
           // As partner batches: an answer with a job that failed on our side or hit a limit is
           // not replayed, so the supplier's retry runs it (the jobs that succeeded are `unchanged`).
-          if (results.some((r) => r.status >= 500 || r.status === 429)) await letGo();
-          else {
-            const body = Buffer.from(JSON.stringify(answer));
-            await Promise.all(held.map((h) => h.complete({ status, headers: {}, body })));
-          }
-          return { status, body: answer };
-        } catch (err) {
-          // A failure on our side: the supplier's retry of the same message is processed afresh.
-          await letGo();
-          throw err;
-        }
+          return { status, body: { results, summary }, remember: !results.some(retryableJob) };
+        });
       },
     }),
   ];

@@ -188,6 +188,53 @@ export async function beginIdempotent(
   throw new AppError('service_unavailable', 'Could not record the Idempotency-Key; retry.', [], { 'Retry-After': '1' });
 }
 
+/**
+ * Run `run` under a request's claims on idempotency keys (its Idempotency-Key header, a signed
+ * message's id), for routes that can claim them only once they have authenticated the caller
+ * themselves (partner HMAC, supplier hooks): nobody without the credentials is answered from a
+ * key. When any claim is already answered, that answer is given (and stands for the others); a
+ * claim still running is 409 and a key used for another request 422, as `beginIdempotent` says.
+ * An answer `run` marks `remember: false` (a job failed on our side or hit a limit), or an
+ * error it throws, lets every claim go, so a retry runs again.
+ */
+export async function underClaims(
+  db: Db,
+  claims: readonly { scope: string; key: string }[],
+  request: { method: string; path: string; rawBody: Buffer | undefined },
+  run: () => Promise<{ status: number; body: unknown; remember: boolean }>,
+): Promise<{ status: number; body: unknown; headers?: Record<string, string> }> {
+  const held: Extract<IdempotencyStart, { kind: 'new' }>[] = [];
+  const letGo = () => Promise.all(held.map((h) => h.abandon()));
+  for (const claim of claims) {
+    let start: IdempotencyStart;
+    try {
+      start = await beginIdempotent(db, claim.scope, claim.key, request.method, request.path, request.rawBody);
+    } catch (err) {
+      await letGo();
+      throw err;
+    }
+    if (start.kind === 'replay') {
+      const { response } = start;
+      await Promise.all(held.map((h) => h.complete(response)));
+      return replayedResult(response);
+    }
+    held.push(start);
+  }
+  let answer: { status: number; body: unknown; remember: boolean };
+  try {
+    answer = await run();
+  } catch (err) {
+    await letGo();
+    throw err;
+  }
+  if (!answer.remember) await letGo();
+  else {
+    const body = Buffer.from(JSON.stringify(answer.body));
+    await Promise.all(held.map((h) => h.complete({ status: answer.status, headers: {}, body })));
+  }
+  return { status: answer.status, body: answer.body };
+}
+
 /** Expired keys are deleted hourly by the outbox relay's housekeeping (indexed on expires_at); an expired key met on reuse is deleted at once. */
 export async function pruneIdempotencyKeys(db: Db): Promise<number> {
   return db('idempotency_keys').where('expires_at', '<', new Date()).delete();

@@ -1007,6 +1007,14 @@ export async function processJobs(
   return results;
 }
 
+/**
+ * A job to send again: it failed on our side (pricing briefly down, say) or hit the daily
+ * limit. An answer holding one is not replayed under an idempotency key, so the retry runs it.
+ */
+export function retryableJob(r: PartnerJobResult): boolean {
+  return r.status >= 500 || r.status === 429;
+}
+
 export function summarise(results: readonly PartnerJobResult[]) {
   const failed = results.filter((r) => r.outcome === 'rejected').length;
   return { received: results.length, succeeded: results.length - failed, failed };
