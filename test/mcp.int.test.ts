@@ -402,4 +402,26 @@ describe('limits and transport', () => {
     expect(res.status).toBe(405);
     expect(res.headers.get('allow')).toBe('POST, OPTIONS');
   });
+
+  it('refuses a batch of more than 100 messages whole, before any of them is counted or run', async () => {
+    const batch = Array.from({ length: 101 }, (_, i) => ({
+      jsonrpc: '2.0',
+      id: i,
+      method: 'tools/call',
+      params: { name: 'estimate_fare', arguments: { pickup: 'Leeds', dropoff: 'York' } },
+    }));
+    const res = await fetch(`${url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${ada.accessToken}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify(batch),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32600 }, id: null });
+    // Nothing was counted against the passenger's estimate_fare limit: a call still runs.
+    okOf(await call(await connect(ada.accessToken), 'estimate_fare', { pickup: 'Leeds', dropoff: 'York' }));
+  });
 });

@@ -21,6 +21,7 @@ import {
   authorizeUrl,
   Browser,
   codeFromMail,
+  errorShown,
   freePort,
   type Json,
   obtainTokens,
@@ -211,6 +212,34 @@ describe('dynamic client registration (RFC 7591)', () => {
     expect(
       (await registerClient(url, { redirect_uris: ['com.example.app:/oauth', 'http://localhost/cb'] })).status,
     ).toBe(201);
+    // Text no column can hold, anywhere in the metadata, is the client's error, not a 500.
+    for (const bad of [{ contacts: ['ops\u0000@example.org'] }, { software_id: 'app\ud800' }]) {
+      const r = await registerClient(url, bad);
+      expect(r.status, JSON.stringify(r.json)).toBe(400);
+      expect(r.json).toMatchObject({ error: 'invalid_client_metadata' });
+    }
+  });
+
+  it('answers a client id no column can hold as an unknown client at the token and revocation endpoints', async () => {
+    for (const path of ['/token', '/revoke']) {
+      const form = await tokenRequest(
+        url,
+        { grant_type: 'refresh_token', refresh_token: 'x', client_id: 'a\u0000b', token: 'x' },
+        {},
+        path,
+      );
+      expect(form.status, `${path}: ${JSON.stringify(form.json)}`).toBeLessThan(500);
+      expect(form.json).toMatchObject({ error: 'invalid_client' });
+      const basic = Buffer.from(`${encodeURIComponent('a\u0000b')}:secret`).toString('base64');
+      const viaBasic = await tokenRequest(
+        url,
+        { grant_type: 'refresh_token', refresh_token: 'x', token: 'x' },
+        { authorization: `Basic ${basic}` },
+        path,
+      );
+      expect(viaBasic.status, `${path} (Basic): ${JSON.stringify(viaBasic.json)}`).toBeLessThan(500);
+      expect(viaBasic.json).toMatchObject({ error: 'invalid_client' });
+    }
   });
 });
 
@@ -358,22 +387,34 @@ describe('authorization code with PKCE S256 through the page', () => {
     expect((await mcpPost(access)).status).toBe(401);
   });
 
-  it('refuses plain PKCE and a missing challenge method, back to the client', async () => {
+  it('refuses plain PKCE and a missing challenge method, shown with a link back to the client (never redirected unseen)', async () => {
     const reg = await registerClient(url);
     const browser = new Browser();
     const plain = await browser.get(
       authorizeUrl({ url, clientId: reg.json.client_id, challenge: 'a'.repeat(43), method: 'plain' }),
     );
-    expect(plain.status).toBe(302);
-    const back = new URL(plain.location as string);
+    // Any client may register any redirect URI: an error redirected before the person has seen
+    // anything would make this an open redirector (RFC 9700 section 4.11.2).
+    const back = errorShown(plain);
+    expect(plain.html).toContain('code_challenge_method');
     expect(`${back.origin}${back.pathname}`).toBe(CALLBACK);
     expect(back.searchParams.get('error')).toBe('invalid_request');
     expect(back.searchParams.get('error_description')).toContain('code_challenge_method');
+    expect(back.searchParams.get('iss')).toBe(url);
+    expect(back.searchParams.get('state')).toBe('state-123');
     expect(back.searchParams.get('code')).toBeNull();
     const none = await browser.get(
       `${url}/authorize?response_type=code&client_id=${reg.json.client_id}&code_challenge=${'a'.repeat(43)}&state=s`,
     );
-    expect(new URL(none.location as string).searchParams.get('error')).toBe('invalid_request');
+    expect(errorShown(none).searchParams.get('error')).toBe('invalid_request');
+    // A state no column can hold is a request error too, not a server error.
+    const nul = await browser.get(
+      `${url}/authorize?response_type=code&client_id=${reg.json.client_id}&code_challenge=${pkce().challenge}&code_challenge_method=S256&state=%00`,
+    );
+    expect(errorShown(nul).searchParams.get('error')).toBe('invalid_request');
+    // An unknown client id, even one no column can hold, is a 400 from the SDK, not a 500.
+    const badId = await browser.get(authorizeUrl({ url, clientId: 'no\u0000body', challenge: 'a'.repeat(43) }));
+    expect(badId.status).toBe(400);
     // An unknown client or redirect URI is answered here, never redirected.
     const unknown = await browser.get(authorizeUrl({ url, clientId: 'nobody', challenge: 'a'.repeat(43) }));
     expect(unknown.status).toBe(400);
@@ -390,7 +431,7 @@ describe('authorization code with PKCE S256 through the page', () => {
     const scope = await browser.get(
       authorizeUrl({ url, clientId: reg.json.client_id, challenge: pkce().challenge, scope: 'admin' }),
     );
-    expect(new URL(scope.location as string).searchParams.get('error')).toBe('invalid_scope');
+    expect(errorShown(scope).searchParams.get('error')).toBe('invalid_scope');
   });
 
   it('refuses a wrong code_verifier (the code still works with the right one)', async () => {
@@ -603,7 +644,7 @@ describe('resource indicators (RFC 8707)', () => {
         resource: 'https://evil.example/mcp',
       }),
     );
-    expect(new URL(evil.location as string).searchParams.get('error')).toBe('invalid_target');
+    expect(errorShown(evil).searchParams.get('error')).toBe('invalid_target');
   });
 });
 

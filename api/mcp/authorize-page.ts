@@ -1,9 +1,11 @@
+import { InvalidRequestError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import type { AuthorizationParams } from '@modelcontextprotocol/sdk/server/auth/provider.js';
 import type { OAuthClientInformationFull } from '@modelcontextprotocol/sdk/shared/auth.js';
-import type { Request, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { randomBase62 } from '../../shared/crypto.ts';
 import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../../shared/domain/email-acceptance.ts';
 import { AppError } from '../../shared/errors.ts';
+import { unstorableText } from '../../shared/schemas/text.ts';
 import {
   countVerificationsSince,
   MAX_CODE_ATTEMPTS,
@@ -226,6 +228,9 @@ export async function beginAuthorization(
 ): Promise<void> {
   const req = res.req;
   const base = baseUrlFor(req, deps.config);
+  if (params.state !== undefined && unstorableText(params.state) !== null) {
+    throw new InvalidRequestError('state must be well-formed Unicode text without NUL characters.');
+  }
   const scopes = grantableScopes(params.scopes ?? [], client.scope);
   const resource = resolveResource(params.resource, base, deps.config.publicBaseUrls);
   const browser = browserToken(req) ?? randomBase62(43);
@@ -255,6 +260,52 @@ export async function beginAuthorization(
     email: null,
   };
   send(res, 200, emailStep(view), params.redirectUri);
+}
+
+/**
+ * RFC 9700 section 4.11.2: any client may register (RFC 7591) any redirect URI, so an error
+ * in an authorization request, sent back to the client by a redirect before the person has
+ * seen anything (as the SDK's handler does with a missing PKCE challenge, an unknown scope, a
+ * bad `resource`), would take them unseen to whatever site registered it: an open redirector.
+ * Such an error is shown as a page instead, with a link back to the client carrying the error
+ * (with `iss`, RFC 9207, and the request's `state`), which the person may follow. After the person has answered, the
+ * decision's redirect (`redirectWith`) is made as usual.
+ */
+export function authorizationErrorsShown(deps: ApiDeps): RequestHandler {
+  return (req, res, next) => {
+    const redirect = res.redirect.bind(res) as (...args: unknown[]) => void;
+    res.redirect = ((...args: unknown[]) => {
+      const target = args.length > 1 ? args[1] : args[0];
+      let url: URL | null;
+      try {
+        url = new URL(String(target));
+      } catch {
+        url = null;
+      }
+      const error = url?.searchParams.get('error');
+      if (!url || !error) return redirect(...args);
+      url.searchParams.set('iss', baseUrlFor(req, deps.config));
+      // RFC 6749 section 4.1.2.1: the request's state goes back with its error, even when the
+      // SDK's check of the other parameters failed before it read it.
+      const state = (req.method === 'POST' ? (req.body as Record<string, unknown> | undefined) : req.query)?.state;
+      if (!url.searchParams.has('state') && typeof state === 'string' && unstorableText(state) === null) {
+        url.searchParams.set('state', state);
+      }
+      const description = url.searchParams.get('error_description');
+      const serviceName = deps.config.serviceName;
+      send(
+        res,
+        400,
+        layout(`This sign-in request cannot be completed | ${serviceName}`, [
+          '<h1>This sign-in request cannot be completed</h1>',
+          `<p>The assistant asked in a way ${escapeHtml(serviceName)} does not accept (${escapeHtml(error)}${description ? `: ${escapeHtml(description)}` : ''}).</p>`,
+          `<p><a href="${escapeHtml(url.href)}">Return to ${escapeHtml(returnsTo(url.href))}</a> to tell it so.</p>`,
+        ]),
+        null,
+      );
+    }) as Response['redirect'];
+    next();
+  };
 }
 
 type Step = (req: Request, res: Response, pending: PendingAuthorization, view: View) => Promise<void>;

@@ -4,6 +4,7 @@ import { clientRegistrationHandler } from '@modelcontextprotocol/sdk/server/auth
 import { revocationHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/revoke.js';
 import { tokenHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/token.js';
 import { requireBearerAuth } from '@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js';
+import { MAX_BATCH_SIZE } from '@modelcontextprotocol/sdk/server/requestBody.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { OAuthMetadata, OAuthProtectedResourceMetadata } from '@modelcontextprotocol/sdk/shared/auth.js';
 import cors from 'cors';
@@ -20,6 +21,7 @@ import {
   AUTHORIZE_DECISION_PATH,
   AUTHORIZE_EMAIL_PATH,
   AUTHORIZE_PATH,
+  authorizationErrorsShown,
   codeSubmitted,
   decisionSubmitted,
   emailSubmitted,
@@ -196,7 +198,12 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   router.post(AUTHORIZE_EMAIL_PATH, form, formHandler(deps, pageLimit, emailSubmitted(deps)));
   router.post(AUTHORIZE_CODE_PATH, form, formHandler(deps, pageLimit, codeSubmitted(deps)));
   router.post(AUTHORIZE_DECISION_PATH, form, formHandler(deps, pageLimit, decisionSubmitted(deps)));
-  router.use(AUTHORIZE_PATH, before(pageLimit), authorizationHandler({ provider, rateLimit: false }));
+  router.use(
+    AUTHORIZE_PATH,
+    before(pageLimit),
+    authorizationErrorsShown(deps),
+    authorizationHandler({ provider, rateLimit: false }),
+  );
 
   // Token, revocation and registration endpoints.
   router.use(
@@ -274,6 +281,16 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
     const grant = grantOf(req.auth);
     if (!grant) throw new AppError('unauthorized', 'The access token carries no passenger.');
     const subject = mcpSubject(grant.email);
+    // The transport refuses a batch of more than MAX_BATCH_SIZE messages: refused here as it
+    // would be, before its messages are counted (a 1 MB body holds thousands).
+    if (Array.isArray(req.body) && req.body.length > MAX_BATCH_SIZE) {
+      res.status(400).json({
+        jsonrpc: '2.0',
+        error: { code: -32600, message: `Invalid Request: Batch must not exceed ${MAX_BATCH_SIZE} messages` },
+        id: null,
+      });
+      return;
+    }
     // Every message counts once: a tool call against its tool's limits (the outcome, a 429
     // included, is the tool's to report, so calls the SDK refuses before the tool runs are
     // counted too), anything else against the general limit, here.

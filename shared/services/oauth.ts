@@ -13,6 +13,7 @@ import { randomBase62, sha256 } from '../crypto.ts';
 import type { Db, Queryable } from '../db/knex.ts';
 import { screenFields } from '../domain/content-screen.ts';
 import { uuidv7 } from '../ids.ts';
+import { unstorableText } from '../schemas/text.ts';
 
 /**
  * OAuth 2.1 authorization server state for the MCP tool server, in Postgres: registered
@@ -136,6 +137,12 @@ function checkRedirectUri(raw: string): void {
  * passengers on the authorization page and recorded on their bookings as the agent).
  */
 export function completeClientMetadata(info: OAuthClientInformationFull): OAuthClientInformationFull {
+  const unstorable = unstorableText(info);
+  if (unstorable !== null) {
+    throw new InvalidClientMetadataError(
+      `${unstorable} contains a NUL character or an unpaired surrogate: send well-formed Unicode text.`,
+    );
+  }
   if (info.redirect_uris.length === 0) {
     throw new CustomOAuthError('invalid_redirect_uri', 'Register at least one redirect URI.');
   }
@@ -189,6 +196,8 @@ export async function storeClient(db: Queryable, info: OAuthClientInformationFul
  * stored hashed, and `authenticateClient` checks it before the SDK's handlers run.
  */
 export async function findClient(db: Queryable, clientId: string): Promise<OAuthClientInformationFull | undefined> {
+  // No client has an id no column can hold (a NUL, say): unknown, not a database error.
+  if (unstorableText(clientId) !== null) return undefined;
   const row = await db<ClientRow>('oauth_clients').where({ client_id: clientId }).first();
   if (!row) return undefined;
   return { ...(row.metadata as OAuthClientInformationFull), client_id: row.client_id };
@@ -203,6 +212,7 @@ export async function authenticateClient(
   secret: string | undefined,
   now = new Date(),
 ): Promise<ClientAuthentication> {
+  if (unstorableText(clientId) !== null) return 'unknown';
   const row = await db<ClientRow>('oauth_clients').where({ client_id: clientId }).first();
   if (!row) return 'unknown';
   if (!row.client_secret_hash) return 'public';

@@ -97,6 +97,25 @@ export class Browser {
   }
 }
 
+/**
+ * An authorization request's error as /authorize shows it (a 400 page, never an automatic
+ * redirect: `authorizationErrorsShown`): the link back to the client it offers, parsed.
+ */
+export function errorShown(page: { status: number; html: string; location: string | null }): URL {
+  if (page.status !== 400 || page.location !== null) {
+    throw new Error(`expected the error shown as a page, got ${page.status} to ${page.location}:\n${page.html}`);
+  }
+  const m = /<a href="([^"]+)">Return to /.exec(page.html);
+  if (!m?.[1]) throw new Error(`no link back to the client in the page:\n${page.html}`);
+  const href = m[1]
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
+  return new URL(href);
+}
+
 /** The page's request token (its forms' hidden field). */
 export function requestTokenOf(html: string): string {
   const m = /name="request" value="([0-9A-Za-z]{43})"/.exec(html);
