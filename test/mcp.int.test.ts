@@ -403,6 +403,21 @@ describe('limits and transport', () => {
     expect(res.headers.get('allow')).toBe('POST, OPTIONS');
   });
 
+  it('answers a bad API key beside a good token 403 (401 would send the client to sign in again)', async () => {
+    const res = await fetch(`${url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${ada.accessToken}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        [env.config.apiKeyHeader]: `${env.config.serviceCode}_test_${'x'.repeat(40)}`,
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    expect(res.status).toBe(403);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('forbidden');
+  });
+
   it('refuses a batch of more than 100 messages whole, before any of them is counted or run', async () => {
     const batch = Array.from({ length: 101 }, (_, i) => ({
       jsonrpc: '2.0',

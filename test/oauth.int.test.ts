@@ -178,9 +178,15 @@ describe('dynamic client registration (RFC 7591)', () => {
     expect(JSON.stringify(row)).not.toContain(secret);
 
     const grant = { grant_type: 'authorization_code', code: 'mcp_ac_nothing', code_verifier: 'x'.repeat(43) };
-    const wrong = await tokenRequest(url, { ...grant, client_id: json.client_id, client_secret: 'nope' });
+    const wrong = await tokenRequest(
+      url,
+      { ...grant, client_id: json.client_id, client_secret: 'nope' },
+      { origin: 'https://assistant.example' },
+    );
     expect(wrong.status).toBe(401);
     expect(wrong.json).toMatchObject({ error: 'invalid_client' });
+    // A browser-based client can read the refusal (it is sent before the SDK's handler runs).
+    expect(wrong.headers.get('access-control-allow-origin')).toBe('*');
     const missing = await tokenRequest(url, { ...grant, client_id: json.client_id });
     expect(missing.status).toBe(401);
     const basicWrong = await tokenRequest(url, grant, {

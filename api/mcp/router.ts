@@ -205,7 +205,10 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
     authorizationHandler({ provider, rateLimit: false }),
   );
 
-  // Token, revocation and registration endpoints.
+  // Token, revocation and registration endpoints. CORS first, as the SDK's handlers answer (any
+  // origin): the limit's 429 and the client authentication's 401 are sent before those run,
+  // and a browser-based client must be able to read them too.
+  router.use([TOKEN_PATH, REVOKE_PATH, REGISTER_PATH], cors());
   router.use(
     TOKEN_PATH,
     before(ipLimiter(limits, { name: 'oauth-token', points: 60, durationSeconds: 600 })),
@@ -328,7 +331,12 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
       apiKey = keyPattern(config.serviceCode).test(rawKey) ? await findApiKey(deps.db, rawKey) : null;
       if (!apiKey) {
         await limits.countAuthFailure(req.ip ?? 'unknown');
-        throw new AppError('unauthorized', `The API key in ${config.apiKeyHeader} is not valid or has been revoked.`);
+        // 403, not 401: the token is good, and an MCP client meeting 401 signs the passenger
+        // in again, which cannot mend the key.
+        throw new AppError(
+          'forbidden',
+          `The API key in ${config.apiKeyHeader} is not valid or has been revoked: send a valid key, or none.`,
+        );
       }
     }
     const server = buildMcpServer({
