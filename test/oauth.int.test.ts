@@ -173,6 +173,8 @@ describe('dynamic client registration (RFC 7591)', () => {
     expect(status).toBe(201);
     const secret = json.client_secret as string;
     expect(secret).toMatch(/^[0-9a-f]{64}$/);
+    // It does not expire (RFC 7591: 0): there is no endpoint to rotate it.
+    expect(json.client_secret_expires_at).toBe(0);
     const row = await env.rt.db('oauth_clients').where({ client_id: json.client_id }).first();
     expect(Buffer.compare(row.client_secret_hash, sha256(secret))).toBe(0);
     expect(JSON.stringify(row)).not.toContain(secret);
@@ -214,6 +216,9 @@ describe('dynamic client registration (RFC 7591)', () => {
     expect(name.json).toMatchObject({ error: 'invalid_client_metadata' });
     const grant = await registerClient(url, { grant_types: ['client_credentials'] });
     expect(grant.status).toBe(400);
+    const scope = await registerClient(url, { scope: 'bookings:write admin' });
+    expect(scope.status).toBe(400);
+    expect(scope.json).toMatchObject({ error: 'invalid_client_metadata' });
     // A native app's private-use scheme and loopback http are fine.
     expect(
       (await registerClient(url, { redirect_uris: ['com.example.app:/oauth', 'http://localhost/cb'] })).status,
@@ -243,7 +248,9 @@ describe('dynamic client registration (RFC 7591)', () => {
         { authorization: `Basic ${basic}` },
         path,
       );
-      expect(viaBasic.status, `${path} (Basic): ${JSON.stringify(viaBasic.json)}`).toBeLessThan(500);
+      // Authenticated through the header, an unknown client is 401 with WWW-Authenticate (RFC 6749 section 5.2).
+      expect(viaBasic.status, `${path} (Basic): ${JSON.stringify(viaBasic.json)}`).toBe(401);
+      expect(viaBasic.headers.get('www-authenticate')).toMatch(/^Basic/);
       expect(viaBasic.json).toMatchObject({ error: 'invalid_client' });
     }
   });
@@ -458,6 +465,17 @@ describe('authorization code with PKCE S256 through the page', () => {
     });
     expect(wrong.status).toBe(400);
     expect(wrong.json).toMatchObject({ error: 'invalid_grant' });
+    // A verifier without PKCE's form (43 to 128 unreserved characters) is not even tried.
+    for (const bad of ['', 'short', `${'a'.repeat(42)} `, 'a'.repeat(129)]) {
+      const malformed = await tokenRequest(url, {
+        grant_type: 'authorization_code',
+        code,
+        code_verifier: bad,
+        client_id: reg.json.client_id,
+      });
+      expect(malformed.status, JSON.stringify(bad)).toBe(400);
+      expect(malformed.json).toMatchObject({ error: 'invalid_request' });
+    }
     // Another client cannot use the code either.
     const other = await registerClient(url);
     const stolen = await tokenRequest(url, {

@@ -95,6 +95,25 @@ function before(check: (req: Request, res: Response) => Promise<void>): RequestH
   };
 }
 
+/** RFC 7636 section 4.1: 43 to 128 unreserved characters. */
+const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
+
+/**
+ * A code exchange's `code_verifier` must have PKCE's form (the SDK's handler takes any string
+ * that hashes to the challenge, "" included): 400 `invalid_request` otherwise.
+ */
+const verifierChecked: RequestHandler = (req, res, next) => {
+  const body = (req.body ?? {}) as Record<string, unknown>;
+  const verifier = body.code_verifier;
+  if (req.method !== 'POST' || body.grant_type !== 'authorization_code' || typeof verifier !== 'string') return next();
+  if (CODE_VERIFIER.test(verifier)) return next();
+  res.status(400).set('Cache-Control', 'no-store').json({
+    error: 'invalid_request',
+    error_description:
+      'code_verifier must be 43 to 128 characters of A-Z, a-z, 0-9, "-", ".", "_" and "~" (RFC 7636 section 4.1).',
+  });
+};
+
 function invalidClient(res: Response, description: string, basic: boolean): void {
   if (basic) res.setHeader('WWW-Authenticate', 'Basic realm="oauth"');
   res.status(401).set('Cache-Control', 'no-store').json({ error: 'invalid_client', error_description: description });
@@ -140,6 +159,9 @@ function clientAuthentication(deps: ApiDeps): RequestHandler {
       }
       if (clientId === undefined) return next();
       const result = await authenticateClient(deps.db, clientId, secret);
+      // RFC 6749 section 5.2: a client that authenticated with the Authorization header and
+      // failed is answered 401 with WWW-Authenticate, an unknown one included.
+      if (result === 'unknown' && basic) return invalidClient(res, 'No client is registered with this id.', true);
       if (result === 'ok' || result === 'public' || result === 'unknown') return next();
       invalidClient(
         res,
@@ -213,6 +235,7 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
     TOKEN_PATH,
     before(ipLimiter(limits, { name: 'oauth-token', points: 60, durationSeconds: 600 })),
     form,
+    verifierChecked,
     clientAuthentication(deps),
     tokenHandler({ provider, rateLimit: false }),
   );
@@ -226,7 +249,10 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   router.use(
     REGISTER_PATH,
     before(ipLimiter(limits, { name: 'oauth-register', points: 60, durationSeconds: 3600 })),
-    clientRegistrationHandler({ clientsStore: provider.clientsStore, rateLimit: false }),
+    // Secrets do not expire (client_secret_expires_at 0, RFC 7591): there is no endpoint to
+    // rotate one (RFC 7592), and an expired secret would strand every passenger's refresh
+    // token (MCP_REFRESH_TOKEN_TTL_DAYS) until they signed in again. The SDK's default is 30 days.
+    clientRegistrationHandler({ clientsStore: provider.clientsStore, rateLimit: false, clientSecretExpirySeconds: 0 }),
   );
 
   // The MCP endpoint.

@@ -164,7 +164,14 @@ export function completeClientMetadata(info: OAuthClientInformationFull): OAuthC
   if (!AUTH_METHODS.includes(method)) {
     throw new InvalidClientMetadataError(`token_endpoint_auth_method must be one of ${AUTH_METHODS.join(', ')}.`);
   }
-  if (info.scope !== undefined) grantableScopes(info.scope.split(' '), undefined);
+  if (info.scope !== undefined) {
+    try {
+      grantableScopes(info.scope.split(' '), undefined);
+    } catch (err) {
+      // RFC 7591 section 3.2.2: a registration's bad metadata value is invalid_client_metadata.
+      throw new InvalidClientMetadataError(err instanceof Error ? err.message : 'scope names a scope not offered.');
+    }
+  }
   if (info.client_name !== undefined) {
     const screened = screenFields([{ pointer: '/client_name', kind: 'agent', value: info.client_name }]);
     if (!screened.ok) {
