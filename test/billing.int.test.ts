@@ -363,12 +363,40 @@ describe('weekly billing', () => {
       expect(scheduler).toMatchObject({ pattern: '0 2 * * 1', tz: 'Europe/London', name: 'run-weekly-billing' });
       const next = londonTime(scheduler.next as number);
       expect([next.weekday, next.minutes]).toEqual([0, 120]);
-      // Registering again (every billing worker does at start) keeps one scheduler.
-      await registerWeeklyBilling(env.rt.queues.billing);
+      // Registering again (every billing worker does at start) keeps one scheduler, and leaves
+      // its pending run alone: replacing it would drop a run that fell due while no worker ran.
+      const pending = async () =>
+        (await env.rt.queues.billing.getDelayed())
+          .filter((j) => j.name === 'run-weekly-billing')
+          .map((j) => [j.id, j.timestamp]);
+      const before = await pending();
+      expect(before).toHaveLength(1);
+      await new Promise((r) => setTimeout(r, 20));
+      expect(await registerWeeklyBilling(env.rt.queues.billing)).toEqual({ registered: false, overdue: null });
       expect(await env.rt.queues.billing.getJobSchedulersCount()).toBe(1);
+      expect(await pending()).toEqual(before);
     } finally {
       await running.close();
     }
+  });
+
+  it('a changed schedule whose run is overdue queues that run on its own before it is replaced', async () => {
+    const queue = env.rt.queues.billing;
+    await queue.upsertJobScheduler(
+      WEEKLY_BILLING_SCHEDULER,
+      { pattern: '0 3 * * 1', tz: 'Europe/London' },
+      { name: 'run-weekly-billing', data: {} },
+    );
+    const old = await queue.getJobScheduler(WEEKLY_BILLING_SCHEDULER);
+    const dueAt = old?.next as number;
+    // A billing worker starting a minute after that run fell due, with the schedule changed meanwhile.
+    const registered = await registerWeeklyBilling(queue, dueAt + 60_000);
+    expect(registered).toEqual({ registered: true, overdue: weekBefore(dueAt) });
+    const job = await queue.getJob(`weekly-billing-${weekBefore(dueAt)}`);
+    expect(job?.data).toEqual({ week: weekBefore(dueAt) });
+    await job?.remove();
+    expect(await queue.getJobScheduler(WEEKLY_BILLING_SCHEDULER)).toMatchObject({ pattern: '0 2 * * 1' });
+    expect(await queue.getJobSchedulersCount()).toBe(1);
   });
 
   it('a failed charge is recorded, visible and retried until it succeeds', async () => {

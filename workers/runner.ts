@@ -98,10 +98,11 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
         await rescuing;
       });
     }
-    // Billing registers its weekly job scheduler (an idempotent upsert).
+    // Billing registers its weekly job scheduler (kept as it is when already registered, so a
+    // run that fell due while no billing worker ran is not dropped).
     if (role === 'billing') {
       registerWeeklyBilling(rt.queues.billing)
-        .then(() => log.info('weekly billing scheduled'))
+        .then((r) => log.info(r, 'weekly billing scheduled'))
         .catch((err: unknown) => log.error({ err }, 'could not register the weekly billing scheduler'));
     }
     const handlers = ROLE_HANDLERS[role] as Record<string, AnyHandler>;

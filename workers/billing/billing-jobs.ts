@@ -10,21 +10,40 @@ export const WEEKLY_BILLING_SCHEDULER = 'weekly-invoice-run';
 export const WEEKLY_BILLING_PATTERN = '0 2 * * 1';
 export const WEEKLY_BILLING_TZ = 'Europe/London';
 
+const RUN_OPTIONS = {
+  attempts: 10,
+  backoff: { type: 'exponential', delay: 60_000 },
+  removeOnComplete: { count: 60 },
+} as const;
+
 /**
- * Register (or update) the weekly run's job scheduler. Upserting is idempotent, so every
- * billing worker does it at start. A failed run is retried with backoff over about a day
- * (issuing again is a no-op; charging picks up what failed).
+ * Register the weekly run's job scheduler; every billing worker calls it at start. A scheduler
+ * already registered as it should be is left alone: upserting replaces its pending job with
+ * one at the next time after now, so a run that fell due while no billing worker ran (a deploy
+ * or restart across Monday 02:00) would be dropped and its week never billed. When the
+ * schedule did change and its pending run is overdue, that run is queued on its own first
+ * (`weekly-billing-<week>`, billing the week it was due for). A failed run is retried with
+ * backoff over about a day (issuing again is a no-op; charging picks up what failed).
  */
-export async function registerWeeklyBilling(queue: Queue): Promise<void> {
+export async function registerWeeklyBilling(
+  queue: Queue,
+  now: number = Date.now(),
+): Promise<{ registered: boolean; overdue: string | null }> {
+  const existing = await queue.getJobScheduler(WEEKLY_BILLING_SCHEDULER);
+  if (existing?.pattern === WEEKLY_BILLING_PATTERN && existing.tz === WEEKLY_BILLING_TZ) {
+    return { registered: false, overdue: null };
+  }
+  let overdue: string | null = null;
+  if (typeof existing?.next === 'number' && existing.next <= now) {
+    overdue = weekBefore(existing.next);
+    await queue.add('run-weekly-billing', { week: overdue }, { ...RUN_OPTIONS, jobId: `weekly-billing-${overdue}` });
+  }
   await queue.upsertJobScheduler(
     WEEKLY_BILLING_SCHEDULER,
     { pattern: WEEKLY_BILLING_PATTERN, tz: WEEKLY_BILLING_TZ },
-    {
-      name: 'run-weekly-billing',
-      data: {},
-      opts: { attempts: 10, backoff: { type: 'exponential', delay: 60_000 }, removeOnComplete: { count: 60 } },
-    },
+    { name: 'run-weekly-billing', data: {}, opts: RUN_OPTIONS },
   );
+  return { registered: true, overdue };
 }
 
 class ChargesFailedError extends Error {
