@@ -57,6 +57,20 @@ async function connect(token: string): Promise<Client> {
   return client;
 }
 
+/** A raw JSON-RPC POST to /mcp (what the SDK client would send), for answers it hides. */
+function postMcp(token: string, message: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${url}/mcp`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...headers,
+    },
+    body: JSON.stringify(message),
+  });
+}
+
 async function call(client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult> {
   return (await client.callTool({ name, arguments: args })) as CallToolResult;
 }
@@ -285,19 +299,11 @@ describe('start_booking', () => {
       passengerName: 'Eve',
       passengerPhone: '+447700900555',
     };
-    const res = await fetch(`${url}/mcp`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${estimateOnly.accessToken}`,
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'start_booking', arguments: args },
-      }),
+    const res = await postMcp(estimateOnly.accessToken, {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'start_booking', arguments: args },
     });
     expect(res.status).toBe(403);
     const challenge = res.headers.get('www-authenticate') ?? '';
@@ -404,16 +410,11 @@ describe('limits and transport', () => {
   });
 
   it('answers a bad API key beside a good token 403 (401 would send the client to sign in again)', async () => {
-    const res = await fetch(`${url}/mcp`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${ada.accessToken}`,
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        [env.config.apiKeyHeader]: `${env.config.serviceCode}_test_${'x'.repeat(40)}`,
-      },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
-    });
+    const res = await postMcp(
+      ada.accessToken,
+      { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+      { [env.config.apiKeyHeader]: `${env.config.serviceCode}_test_${'x'.repeat(40)}` },
+    );
     expect(res.status).toBe(403);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('forbidden');
   });
@@ -425,15 +426,7 @@ describe('limits and transport', () => {
       method: 'tools/call',
       params: { name: 'estimate_fare', arguments: { pickup: 'Leeds', dropoff: 'York' } },
     }));
-    const res = await fetch(`${url}/mcp`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${ada.accessToken}`,
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-      },
-      body: JSON.stringify(batch),
-    });
+    const res = await postMcp(ada.accessToken, batch);
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32600 }, id: null });
     // Nothing was counted against the passenger's estimate_fare limit: a call still runs.

@@ -172,14 +172,19 @@ export interface BookingOwners {
   operatorPartnerId: string | null;
 }
 
+/** What every booking webhook's data begins with: which booking, and its status as it stands. */
+interface BookingEventData {
+  bookingReference: string;
+  jobRef: string | null;
+  status: string;
+  /** The booking's status sequence (an amendment does not change it). */
+  sequence: number;
+}
+
 export interface BookingStatusEvent {
   type: 'booking.status';
   timestamp: string;
-  data: {
-    bookingReference: string;
-    jobRef: string | null;
-    status: string;
-    sequence: number;
+  data: BookingEventData & {
     at: string;
     driver?: {
       name: string;
@@ -310,12 +315,7 @@ async function queueDeliveries(
 export interface BookingAmendedEvent {
   type: 'booking.amended';
   timestamp: string;
-  data: {
-    bookingReference: string;
-    jobRef: string | null;
-    status: string;
-    /** The booking's current status sequence: an amendment does not change it. */
-    sequence: number;
+  data: BookingEventData & {
     /** What changed, by the job feed's names (`fareGBP`, `passengerName`, ...). */
     changed: string[];
     job: HeldJob;
