@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import net from 'node:net';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bookingEventRoutes } from '../api/routes/booking-events.ts';
@@ -239,7 +241,7 @@ describe('GET /api/public/v1/booking/{ref}/events', () => {
     const s = await open(b.ref.toLowerCase(), b.token);
     expect(s.res.status).toBe(200);
     expect(s.res.headers.get('content-type')).toBe('text/event-stream');
-    expect(s.res.headers.get('cache-control')).toBe('no-cache');
+    expect(s.res.headers.get('cache-control')).toBe('no-store');
     expect(s.res.headers.get('x-accel-buffering')).toBe('no');
 
     const retry = await s.next();
@@ -356,6 +358,27 @@ describe('GET /api/public/v1/booking/{ref}/events', () => {
     await eventually(async () => hub().stats().listeners === 0, 3_000);
     expect(hub().stats()).toEqual({ connected: false, channels: 0, listeners: 0 });
     await eventually(async () => (await subscribers(b.id)) === 0, 3_000);
+  });
+
+  it('releases the slot of a client that left before its stream was set up', async () => {
+    const b = await book();
+    const { port } = new URL(api.url);
+    // More clients than the booking's 5 streams, each gone right after asking (a reload, a
+    // tab closed): none must keep a slot.
+    for (let i = 0; i < 7; i++) {
+      const socket = net.connect(Number(port), '127.0.0.1');
+      await once(socket, 'connect');
+      socket.write(
+        `GET /api/public/v1/booking/${encodeURIComponent(b.ref)}/events?t=${encodeURIComponent(b.token)} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n`,
+      );
+      socket.destroy();
+    }
+    await eventually(async () => hub().listenerCount(b.id) === 0, 3_000);
+    const s = await open(b.ref, b.token);
+    expect(s.res.status).toBe(200);
+    expect(s.res.headers.get('cache-control')).toBe('no-store');
+    expect(await s.nextEvent()).toMatchObject({ id: '1' });
+    s.close();
   });
 
   it('re-checks without a wake-up, sends heartbeats, limits streams per booking and ends at the lifetime limit', async () => {

@@ -1058,6 +1058,8 @@ describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
     const ref = made.json.bookingReference as string;
     const look = await fetch(`${api.url}/api/public/v1/booking/${ref.toLowerCase()}?email=LOU@example.org`);
     expect(look.status).toBe(200);
+    // Personal data and a bearer tracking link: not to be stored by a browser or proxy.
+    expect(look.headers.get('cache-control')).toBe('no-store');
     const body = (await look.json()) as Json;
     expect(body).toMatchObject({
       bookingReference: ref,

@@ -243,6 +243,59 @@ describe('booking and tracking in a browser', () => {
     await call('POST', '/api/public/v1/driver/presence', driver.token, { available: false, ...NEAR_PICKUP });
   });
 
+  it('keeps following after a refused reconnect, and hides a driver who hands the job back', async () => {
+    const driver = await approvedDriver(env.rt.db, { name: 'Hana Handback' });
+    await call('POST', '/api/public/v1/driver/presence', driver.token, { available: true, ...NEAR_PICKUP });
+    const made = await call('POST', '/api/public/v1/booking', null, {
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      departAt: new Date(Date.now() + 20 * 60_000).toISOString(),
+      passengerName: 'Rhoda Reconnect',
+      passengerEmail: 'rhoda@example.org',
+      passengerPhone: '+447700900321',
+    });
+    expect(made.status, made.text).toBe(201);
+    const ref = made.json.bookingReference as string;
+    const token = new URL(made.json.trackingUrl).pathname.split('/').pop() as string;
+    // Every one of the booking's 5 streams is taken: the page's own is refused (429), which
+    // EventSource takes as final.
+    const held = Array.from({ length: 5 }, () => new AbortController());
+    const streams = await Promise.all(
+      held.map((abort) =>
+        fetch(`${api.url}/api/public/v1/booking/${ref}/events?t=${token}`, {
+          headers: { accept: 'text/event-stream' },
+          signal: abort.signal,
+        }),
+      ),
+    );
+    expect(streams.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    const { page } = await openPage();
+    const refused = page.waitForResponse((r) => r.url().includes('/events?') && r.status() === 429);
+    await page.goto(local(made.json.trackingUrl));
+    await refused;
+    for (const abort of held) abort.abort();
+    // The page connects again by itself, and follows the driver's accept without a reload.
+    const bookingId = (await env.rt.db('bookings').where({ reference: ref }).first('id')).id as string;
+    const offer = await eventually(
+      async () =>
+        (await env.rt.db('dispatch_offers').where({ booking_id: bookingId, state: 'offered' }).first()) as
+          | Json
+          | undefined,
+      BROWSER_WAIT_MS,
+    );
+    expect(offer.driver_id).toBe(driver.id);
+    const jobs = `/api/public/v1/jobs/${ref}`;
+    expect((await call('POST', `${jobs}/accept`, driver.token)).status).toBe(200);
+    await expectStatus(page, 'Driver assigned');
+    await page.locator('#driver').waitFor({ state: 'visible' });
+    // Handed back: the job is dispatched again, and the page no longer shows that driver.
+    const back = await call('POST', `${jobs}/hand-back`, driver.token, {});
+    expect(back.status, back.text).toBe(200);
+    await page.locator('#driver').waitFor({ state: 'hidden', timeout: BROWSER_WAIT_MS });
+    expect((await statusText(page).textContent())?.trim()).not.toBe('Driver assigned');
+    await call('POST', '/api/public/v1/driver/presence', driver.token, { available: false, ...NEAR_PICKUP });
+  });
+
   it('cancels from the tracking page, through the confirmation step', async () => {
     // Pickup in three hours: no driver is sought yet.
     const q = await quote(180);

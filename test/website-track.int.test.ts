@@ -83,7 +83,8 @@ describe('GET /track/{token}', () => {
     expect(js.headers.get('cache-control')).toContain('immutable');
     const body = Buffer.from(await js.arrayBuffer());
     expect(`sha256-${createHash('sha256').update(body).digest('base64')}`).toBe(integrity);
-    expect(body.toString()).toContain("new EventSource(live.getAttribute('data-events'))");
+    expect(body.toString()).toContain("var url = live.getAttribute('data-events');");
+    expect(body.toString()).toContain('new EventSource(url)');
     expect(body.toString()).not.toContain('innerHTML');
     // Revalidation: the ETag answers 304.
     const again = await fetch(`${api.url}${src}`, { headers: { 'if-none-match': js.headers.get('etag') as string } });

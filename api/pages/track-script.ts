@@ -11,6 +11,9 @@ export const PAYABLE_STATUSES: readonly string[] = [
   'completed',
 ];
 
+/** Statuses with no driver on the job: the page shows none (a job handed back is dispatched again). */
+const NO_DRIVER_STATUSES: readonly string[] = ['pending', 'dispatching', 'no_driver_available', 'cancelled'];
+
 /**
  * The tracking page's only script, served from our own origin (`script-src 'self'`): it
  * follows the booking's server-sent events (`data-events` of `#live`, the same stream as the
@@ -36,14 +39,30 @@ export function trackScriptSource(): string {
   function setText(id, text) { var e = el(id); if (e) e.textContent = text; }
   function show(id, on) { var e = el(id); if (e) e.hidden = !on; }
   function label(status) { return LABELS[status] || String(status).replace(/_/g, ' '); }
-  var source = new EventSource(live.getAttribute('data-events'));
+  var NO_DRIVER = ${JSON.stringify(NO_DRIVER_STATUSES)};
+  var url = live.getAttribute('data-events');
+  var source = null;
+  var over = false;
+  var delay = 3000;
+  // EventSource reconnects by itself after a dropped stream, but gives up for good on an
+  // answer other than 200 (a 429 or 503 while reconnecting): then connect again, backing off.
+  function connect() {
+    source = new EventSource(url);
+    source.addEventListener('open', function () { delay = 3000; });
+    source.addEventListener('status', onStatus);
+    source.onerror = function () {
+      if (over || source.readyState !== 2) return;
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 60000);
+    };
+  }
   live.hidden = false;
-  source.addEventListener('status', function (message) {
+  function onStatus(message) {
     var ev;
     try { ev = JSON.parse(message.data); } catch (e) { return; }
     if (!ev || typeof ev.seq !== 'number' || typeof ev.status !== 'string') return;
     var finished = TERMINAL.indexOf(ev.status) >= 0;
-    if (finished) source.close();
+    if (finished) { over = true; source.close(); }
     if (ev.seq <= seen) return;
     seen = ev.seq;
     setText('status', label(ev.status));
@@ -63,6 +82,9 @@ export function trackScriptSource(): string {
       setText('vehicle', v ? [v.colour, v.make, v.model].join(' ') : 'to follow');
       setText('registration', v ? v.registration : 'to follow');
       show('driver', true);
+    } else if (NO_DRIVER.indexOf(ev.status) >= 0) {
+      // No driver on the job (handed back, being dispatched again, cancelled): none is shown.
+      show('driver', false);
     }
     if (typeof ev.etaMinutes === 'number') {
       setText('eta', 'Your driver is about ' + ev.etaMinutes + (ev.etaMinutes === 1 ? ' minute' : ' minutes') + ' away.');
@@ -75,9 +97,9 @@ export function trackScriptSource(): string {
       if (cancel && cancel.parentNode) cancel.parentNode.removeChild(cancel);
     }
     show('pay', PAYABLE.indexOf(ev.status) >= 0);
-    if (ev.status === 'cancelled') show('driver', false);
     if (finished) setText('live', 'This booking has finished.');
-  });
+  }
+  connect();
 })();
 `;
 }

@@ -104,6 +104,10 @@ async function openStream(
     );
   }
   res.on('close', () => finish());
+  // A client that left while the request was authenticated, limited and looked up has already
+  // closed the response, and 'close' is not emitted again: without this its slot, Redis
+  // listener and timers would be held until the lifetime limit.
+  if (req.socket.destroyed || res.destroyed) finish();
 
   function finish(): void {
     if (done) return;
@@ -175,7 +179,8 @@ async function openStream(
 
   res.status(200);
   res.setHeader('Content-Type', 'text/event-stream');
-  res.setHeader('Cache-Control', 'no-cache');
+  // Not stored by anyone: it names the driver and their car.
+  res.setHeader('Cache-Control', 'no-store');
   res.setHeader('X-Accel-Buffering', 'no');
   if (req.method === 'HEAD') {
     // Express serves HEAD with the GET handler: the headers, but no stream to hold open.

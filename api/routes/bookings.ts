@@ -669,6 +669,8 @@ export function bookingRoutes(): RouteDef[] {
         const state = paymentState(row, records);
         return {
           status: 200,
+          // Personal data and the tracking link (a bearer link): stored by no browser or proxy.
+          headers: { 'Cache-Control': 'no-store' },
           body: {
             bookingReference: row.reference,
             status: row.status,
