@@ -11,6 +11,8 @@ import {
   publishBookingEvent,
   shortDriverName,
 } from '../shared/services/booking-events.ts';
+import { trackingToken } from '../shared/services/bookings.ts';
+import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { bookThroughApi } from './helpers/bookings.ts';
@@ -358,6 +360,35 @@ describe('GET /api/public/v1/booking/{ref}/events', () => {
     await eventually(async () => hub().stats().listeners === 0, 3_000);
     expect(hub().stats()).toEqual({ connected: false, channels: 0, listeners: 0 });
     await eventually(async () => (await subscribers(b.id)) === 0, 3_000);
+  });
+
+  it('wakes the stream at once when the partner cancels its job (not at the 15 s re-read)', async () => {
+    const partner = await createPartner(env.rt.db, env.config, { name: 'Cancelling Partner', actor: 'test' });
+    const sendJob = async (job: Record<string, unknown>) => {
+      const res = await fetch(`${api.url}/api/public/v1/jobs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${partner.apiKey}` },
+        body: JSON.stringify(job),
+      });
+      return (await res.json()) as { results: { outcome: string; bookingReference: string }[] };
+    };
+    const made = await sendJob({
+      jobRef: 'SSE-CANCEL-1',
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      pickupTime: new Date(Date.now() + 3 * 3600_000).toISOString(),
+      passengerName: 'Pat Partner',
+      passengerPhone: '07700 900888',
+    });
+    const ref = made.results[0]?.bookingReference as string;
+    const row = await env.rt.db('bookings').where({ reference: ref }).first('id');
+    const stream = await open(ref, trackingToken(row.id, env.config.dataEncryptionKey));
+    expect(await stream.nextEvent()).toMatchObject({ id: '1' });
+    const cancelled = await sendJob({ jobRef: 'SSE-CANCEL-1', action: 'cancel' });
+    expect(cancelled.results[0]?.outcome).toBe('cancelled');
+    // Well inside the stream's 15-second re-read: only the wake-up can bring it this soon.
+    expect(await stream.nextEvent(5_000)).toMatchObject({ id: '2', data: { status: 'cancelled' } });
+    stream.close();
   });
 
   it('releases the slot of a client that left before its stream was set up', async () => {

@@ -1,4 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
 import type { Config } from '../config.ts';
 import { safeEqual, sha256, unseal } from '../crypto.ts';
 import { insertAllIf, insertManyIf, type KeyedRowInsert } from '../db/atomic.ts';
@@ -18,6 +19,7 @@ import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
 import { assertStorableText } from '../schemas/text.ts';
 import { compileSchema } from '../schemas/validate.ts';
+import { publishBookingEvent } from './booking-events.ts';
 import { amendmentChanges, recordAmendment } from './booking-history.ts';
 import {
   assertNotBlocked,
@@ -68,8 +70,10 @@ export interface IntakeCaller {
 
 export interface IntakeDeps {
   db: Db;
+  /** Where a status change is announced after it commits (`publishBookingEvent`), for tracking streams. */
+  redis: Redis;
   pricing: PricingClient;
-  config: Pick<Config, 'bookings' | 'dataEncryptionKey' | 'intake' | 'dispatch'>;
+  config: Pick<Config, 'bookings' | 'dataEncryptionKey' | 'intake' | 'dispatch' | 'queuePrefix'>;
   logger?: Logger;
 }
 
@@ -873,6 +877,8 @@ class Intake {
         );
       }
     });
+    // An amendment may have moved the booking back to pending: tracking streams re-read now.
+    await publishBookingEvent(this.deps.redis, this.deps.config.queuePrefix, row.booking_id);
   }
 
   private async cancel(
@@ -881,7 +887,11 @@ class Intake {
     ok: (o: PartnerJobResult['outcome'], s: number, r: string) => PartnerJobResult,
   ): Promise<PartnerJobResult> {
     const already = row.status === 'cancelled';
-    if (!already) await cancelBooking(this.deps.db, row.booking_id, job.notes, this.source.actor);
+    if (!already) {
+      await cancelBooking(this.deps.db, row.booking_id, job.notes, this.source.actor);
+      // The passenger's tracking page hears of it now, not at its next re-read.
+      await publishBookingEvent(this.deps.redis, this.deps.config.queuePrefix, row.booking_id);
+    }
     if (row.last_action !== 'cancel') {
       await this.deps
         .db('partner_jobs')
