@@ -9,7 +9,14 @@ import { VEHICLE_TYPES, type VehicleType } from '../shared/domain/tariffs/types.
 import { configOrExit } from '../shared/lifecycle.ts';
 import { checkEndpointUrl, EndpointUrlError, endpointUrlRules } from '../shared/net/public-address.ts';
 import { issueApiKey, listApiKeys, revokeApiKeyAs } from '../shared/services/api-keys.ts';
-import { invoicesCsv, listInvoices, previewInvoices, runBilling } from '../shared/services/billing.ts';
+import {
+  InvoiceStateError,
+  invoicesCsv,
+  listInvoices,
+  previewInvoices,
+  runBilling,
+  settleInvoice,
+} from '../shared/services/billing.ts';
 import { bookingHistory } from '../shared/services/booking-history.ts';
 import { normalisePhone } from '../shared/services/bookings.ts';
 import {
@@ -134,6 +141,22 @@ function required(values: Record<string, unknown>, name: string): string {
   const v = values[name];
   if (typeof v !== 'string' || v.trim() === '') throw new CliError('invalid_input', `--${name} is required`);
   return v.trim();
+}
+
+/** An invoice decision, its refusals as CLI errors (`invoice_not_found`, `conflict`). */
+async function invoiceAction<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof InvoiceStateError) throw new CliError(err.code, err.message);
+    throw err;
+  }
+}
+
+/** `--note`, trimmed and bounded; null when absent or blank. */
+function noteArg(v: Record<string, unknown>): string | null {
+  const note = typeof v.note === 'string' ? v.note.trim().slice(0, 500) : '';
+  return note === '' ? null : note;
 }
 
 function uuidArg(value: string | undefined, what: string): string {
@@ -575,6 +598,22 @@ export const COMMANDS: Record<string, Command> = {
     usage: 'billing export --week YYYY-Www',
     options: { week: { type: 'string' } },
     run: async (v, _p, ctx) => new RawOutput(invoicesCsv(await listInvoices(ctx.db, weekArg(v).week))),
+  },
+  'billing mark-paid': {
+    usage: 'billing mark-paid ID [--note N]',
+    options: { note: { type: 'string' } },
+    positionals: 1,
+    run: (v, p, ctx) => invoiceAction(() => settleInvoice(ctx.db, uuidArg(p[0], 'ID'), 'paid', ctx.actor, noteArg(v))),
+  },
+  'billing void': {
+    usage: 'billing void ID --note N',
+    options: { note: { type: 'string' } },
+    positionals: 1,
+    run: (v, p, ctx) => {
+      const note = noteArg(v);
+      if (!note) throw new CliError('invalid_input', '--note is required: say why the invoice is not owed');
+      return invoiceAction(() => settleInvoice(ctx.db, uuidArg(p[0], 'ID'), 'void', ctx.actor, note));
+    },
   },
   'webhooks dead': {
     usage: 'webhooks dead',

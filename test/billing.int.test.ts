@@ -471,6 +471,57 @@ describe('weekly billing', () => {
     ]);
   });
 
+  it('finance marks a due invoice paid, or voids one, from the CLI, recorded in the audit log', async () => {
+    const invoices = await listInvoices(db(), week.week);
+    const over = byOwner(invoices, ids.over as string);
+    const late = byOwner(invoices, ids.late as string);
+    expect([over.state, late.state]).toEqual(['due', 'due']);
+
+    const paid = await admin('billing', 'mark-paid', over.id as string, '--note', 'bank transfer 2026-11-20');
+    expect(paid.code, paid.stderr).toBe(0);
+    expect(JSON.parse(paid.stdout)).toEqual({
+      id: over.id,
+      week: week.week,
+      state: 'paid',
+      previousState: 'due',
+      changed: true,
+    });
+    // The same decision again changes nothing; a paid invoice cannot be voided.
+    const again = await admin('billing', 'mark-paid', over.id as string);
+    expect(JSON.parse(again.stdout)).toMatchObject({ state: 'paid', changed: false });
+    const voidPaid = await admin('billing', 'void', over.id as string, '--note', 'oops');
+    expect(voidPaid.code).toBe(1);
+    expect(JSON.parse(voidPaid.stderr)).toMatchObject({ error: { code: 'conflict' } });
+
+    // Voiding needs a reason.
+    const noReason = await admin('billing', 'void', late.id as string);
+    expect(noReason.code).toBe(1);
+    expect(JSON.parse(noReason.stderr)).toMatchObject({ error: { code: 'invalid_input' } });
+    const voided = await admin('billing', 'void', late.id as string, '--note', 'billed in error');
+    expect(JSON.parse(voided.stdout)).toMatchObject({ state: 'void', previousState: 'due', changed: true });
+    const unknown = await admin('billing', 'mark-paid', '00000000-0000-4000-8000-000000000000');
+    expect(JSON.parse(unknown.stderr)).toMatchObject({ error: { code: 'invoice_not_found' } });
+
+    expect(byOwner(await listInvoices(db(), week.week), ids.over as string).state).toBe('paid');
+    const audit = await db()('audit_log')
+      .whereIn('subject_id', [over.id, late.id])
+      .whereIn('action', ['invoice.paid', 'invoice.void'])
+      .orderBy('id')
+      .select('actor', 'action', 'details');
+    expect(audit).toEqual([
+      {
+        actor: 'cli:finance-test',
+        action: 'invoice.paid',
+        details: { week: week.week, previousState: 'due', note: 'bank transfer 2026-11-20' },
+      },
+      {
+        actor: 'cli:finance-test',
+        action: 'invoice.void',
+        details: { week: week.week, previousState: 'due', note: 'billed in error' },
+      },
+    ]);
+  });
+
   it('takes a driver without a recorded trial end as in trial for 90 days from approval', async () => {
     const earlier = parseWeek(weekBefore(week.start)) as BillingWeek;
     const fresh = await driver('Nia NoTrial', null);

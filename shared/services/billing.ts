@@ -428,6 +428,61 @@ export interface ChargeSummary {
   failed: number;
 }
 
+export class InvoiceStateError extends Error {
+  constructor(
+    readonly code: 'invoice_not_found' | 'conflict',
+    message: string,
+  ) {
+    super(message);
+    this.name = 'InvoiceStateError';
+  }
+}
+
+/** From which states finance may settle an invoice by hand. */
+const SETTLEABLE_FROM: Readonly<Record<'paid' | 'void', readonly string[]>> = {
+  // Paid outside the provider (a bank transfer finance reconciled), whatever charging did.
+  paid: ['issued', 'due', 'charge_failed'],
+  // Not owed after all (billed in error): never one already paid.
+  void: ['issued', 'due', 'charge_failed'],
+};
+
+/**
+ * Finance records what happened to an invoice outside the payment provider: `paid` (money
+ * received and reconciled) or `void` (not owed). The built-in provider leaves an invoice with
+ * money on it `due` for finance to reconcile, and this is how it is reconciled: the driver
+ * dashboard then shows the week as paid. Recorded in the audit log with the state it left and
+ * the note. The same decision again changes nothing (`changed: false`); a paid invoice cannot
+ * be voided nor a void one paid (409 `conflict`).
+ */
+export async function settleInvoice(
+  db: Db,
+  invoiceId: string,
+  to: 'paid' | 'void',
+  actor: string,
+  note: string | null,
+): Promise<{ id: string; week: string; state: 'paid' | 'void'; previousState: string; changed: boolean }> {
+  return db.transaction(async (trx) => {
+    const row = await trx('invoices')
+      .where({ id: invoiceId })
+      .forUpdate()
+      .first<{ id: string; week: string; state: string } | undefined>('id', 'week', 'state');
+    if (!row) throw new InvoiceStateError('invoice_not_found', `no invoice ${invoiceId}`);
+    if (row.state === to) return { id: row.id, week: row.week, state: to, previousState: row.state, changed: false };
+    if (!SETTLEABLE_FROM[to].includes(row.state)) {
+      throw new InvoiceStateError('conflict', `invoice ${row.id} is ${row.state}; it cannot be marked ${to}`);
+    }
+    await trx('invoices').where({ id: row.id }).update({ state: to });
+    await trx('audit_log').insert({
+      actor,
+      action: `invoice.${to}`,
+      subject_type: 'invoice',
+      subject_id: row.id,
+      details: JSON.stringify({ week: row.week, previousState: row.state, note }),
+    });
+    return { id: row.id, week: row.week, state: to, previousState: row.state, changed: true };
+  });
+}
+
 /**
  * Charge every invoice that is `issued` or `charge_failed` (of one week, or of all weeks),
  * in batches through the payment provider. Each batch is locked (`skip locked`, so two workers
