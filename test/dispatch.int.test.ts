@@ -146,6 +146,15 @@ describe('dispatch', () => {
     }
     const noPay = await call('POST', `/api/public/v1/jobs/${ref}/status`, big.token, { status: 'completed' });
     expect(noPay.status).toBe(400);
+    // A fee over the amount paid (45 typed for 0.45) would be passed through as it is, for good.
+    const typo = await call('POST', `/api/public/v1/jobs/${ref}/status`, big.token, {
+      status: 'completed',
+      payment: { method: 'card', amountGBP: 30.5, processorFeeGBP: 45 },
+    });
+    expect(typo.status, typo.text).toBe(400);
+    expect(typo.json.error.details).toEqual([
+      { field: '/payment/processorFeeGBP', problem: 'must not exceed amountGBP' },
+    ]);
     const done = await call('POST', `/api/public/v1/jobs/${ref}/status`, big.token, {
       status: 'completed',
       payment: { method: 'card', amountGBP: 30.5, processorFeeGBP: 0.45 },

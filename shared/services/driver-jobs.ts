@@ -286,6 +286,15 @@ export async function reportProgress(
           { field: '/payment', problem: 'required when status is completed' },
         ]);
       }
+      // A card fee is passed through to the driver's week as entered, and a settlement record
+      // cannot be changed afterwards: a fee over the amount paid (45 typed for 0.45) is refused.
+      if (payment.method === 'card' && (payment.processorFeeGBP ?? 0) > payment.amountGBP) {
+        throw new AppError(
+          'invalid_input',
+          `The card processing fee (£${(payment.processorFeeGBP ?? 0).toFixed(2)}) cannot be more than the amount paid (£${payment.amountGBP.toFixed(2)}).`,
+          [{ field: '/payment/processorFeeGBP', problem: 'must not exceed amountGBP' }],
+        );
+      }
       await trx('settlement_records').insert({
         booking_id: booking.id,
         driver_id: holder.kind === 'driver' ? holder.id : null,
