@@ -735,7 +735,7 @@ async function main(argv: string[]): Promise<number> {
     return unknown ? 1 : 0;
   }
   const command = COMMANDS[name] as Command;
-  const config = await configOrExit();
+  const config = await configOrExit({ json: true });
   const db = createDb(config, { appName: 'dtn-admin', poolMax: 2 });
   try {
     let parsed: ReturnType<typeof parseArgs>;

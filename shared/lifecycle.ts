@@ -42,14 +42,22 @@ export function isMain(importMetaUrl: string): boolean {
   return url === entry || url.replace(/\.ts$/, '') === entry.replace(/\.ts$/, '');
 }
 
-/** Load the configuration for an entry point, or print the variable at fault and exit 1. */
-export async function configOrExit(): Promise<import('./config.ts').Config> {
+/**
+ * Load the configuration for an entry point, or print the variable at fault and exit 1; with
+ * `json` (the operator CLI, whose errors are JSON on stderr: CONTRACT.md section 9) as
+ * `{"error": {"code": "configuration_error", "message": ...}}`.
+ */
+export async function configOrExit(opts: { json?: boolean } = {}): Promise<import('./config.ts').Config> {
   const { ConfigError, loadConfig } = await import('./config.ts');
   try {
     return loadConfig();
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.stderr.write(
+        opts.json
+          ? `${JSON.stringify({ error: { code: 'configuration_error', message: err.message } })}\n`
+          : `configuration error: ${err.message}\n`,
+      );
       process.exit(1);
     }
     throw err;

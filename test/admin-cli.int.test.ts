@@ -188,5 +188,11 @@ describe('admin CLI', () => {
       const err = JSON.parse(r.stderr.trim().split('\n').pop() as string);
       expect(err.error.code, args.join(' ')).toMatch(/^(invalid_input|not_found)$/);
     }
+    // A setting it cannot read is reported the same way, naming the variable.
+    const misconfigured = await runTs('bin/admin.ts', ['key', 'list'], { ...env.childEnv, PORT: 'eighty' }, 90_000);
+    expect(misconfigured.code).toBe(1);
+    expect(misconfigured.stdout).toBe('');
+    const err = JSON.parse(misconfigured.stderr.trim().split('\n').pop() as string);
+    expect(err.error).toMatchObject({ code: 'configuration_error', message: expect.stringContaining('PORT') });
   }, 180_000);
 });

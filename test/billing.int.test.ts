@@ -1,9 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { Job } from 'bullmq';
+import { type Job, UnrecoverableError } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type BillingWeek, parseWeek, weekBefore } from '../shared/domain/billing/week.ts';
 import { londonTime } from '../shared/domain/tariffs/london-time.ts';
-import type { PaymentProvider } from '../shared/providers/payments.ts';
+import { builtinPaymentProvider, type PaymentProvider } from '../shared/providers/payments.ts';
 import {
   chargeInvoices,
   type Invoice,
@@ -378,6 +378,13 @@ describe('weekly billing', () => {
     } finally {
       await running.close();
     }
+  });
+
+  it('a run for a week that does not exist fails for good, not retried for hours', async () => {
+    const job = { opts: {}, timestamp: Date.now() } as unknown as Job;
+    const run = runWeeklyBilling({ week: '2025-W53' }, { ...env.rt, payments: builtinPaymentProvider() }, job);
+    await expect(run).rejects.toThrow(UnrecoverableError);
+    await expect(run).rejects.toThrow(/not a billing week: 2025-W53/);
   });
 
   it('a changed schedule whose run is overdue queues that run on its own before it is replaced', async () => {

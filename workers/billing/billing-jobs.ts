@@ -1,4 +1,4 @@
-import type { Job, Queue } from 'bullmq';
+import { type Job, type Queue, UnrecoverableError } from 'bullmq';
 import { parseWeek, weekBefore } from '../../shared/domain/billing/week.ts';
 import { failpoint } from '../../shared/failpoints.ts';
 import type { JobPayload } from '../../shared/queues/registry.ts';
@@ -68,7 +68,8 @@ export async function runWeeklyBilling(
   // The instant the scheduler meant this run for (a late run still bills the same week).
   const dueAt = (job.opts as { prevMillis?: number }).prevMillis ?? job.timestamp;
   const week = parseWeek(payload.week ?? weekBefore(dueAt));
-  if (!week) throw new Error(`not a billing week: ${payload.week}`);
+  // Not a week at all (week 53 of a 52-week year): no retry can mend it.
+  if (!week) throw new UnrecoverableError(`not a billing week: ${payload.week}`);
   const issued = await ctx.db.transaction(async (trx) => {
     const result = await issueInvoices(trx, week);
     await trx('audit_log').insert({
