@@ -1,6 +1,12 @@
+import type { Job } from 'bullmq';
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enqueueJob } from '../shared/db/outbox.ts';
-import { queueMessage } from '../shared/services/messages.ts';
+import { builtinPaymentProvider } from '../shared/providers/payments.ts';
+import { createTwilioSender, TemporarySendError } from '../shared/providers/sms.ts';
+import { messageRows, queueMessage } from '../shared/services/messages.ts';
+import type { WorkerContext } from '../workers/context.ts';
+import { sendMessage } from '../workers/notify/send-message.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
 import { type CapturedMail, startSmtpCapture } from './helpers/smtp-capture.ts';
@@ -126,6 +132,62 @@ describe('notify: send-message', () => {
     expect((await eventually(async () => ((await row(plain))?.state === 'failed' ? row(plain) : null))).body).toBe(
       'Job DTN-7K3F9Q',
     );
+  });
+
+  it('retries what Twilio refuses for the account (401: bad or rotated credentials), not the message', async () => {
+    twilio.failFor('+447700900771', 401, 1);
+    const id = await env.rt.db.transaction((trx) =>
+      queueMessage(trx, { channel: 'sms', recipient: '+447700900771', body: 'Job DTN-7K3F9R', purpose: 'job_card' }),
+    );
+    const sent = await eventually(async () => ((await row(id))?.state === 'sent' ? row(id) : null));
+    expect(sent.attempts).toBe(2);
+    expect(twilio.requests.filter((r) => r.form.To === '+447700900771')).toHaveLength(2);
+  });
+
+  it('keeps the auth token, the number and the text out of a send failure (it is logged)', async () => {
+    // Twilio not reached: the client rethrows the HTTP library's error, which holds the request.
+    const sender = createTwilioSender({ ...env.config.twilio, apiBaseUrl: 'http://127.0.0.1:9' });
+    const err = await sender
+      .send({ channel: 'sms', to: '+447700900772', body: 'Your driver token: dtn_drv_secret456' })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect(err).toBeInstanceOf(TemporarySendError);
+    const logged = JSON.stringify(pino.stdSerializers.err(err as Error));
+    expect(logged).toContain('Twilio not reached');
+    for (const secret of [TOKEN, Buffer.from(`${SID}:${TOKEN}`).toString('base64'), '900772', 'dtn_drv_secret456']) {
+      expect(logged).not.toContain(secret);
+    }
+  });
+
+  it('marks a message failed, its secret removed, when its last retry fails too', async () => {
+    twilio.failFor('+447700900773', 500);
+    // The row alone (no job for the running worker): this test plays the worker's last attempt.
+    const { id, message } = messageRows({
+      channel: 'sms',
+      recipient: '+447700900773',
+      body: 'Your driver token: dtn_drv_secret789',
+      purpose: 'driver_token',
+    });
+    await env.rt.db('outbound_messages').insert(message.row);
+    const ctx: WorkerContext = {
+      ...env.rt,
+      logger: env.rt.logger,
+      sms: createTwilioSender(env.config.twilio),
+      payments: builtinPaymentProvider(),
+    } as WorkerContext;
+    const attempt = (attemptsMade: number) =>
+      sendMessage({ messageId: id }, ctx, { attemptsMade, opts: { attempts: 8 } } as unknown as Job);
+    // An attempt with retries left fails for BullMQ to retry; the row stays queued.
+    await expect(attempt(0)).rejects.toThrow(TemporarySendError);
+    expect((await row(id)).state).toBe('queued');
+    // The last one: failed for good, and the token leaves our record.
+    await attempt(7);
+    const failed = await row(id);
+    expect(failed).toMatchObject({ state: 'failed', attempts: 2 });
+    expect(failed.last_error).toContain('Twilio 500');
+    expect(JSON.stringify(failed)).not.toContain('dtn_drv_secret789');
   });
 
   it('retries a temporary failure with backoff and then sends once', async () => {

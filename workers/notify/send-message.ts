@@ -1,4 +1,4 @@
-import { UnrecoverableError } from 'bullmq';
+import { type Job, UnrecoverableError } from 'bullmq';
 import type { Knex } from 'knex';
 import { PermanentSendError } from '../../shared/providers/sms.ts';
 import type { JobPayload } from '../../shared/queues/registry.ts';
@@ -29,7 +29,9 @@ export const REDACTED_BODY = '[removed after delivery: it contained a one-time c
  * recorded, in test mode) is not sent again, so a retried or duplicated job sends nothing.
  * The row is locked for the duration of the send so two workers never send it twice.
  */
-export async function sendMessage(payload: JobPayload<'send-message'>, ctx: WorkerContext): Promise<void> {
+export async function sendMessage(payload: JobPayload<'send-message'>, ctx: WorkerContext, job?: Job): Promise<void> {
+  // The last attempt BullMQ will make: a temporary failure now is final, and recorded as such.
+  const lastAttempt = job !== undefined && job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
   // Set once the provider has taken the message: from then on it must never be sent again.
   let accepted: { msg: MessageRow; providerId: string } | null = null;
   const attempt = ctx.db.transaction(async (trx): Promise<Error | null> => {
@@ -53,7 +55,9 @@ export async function sendMessage(payload: JobPayload<'send-message'>, ctx: Work
     } catch (err) {
       // Recording a message the provider took failed: not a send failure (see below).
       if (accepted) throw err;
-      const permanent = err instanceof PermanentSendError;
+      // Refused for good, or still failing when the retries run out (the row would otherwise
+      // stay `queued` for ever, keeping any secret it carries).
+      const permanent = err instanceof PermanentSendError || lastAttempt;
       await trx('outbound_messages')
         .where({ id: msg.id })
         .update({
@@ -63,7 +67,10 @@ export async function sendMessage(payload: JobPayload<'send-message'>, ctx: Work
           ...(permanent ? { state: 'failed', ...redacted(msg) } : {}),
         });
       if (permanent) {
-        ctx.logger.warn({ messageId: msg.id, channel: msg.channel }, 'message refused for good; not retrying');
+        ctx.logger.warn(
+          { messageId: msg.id, channel: msg.channel, retriesRunOut: !(err instanceof PermanentSendError) },
+          'message failed for good; not retrying',
+        );
         return null;
       }
       return err as Error;
