@@ -8,6 +8,8 @@ import { messageRows, queueMessage } from '../shared/services/messages.ts';
 import type { WorkerContext } from '../workers/context.ts';
 import { sendMessage } from '../workers/notify/send-message.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { insertOfferedBooking } from './helpers/bookings.ts';
+import { approvedDriver } from './helpers/drivers.ts';
 import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
 import { type CapturedMail, startSmtpCapture } from './helpers/smtp-capture.ts';
 import { startTwilioStub } from './helpers/twilio-stub.ts';
@@ -188,6 +190,33 @@ describe('notify: send-message', () => {
     expect(failed).toMatchObject({ state: 'failed', attempts: 2 });
     expect(failed.last_error).toContain('Twilio 500');
     expect(JSON.stringify(failed)).not.toContain('dtn_drv_secret789');
+  });
+
+  it('sends a job card only while its offer is open: one retried after the offer closed is not sent', async () => {
+    const driver = await approvedDriver(env.rt.db);
+    const card = (bookingId: string) =>
+      env.rt.db.transaction((trx) =>
+        queueMessage(trx, {
+          channel: 'sms',
+          recipient: driver.phone,
+          body: 'New job: Accept within 45s',
+          purpose: 'job_card',
+          bookingId,
+          driverId: driver.id,
+        }),
+      );
+    const open = await insertOfferedBooking(env.rt.db, 'DTN-CARD01', { driverId: driver.id });
+    const sent = await card(open.id);
+    expect((await eventually(async () => ((await row(sent))?.state === 'sent' ? row(sent) : null))).state).toBe('sent');
+    // The passenger cancelled (or an amendment withdrew it) before the card went out.
+    const closed = await insertOfferedBooking(env.rt.db, 'DTN-CARD02', { driverId: driver.id });
+    await env.rt.db('dispatch_offers').where({ id: closed.offerId }).update({ state: 'withdrawn' });
+    const late = await card(closed.id);
+    const skipped = await eventually(async () => ((await row(late))?.state === 'failed' ? row(late) : null));
+    expect(skipped.last_error).toMatch(/no longer open/);
+    expect(
+      twilio.requests.filter((r) => r.form.To === driver.phone && r.form.Body?.startsWith('New job')),
+    ).toHaveLength(1);
   });
 
   it('retries a temporary failure with backoff and then sends once', async () => {

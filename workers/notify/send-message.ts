@@ -14,6 +14,8 @@ interface MessageRow {
   state: 'queued' | 'sent' | 'failed' | 'recorded';
   purpose: string;
   test_mode: boolean;
+  booking_id: string | null;
+  driver_id: string | null;
 }
 
 /**
@@ -38,6 +40,14 @@ export async function sendMessage(payload: JobPayload<'send-message'>, ctx: Work
     const msg = await trx<MessageRow>('outbound_messages').where({ id: payload.messageId }).forUpdate().first();
     if (!msg) throw new UnrecoverableError(`outbound message ${payload.messageId} does not exist`);
     if (msg.state !== 'queued') return null;
+    if (msg.purpose === 'job_card' && !(await offerStillOpen(trx, msg))) {
+      // A job card retried after its offer closed (the passenger cancelled, an amendment
+      // withdrew it, it expired): sent now it would arrive after the driver was told otherwise.
+      await trx('outbound_messages')
+        .where({ id: msg.id })
+        .update({ state: 'failed', last_error: 'not sent: the offer it carries is no longer open' });
+      return null;
+    }
     if (msg.test_mode) {
       await trx('outbound_messages').where({ id: msg.id }).update({ state: 'recorded', sent_at: trx.fn.now() });
       return null;
@@ -88,6 +98,16 @@ export async function sendMessage(payload: JobPayload<'send-message'>, ctx: Work
   }
   // A temporary failure is recorded on the row, then thrown so BullMQ retries with backoff.
   if (retry) throw retry;
+}
+
+/** Whether the offer a job card carries is still open to its driver (a card without them is sent). */
+async function offerStillOpen(db: Knex, msg: MessageRow): Promise<boolean> {
+  if (!msg.booking_id || !msg.driver_id) return true;
+  const open = await db('dispatch_offers')
+    .where({ booking_id: msg.booking_id, driver_id: msg.driver_id, state: 'offered' })
+    .where('expires_at', '>', db.fn.now())
+    .first('id');
+  return open !== undefined;
 }
 
 function sentRow(db: Knex, msg: MessageRow, providerId: string) {
