@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unseal } from '../shared/crypto.ts';
 import { verifyPassword } from '../shared/services/operators.ts';
+import { insertOfferedBooking } from './helpers/bookings.ts';
+import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 
@@ -159,6 +161,41 @@ describe('admin CLI', () => {
     }
     // Six CLI processes: more than the default time on a busy machine.
   }, 90_000);
+
+  it('gives the jobs of a suspended driver back to dispatch, and leaves a ride under way', async () => {
+    const driver = await approvedDriver(env.rt.db);
+    const db = env.rt.db;
+    // One job offered, one accepted and on the way, one with the passenger on board.
+    const offered = await insertOfferedBooking(db, 'DTN-SUSP01', { driverId: driver.id });
+    const assigned = await insertOfferedBooking(db, 'DTN-SUSP02', { driverId: driver.id });
+    await db('dispatch_offers').where({ id: assigned.offerId }).update({ state: 'accepted' });
+    await db('bookings').where({ id: assigned.id }).update({ status: 'driver_en_route', driver_id: driver.id });
+    const riding = await insertOfferedBooking(db, 'DTN-SUSP03', { driverId: driver.id });
+    await db('dispatch_offers').where({ id: riding.offerId }).update({ state: 'accepted' });
+    await db('bookings').where({ id: riding.id }).update({ status: 'passenger_on_board', driver_id: driver.id });
+
+    const r = await admin('driver', 'suspend', driver.id);
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out).toMatchObject({ id: driver.id, status: 'suspended', ridesInProgress: ['DTN-SUSP03'] });
+    expect([...out.jobsHandedBack].sort()).toEqual(['DTN-SUSP01', 'DTN-SUSP02']);
+
+    expect((await db('dispatch_offers').where({ id: offered.offerId }).first('state')).state).toBe('withdrawn');
+    expect(await db('bookings').where({ id: assigned.id }).first('status', 'driver_id')).toEqual({
+      status: 'dispatching',
+      driver_id: null,
+    });
+    const last = await db('booking_status_history').where({ booking_id: assigned.id }).orderBy('seq', 'desc').first();
+    expect(last).toMatchObject({ status: 'dispatching', details: { handedBack: true } });
+    expect(await db('bookings').where({ id: riding.id }).first('status', 'driver_id')).toEqual({
+      status: 'passenger_on_board',
+      driver_id: driver.id,
+    });
+    // Both are offered again at once.
+    for (const b of [offered, assigned]) {
+      expect(await db('outbox').where('job_id', 'like', `dispatch-${b.id}-released-%`).first()).toBeDefined();
+    }
+  });
 
   it('answers mistakes with JSON on stderr and exit 1', async () => {
     const mistakes = [

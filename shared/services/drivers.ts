@@ -1,5 +1,7 @@
 import { randomBase62, sha256 } from '../crypto.ts';
-import type { Db, Queryable } from '../db/knex.ts';
+import { appendStatus } from '../db/bookings.ts';
+import type { Db, Queryable, Tx } from '../db/knex.ts';
+import { enqueueJob } from '../db/outbox.ts';
 import { type ScreenField, screenFields } from '../domain/content-screen.ts';
 import {
   EMAIL_PROBLEM_MESSAGES,
@@ -485,13 +487,88 @@ export async function approveDriver(db: Db, id: string, actor: string): Promise<
   });
 }
 
-/** Set a driver's status to rejected or suspended: their token is cleared and they go offline. */
+/** What a driver held when disabled: the jobs given back to dispatch, and rides under way. */
+export interface ReleasedJobs {
+  /** Bookings the driver had accepted (or been offered) and had not yet picked up: dispatched again. */
+  jobsHandedBack: string[];
+  /** Bookings with the passenger on board: left with the driver (the ride is under way). */
+  ridesInProgress: string[];
+}
+
+/**
+ * The jobs a driver being suspended or rejected holds go back to dispatch, in the same
+ * transaction: open offers are withdrawn, and accepted jobs not yet picked up are handed back
+ * as the driver could do (`handBackJob`): the booking returns to `dispatching`, its history
+ * says why, and the next dispatch step is queued. Otherwise the passenger would wait for a
+ * driver whose token no longer works and who will not come. A ride with the passenger on board
+ * is left as it is: it is under way, and an operator records how it ended if the driver cannot.
+ */
+async function releaseJobs(trx: Tx, driverId: string, why: string): Promise<ReleasedJobs> {
+  const now = new Date();
+  const held = await trx('bookings')
+    .where({ driver_id: driverId })
+    .whereIn('status', [...DRIVER_HELD_STATUSES, 'passenger_on_board'])
+    .forUpdate()
+    .select<{ id: string; reference: string; status: string }[]>('id', 'reference', 'status');
+  const withdrawn = await trx('dispatch_offers')
+    .where({ driver_id: driverId, state: 'offered' })
+    .update({ state: 'withdrawn', responded_at: now })
+    .returning<{ id: string; booking_id: string }[]>(['id', 'booking_id']);
+  const offered =
+    withdrawn.length === 0
+      ? []
+      : await trx('bookings')
+          .whereIn(
+            'id',
+            withdrawn.map((o) => o.booking_id),
+          )
+          .where({ status: 'dispatching' })
+          .forUpdate()
+          .select<{ id: string; reference: string }[]>('id', 'reference');
+  for (const b of offered) {
+    // The next candidate at once, not when the withdrawn offer would have run out.
+    await enqueueJob(
+      trx,
+      'dispatch-booking',
+      { bookingId: b.id },
+      { jobId: `dispatch-${b.id}-released-${now.getTime()}` },
+    );
+  }
+  const handedBack = held.filter((b) => DRIVER_HELD_STATUSES.includes(b.status));
+  for (const b of handedBack) {
+    await trx('dispatch_offers')
+      .where({ booking_id: b.id, driver_id: driverId, state: 'accepted' })
+      .update({ state: 'declined', responded_at: now, decline_reason: `handed back: ${why}` });
+    await trx('bookings')
+      .where({ id: b.id })
+      .update({ driver_id: null, vehicle_id: null, dead_miles: null, updated_at: now });
+    await appendStatus(trx, b.id, 'dispatching', 'operator', { handedBack: true, reason: why });
+    await enqueueJob(
+      trx,
+      'dispatch-booking',
+      { bookingId: b.id },
+      { jobId: `dispatch-${b.id}-released-${now.getTime()}` },
+    );
+  }
+  return {
+    jobsHandedBack: [...offered, ...handedBack].map((b) => b.reference),
+    ridesInProgress: held.filter((b) => b.status === 'passenger_on_board').map((b) => b.reference),
+  };
+}
+
+/** Accepted and not yet picked up: what a driver may hand back, and what a disabled driver gives back. */
+const DRIVER_HELD_STATUSES: readonly string[] = ['driver_assigned', 'driver_en_route', 'driver_arrived'];
+
+/**
+ * Set a driver's status to rejected or suspended: their token is cleared, they go offline,
+ * and the jobs they hold go back to dispatch (`releaseJobs`).
+ */
 async function disable<S extends 'rejected' | 'suspended'>(
   db: Db,
   id: string,
   actor: string,
   status: S,
-): Promise<{ id: string; status: S } | null> {
+): Promise<({ id: string; status: S } & ReleasedJobs) | null> {
   return db.transaction(async (trx) => {
     const before = await trx('drivers').where({ id }).forUpdate().first<{ status: DriverStatus } | undefined>('status');
     if (!before) return null;
@@ -502,21 +579,34 @@ async function disable<S extends 'rejected' | 'suspended'>(
       available: false,
       updated_at: trx.fn.now(),
     });
-    await audit(trx, actor, status === 'rejected' ? 'driver.reject' : 'driver.suspend', id, { from: before.status });
-    return { id, status };
+    const released = await releaseJobs(trx, id, `driver ${status} by an operator`);
+    await audit(trx, actor, status === 'rejected' ? 'driver.reject' : 'driver.suspend', id, {
+      from: before.status,
+      ...released,
+    });
+    return { id, status, ...released };
   });
 }
 
 /** Reject an application (or withdraw an approval): the driver has no token. Null if unknown. */
-export function rejectDriver(db: Db, id: string, actor: string): Promise<{ id: string; status: 'rejected' } | null> {
+export function rejectDriver(
+  db: Db,
+  id: string,
+  actor: string,
+): Promise<({ id: string; status: 'rejected' } & ReleasedJobs) | null> {
   return disable(db, id, actor, 'rejected');
 }
 
 /**
- * Suspend a driver: never offered jobs, marked unavailable, and their token stops working at
- * once. `approveDriver` reinstates them with a new token. Null if unknown.
+ * Suspend a driver: never offered jobs, marked unavailable, their token stops working at once,
+ * and the jobs they hold go back to dispatch (`releaseJobs`). `approveDriver` reinstates them
+ * with a new token. Null if unknown.
  */
-export function suspendDriver(db: Db, id: string, actor: string): Promise<{ id: string; status: 'suspended' } | null> {
+export function suspendDriver(
+  db: Db,
+  id: string,
+  actor: string,
+): Promise<({ id: string; status: 'suspended' } & ReleasedJobs) | null> {
   return disable(db, id, actor, 'suspended');
 }
 
