@@ -193,6 +193,8 @@ describe('POST /api/public/v1/drivers/apply', () => {
     const cases: Array<[Record<string, unknown>, string, string]> = [
       [{ paymentLink: 'http://pay.example/amina' }, 'invalid_input', '/paymentLink'],
       [{ phone: 'call me' }, 'invalid_input', '/phone'],
+      // A landline: job offers go by text message.
+      [{ phone: '020 7946 0000' }, 'invalid_input', '/phone'],
       [{ licenceExpiry: '2031-02-30' }, 'invalid_input', '/licenceExpiry'],
       [{ operatingRadiusMiles: 0 }, 'invalid_input', '/operatingRadiusMiles'],
       [{ operatingRadiusMiles: 101 }, 'invalid_input', '/operatingRadiusMiles'],
@@ -335,7 +337,7 @@ describe('operator CLI: drivers and trials', () => {
 
     const s = await admin('driver', 'suspend', id);
     expect(s.code, s.stderr).toBe(0);
-    expect(JSON.parse(s.stdout)).toEqual({ id, status: 'suspended' });
+    expect(JSON.parse(s.stdout)).toEqual({ id, status: 'suspended', jobsHandedBack: [], ridesInProgress: [] });
     expect(await authenticateDriver(env.rt.db, again.token)).toBeNull();
     expect(await env.rt.db('drivers').where({ id }).first('token_hash', 'available')).toEqual({
       token_hash: null,
@@ -357,7 +359,7 @@ describe('operator CLI: drivers and trials', () => {
     const id = await appliedDriver();
     const r = await admin('driver', 'reject', id);
     expect(r.code, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({ id, status: 'rejected' });
+    expect(JSON.parse(r.stdout)).toEqual({ id, status: 'rejected', jobsHandedBack: [], ridesInProgress: [] });
     expect((await env.rt.db('drivers').where({ id }).first('status')).status).toBe('rejected');
   });
 

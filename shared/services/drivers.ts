@@ -185,6 +185,10 @@ export async function applyDriver(
   } catch {
     invalid.push({ field: '/phone', problem: 'must be a mobile number such as +447700900123' });
   }
+  // Job cards go by SMS: a UK landline (+44 other than 7) would take offers it never hears of.
+  if (phone.startsWith('+44') && !phone.startsWith('+447')) {
+    invalid.push({ field: '/phone', problem: 'must be a mobile number (07…): job offers are sent by text message' });
+  }
   const today = LONDON_DAY.format(opts.now ?? new Date());
   if (input.licenceExpiry < today) {
     invalid.push({ field: '/licenceExpiry', problem: 'is in the past: the licence has expired' });
