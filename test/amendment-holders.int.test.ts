@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { appendStatus } from '../shared/db/bookings.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -203,10 +204,15 @@ describe('an amendment reaches whoever holds the job', () => {
     });
     operatorSecret = operator.webhookSecret as string;
     const booking = await bookingOf('AMEND-OPERATOR');
-    await env.rt
-      .db('bookings')
-      .where({ id: booking.id })
-      .update({ status: 'driver_assigned', operator_partner_id: operator.id, dispatch_tier: 3 });
+    // The operator accepts as it does through its feed: the assignment is a status change, and
+    // its status webhook to the operator holds the booking's current sequence.
+    await env.rt.db.transaction(async (trx) => {
+      await trx('bookings').where({ id: booking.id }).update({ operator_partner_id: operator.id, dispatch_tier: 3 });
+      await appendStatus(trx, booking.id, 'driver_assigned', 'test');
+    });
+    await eventually(async () => expect(received).toHaveLength(1));
+    expect(JSON.parse(received[0]?.body as string).type).toBe('booking.status');
+    received.length = 0;
 
     const later = new Date(Date.now() + 5 * 3600_000);
     later.setUTCSeconds(0, 0);
@@ -245,7 +251,19 @@ describe('an amendment reaches whoever holds the job', () => {
       'amend',
     );
     expect(emailOnly.result.outcome).toBe('amended');
-    const deliveries = await env.rt.db('webhook_deliveries').where({ booking_id: booking.id });
-    expect(deliveries.map((d) => d.event_type)).toEqual(['booking.amended']);
+    // A second amendment is delivered too (both leave the status, and its sequence, as it was).
+    const again = await send(
+      'AMEND-OPERATOR',
+      { pickupTime: later.toISOString(), passengers: 2, notes: 'Two suitcases', passengerEmail: 'ada@example.org' },
+      'amend',
+    );
+    expect(again.result.outcome).toBe('amended');
+    await eventually(async () => expect(received).toHaveLength(2));
+    expect(JSON.parse(received[1]?.body as string).data).toMatchObject({
+      changed: expect.arrayContaining(['passengers']),
+      job: { passengers: 2 },
+    });
+    const deliveries = await env.rt.db('webhook_deliveries').where({ booking_id: booking.id }).orderBy('created_at');
+    expect(deliveries.map((d) => d.event_type)).toEqual(['booking.status', 'booking.amended', 'booking.amended']);
   });
 });

@@ -301,7 +301,9 @@ async function queueDeliveries(
       endpoint_id: endpoint.id,
       booking_id: bookingId,
       event_type: event.type,
-      sequence: seq,
+      // The (endpoint, booking, sequence) key orders status deliveries: an amendment, which
+      // leaves the status (and its sequence) as it was, carries the number in its payload only.
+      sequence: event.type === 'booking.status' ? seq : null,
       message_id: `msg_${id}`,
       payload: JSON.stringify(event),
     });

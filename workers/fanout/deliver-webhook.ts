@@ -141,7 +141,8 @@ export function postWebhook(
  * de-duplication and retries; the delivery log records why they failed.
  */
 async function failedOnPurpose(ctx: WorkerContext, delivery: DeliveryRow, attempt: number): Promise<boolean> {
-  if (!delivery.booking_id || attempt > SCENARIO_FAILED_WEBHOOK_ATTEMPTS) return false;
+  // Status webhooks only (an amendment's delivery has no sequence of its own).
+  if (!delivery.booking_id || delivery.sequence === null || attempt > SCENARIO_FAILED_WEBHOOK_ATTEMPTS) return false;
   const booking = await ctx
     .db('bookings')
     .where({ id: delivery.booking_id, test_mode: true, test_scenario: 'partner_webhook_fails_twice' })
