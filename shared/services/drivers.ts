@@ -509,26 +509,44 @@ export interface ReleasedJobs {
  */
 async function releaseJobs(trx: Tx, driverId: string, why: string): Promise<ReleasedJobs> {
   const now = new Date();
-  const held = await trx('bookings')
-    .where({ driver_id: driverId })
-    .whereIn('status', [...DRIVER_HELD_STATUSES, 'passenger_on_board'])
+  // The bookings first, in id order, then their offers: the order every other path takes
+  // (booking first), so a driver accepting at this moment waits, or is waited for, and the
+  // job they just accepted is found held and handed back.
+  const locked = await trx('bookings as b')
+    .where((q) =>
+      q
+        .where('b.driver_id', driverId)
+        .whereIn('b.status', [...DRIVER_HELD_STATUSES, 'passenger_on_board'])
+        .orWhereExists((o) =>
+          o
+            .select(trx.raw('1'))
+            .from('dispatch_offers as o')
+            .whereRaw('o.booking_id = b.id')
+            .where({ 'o.driver_id': driverId, 'o.state': 'offered' }),
+        ),
+    )
+    .orderBy('b.id')
     .forUpdate()
-    .select<{ id: string; reference: string; status: string }[]>('id', 'reference', 'status');
-  const withdrawn = await trx('dispatch_offers')
-    .where({ driver_id: driverId, state: 'offered' })
-    .update({ state: 'withdrawn', responded_at: now })
-    .returning<{ id: string; booking_id: string }[]>(['id', 'booking_id']);
-  const offered =
-    withdrawn.length === 0
+    .select<{ id: string; reference: string; status: string; driver_id: string | null }[]>(
+      'b.id',
+      'b.reference',
+      'b.status',
+      'b.driver_id',
+    );
+  const held = locked.filter((b) => b.driver_id === driverId);
+  const withdrawn =
+    locked.length === 0
       ? []
-      : await trx('bookings')
+      : await trx('dispatch_offers')
           .whereIn(
-            'id',
-            withdrawn.map((o) => o.booking_id),
+            'booking_id',
+            locked.map((b) => b.id),
           )
-          .where({ status: 'dispatching' })
-          .forUpdate()
-          .select<{ id: string; reference: string }[]>('id', 'reference');
+          .where({ driver_id: driverId, state: 'offered' })
+          .update({ state: 'withdrawn', responded_at: now })
+          .returning<{ booking_id: string }[]>('booking_id');
+  const withdrawnFrom = new Set(withdrawn.map((o) => o.booking_id));
+  const offered = locked.filter((b) => withdrawnFrom.has(b.id) && b.status === 'dispatching');
   for (const b of offered) {
     // The next candidate at once, not when the withdrawn offer would have run out.
     await enqueueJob(
