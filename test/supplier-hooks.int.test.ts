@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unseal } from '../shared/crypto.ts';
+import { underClaims } from '../shared/services/idempotency.ts';
 import { type CreatedSupplier, createSupplier } from '../shared/services/suppliers.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -170,6 +171,30 @@ describe('secret-header adapter', () => {
     const jobs = await env.rt.db('partner_jobs').where({ supplier_id: cabco.id, job_ref: 'CC-IK' });
     expect(jobs).toHaveLength(1);
     expect((await env.rt.db('bookings').where({ id: jobs[0].booking_id }).first('passengers')).passengers).toBe(2);
+  });
+
+  it('keeps a signed message answered even when its jobs are to be sent again (a captured copy stays refused)', async () => {
+    const request = { method: 'POST', path: '/api/public/hooks/x-booking', rawBody: Buffer.from('{"jobs":[]}') };
+    const claims = [
+      { scope: 'supplier-message:x', key: `msg-${Date.now()}`, always: true },
+      { scope: 'supplier-key:x', key: `key-${Date.now()}` },
+    ];
+    let runs = 0;
+    const answer = () => {
+      runs += 1;
+      return Promise.resolve({ status: 207, body: { results: [], summary: { failed: 1 } }, remember: false });
+    };
+    await underClaims(env.rt.db, claims, request, answer);
+    const rows = await env.rt.db('idempotency_keys').whereIn(
+      'key',
+      claims.map((c) => c.key),
+    );
+    // The message's claim holds its answer; the Idempotency-Key is let go for the retry.
+    expect(rows.map((r) => [r.key, r.state])).toEqual([[claims[0]?.key, 'completed']]);
+    // The same message again is answered from it, and runs nothing.
+    const again = await underClaims(env.rt.db, [claims[0] as (typeof claims)[number]], request, answer);
+    expect(again.headers).toMatchObject({ 'Idempotency-Replayed': 'true' });
+    expect(runs).toBe(1);
   });
 
   it('answers 401 for a wrong or missing secret, whatever the body', async () => {

@@ -56,8 +56,10 @@ export function supplierHookRoutes(): RouteDef[] {
         // The Idempotency-Key header, when sent, is honoured as on every creating POST
         // (CONTRACT.md section 2), scoped by the supplier; both are checked only once the
         // request is authenticated, so nobody without the credentials is answered from them.
-        const claims: { scope: string; key: string }[] = [];
-        if (auth.messageId) claims.push({ scope: `supplier-message:${supplier.slug}`, key: auth.messageId });
+        const claims: { scope: string; key: string; always?: boolean }[] = [];
+        if (auth.messageId) {
+          claims.push({ scope: `supplier-message:${supplier.slug}`, key: auth.messageId, always: true });
+        }
         const idempotencyKey = req.get('idempotency-key');
         if (idempotencyKey !== undefined) claims.push({ scope: `supplier-key:${supplier.slug}`, key: idempotencyKey });
         return underClaims(deps.db, claims, { method: req.method, path: req.path, rawBody: req.rawBody }, async () => {

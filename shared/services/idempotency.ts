@@ -194,16 +194,20 @@ export async function beginIdempotent(
  * themselves (partner HMAC, supplier hooks): nobody without the credentials is answered from a
  * key. When any claim is already answered, that answer is given (and stands for the others); a
  * claim still running is 409 and a key used for another request 422, as `beginIdempotent` says.
- * An answer `run` marks `remember: false` (a job failed on our side or hit a limit), or an
- * error it throws, lets every claim go, so a retry runs again.
+ * An answer `run` marks `remember: false` (a job failed on our side or hit a limit) lets every
+ * claim but the `always` ones go, so a retry runs again; an error it throws lets them all go.
  */
 export async function underClaims(
   db: Db,
-  claims: readonly { scope: string; key: string }[],
+  /**
+   * `always`: the answer is recorded whatever it is (a signed message's id, whose claim stops a
+   * captured copy being replayed: a genuine retry is signed afresh, so it is never let go).
+   */
+  claims: readonly { scope: string; key: string; always?: boolean }[],
   request: { method: string; path: string; rawBody: Buffer | undefined },
   run: () => Promise<{ status: number; body: unknown; remember: boolean }>,
 ): Promise<{ status: number; body: unknown; headers?: Record<string, string> }> {
-  const held: Extract<IdempotencyStart, { kind: 'new' }>[] = [];
+  const held: (Extract<IdempotencyStart, { kind: 'new' }> & { always: boolean })[] = [];
   const letGo = () => Promise.all(held.map((h) => h.abandon()));
   for (const claim of claims) {
     let start: IdempotencyStart;
@@ -218,7 +222,7 @@ export async function underClaims(
       await Promise.all(held.map((h) => h.complete(response)));
       return replayedResult(response);
     }
-    held.push(start);
+    held.push({ ...start, always: claim.always === true });
   }
   let answer: { status: number; body: unknown; remember: boolean };
   try {
@@ -227,11 +231,12 @@ export async function underClaims(
     await letGo();
     throw err;
   }
-  if (!answer.remember) await letGo();
-  else {
-    const body = Buffer.from(JSON.stringify(answer.body));
-    await Promise.all(held.map((h) => h.complete({ status: answer.status, headers: {}, body })));
-  }
+  const body = Buffer.from(JSON.stringify(answer.body));
+  await Promise.all(
+    held.map((h) =>
+      answer.remember || h.always ? h.complete({ status: answer.status, headers: {}, body }) : h.abandon(),
+    ),
+  );
   return { status: answer.status, body: answer.body };
 }
 
