@@ -1,5 +1,6 @@
 import type { Job } from 'bullmq';
 import pino from 'pino';
+import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enqueueJob } from '../shared/db/outbox.ts';
 import { builtinPaymentProvider } from '../shared/providers/payments.ts';
@@ -214,6 +215,22 @@ describe('notify: send-message', () => {
     const late = await card(closed.id);
     const skipped = await eventually(async () => ((await row(late))?.state === 'failed' ? row(late) : null));
     expect(skipped.last_error).toMatch(/no longer open/);
+    // Re-offered to the same driver after an amendment: the old card (of the withdrawn offer)
+    // is still not sent, though the driver now has an open offer of the booking.
+    const amended = await insertOfferedBooking(env.rt.db, 'DTN-CARD03', { driverId: driver.id });
+    await env.rt.db('dispatch_offers').where({ id: amended.offerId }).update({ state: 'withdrawn' });
+    await env.rt.db('dispatch_offers').insert({
+      id: uuidv7({ msecs: Date.now() + 60_000 }), // made after the card below
+      booking_id: amended.id,
+      tier: 1,
+      attempt: 2,
+      driver_id: driver.id,
+      state: 'offered',
+      expires_at: new Date(Date.now() + 30 * 60_000),
+    });
+    const old = await card(amended.id);
+    const notSent = await eventually(async () => ((await row(old))?.state === 'failed' ? row(old) : null));
+    expect(notSent.last_error).toMatch(/no longer open/);
     expect(
       twilio.requests.filter((r) => r.form.To === driver.phone && r.form.Body?.startsWith('New job')),
     ).toHaveLength(1);

@@ -100,14 +100,21 @@ export async function sendMessage(payload: JobPayload<'send-message'>, ctx: Work
   if (retry) throw retry;
 }
 
-/** Whether the offer a job card carries is still open to its driver (a card without them is sent). */
+/**
+ * Whether the offer a job card carries is still open to its driver (a card without them is
+ * sent). The card's offer is the driver's latest offer of the booking made before the card:
+ * ids are UUIDv7, ordered by when they were made, and the card is written just after its offer.
+ * So an old card retried after an amendment re-offered the job to the same driver is not sent
+ * with the old details.
+ */
 async function offerStillOpen(db: Knex, msg: MessageRow): Promise<boolean> {
   if (!msg.booking_id || !msg.driver_id) return true;
-  const open = await db('dispatch_offers')
-    .where({ booking_id: msg.booking_id, driver_id: msg.driver_id, state: 'offered' })
-    .where('expires_at', '>', db.fn.now())
-    .first('id');
-  return open !== undefined;
+  const offer = await db('dispatch_offers')
+    .where({ booking_id: msg.booking_id, driver_id: msg.driver_id })
+    .where('id', '<', msg.id)
+    .orderBy('id', 'desc')
+    .first<{ state: string; open: boolean } | undefined>('state', db.raw('expires_at > now() as open'));
+  return offer?.state === 'offered' && offer.open;
 }
 
 function sentRow(db: Knex, msg: MessageRow, providerId: string) {
