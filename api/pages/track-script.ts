@@ -44,14 +44,21 @@ export function trackScriptSource(): string {
   var source = null;
   var over = false;
   var delay = 3000;
+  var refused = 0;
   // EventSource reconnects by itself after a dropped stream, but gives up for good on an
-  // answer other than 200 (a 429 or 503 while reconnecting): then connect again, backing off.
+  // answer other than 200 (a 429 or 503 while reconnecting): then connect again, backing off,
+  // up to 8 times in a row (about 5 minutes; a page whose link no longer works stops there).
   function connect() {
     source = new EventSource(url);
-    source.addEventListener('open', function () { delay = 3000; });
+    source.addEventListener('open', function () { delay = 3000; refused = 0; });
     source.addEventListener('status', onStatus);
     source.onerror = function () {
       if (over || source.readyState !== 2) return;
+      refused += 1;
+      if (refused > 8) {
+        setText('live', 'Live updates have stopped: refresh the page to see the latest.');
+        return;
+      }
       setTimeout(connect, delay);
       delay = Math.min(delay * 2, 60000);
     };
