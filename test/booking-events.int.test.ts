@@ -394,21 +394,39 @@ describe('GET /api/public/v1/booking/{ref}/events', () => {
   it('releases the slot of a client that left before its stream was set up', async () => {
     const b = await book();
     const { port } = new URL(api.url);
-    // More clients than the booking's 5 streams, each gone right after asking (a reload, a
-    // tab closed): none must keep a slot.
-    for (let i = 0; i < 7; i++) {
-      const socket = net.connect(Number(port), '127.0.0.1');
-      await once(socket, 'connect');
-      socket.write(
-        `GET /api/public/v1/booking/${encodeURIComponent(b.ref)}/events?t=${encodeURIComponent(b.token)} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n`,
-      );
-      socket.destroy();
+    // The booking lookup waits behind this lock, so each request below is provably in flight
+    // (past the route's checks, before its stream is set up) when its client leaves.
+    const hold = await env.rt.db.transaction();
+    const sockets: net.Socket[] = [];
+    try {
+      await hold.raw('lock table bookings in access exclusive mode');
+      // More clients than the booking's 5 streams, each gone before its answer (a reload, a tab closed).
+      for (let i = 0; i < 7; i++) {
+        const socket = net.connect(Number(port), '127.0.0.1');
+        await once(socket, 'connect');
+        socket.write(
+          `GET /api/public/v1/booking/${encodeURIComponent(b.ref)}/events?t=${encodeURIComponent(b.token)} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n`,
+        );
+        sockets.push(socket);
+      }
+      await eventually(async () => {
+        const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
+          "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%bookings%'",
+        );
+        return (waiting.rows[0]?.n ?? 0) >= 7;
+      }, 10_000);
+      for (const socket of sockets) socket.destroy();
+      // The server sees each client go before the lookup answers.
+      await new Promise((r) => setTimeout(r, 300));
+    } finally {
+      await hold.rollback();
     }
-    await eventually(async () => hub().listenerCount(b.id) === 0, 3_000);
+    // Each left request then finishes its lookup: none may keep a slot, so a real stream opens.
     const s = await open(b.ref, b.token);
     expect(s.res.status).toBe(200);
     expect(s.res.headers.get('cache-control')).toBe('no-store');
     expect(await s.nextEvent()).toMatchObject({ id: '1' });
+    await eventually(async () => hub().listenerCount(b.id) === 1, 3_000);
     s.close();
   });
 
