@@ -11,6 +11,7 @@ import {
   type OAuthTokens,
 } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { up as secretsDoNotExpire } from '../migrations/20261126002300_oauth-secrets-do-not-expire.ts';
 import { sha256 } from '../shared/crypto.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { isEmailVerified } from '../shared/services/email-verification.ts';
@@ -203,6 +204,29 @@ describe('dynamic client registration (RFC 7591)', () => {
       authorization: `Basic ${Buffer.from(`${json.client_id}:${secret}`).toString('base64')}`,
     });
     expect(basic.json).toMatchObject({ error: 'invalid_grant' });
+  });
+
+  it('migration 20261126002300: a secret registered with a 30-day expiry no longer expires', async () => {
+    const { json } = await registerClient(url, { token_endpoint_auth_method: 'client_secret_post' });
+    const secret = json.client_secret as string;
+    // As the SDK's default registered it, and now past it.
+    const past = Math.floor(Date.now() / 1000) - 60;
+    await env.rt
+      .db('oauth_clients')
+      .where({ client_id: json.client_id })
+      .update({
+        client_secret_expires_at: new Date(past * 1000),
+        metadata: env.rt.db.raw(`jsonb_set(metadata, '{client_secret_expires_at}', ?::jsonb)`, [String(past)]),
+      });
+    const grant = { grant_type: 'authorization_code', code: 'mcp_ac_nothing', code_verifier: 'x'.repeat(43) };
+    const expired = await tokenRequest(url, { ...grant, client_id: json.client_id, client_secret: secret });
+    expect(expired.json).toMatchObject({ error: 'invalid_client' });
+    await secretsDoNotExpire(env.rt.db);
+    const after = await tokenRequest(url, { ...grant, client_id: json.client_id, client_secret: secret });
+    expect(after.json).toMatchObject({ error: 'invalid_grant' }); // past client authentication, to the (unknown) code
+    const row = await env.rt.db('oauth_clients').where({ client_id: json.client_id }).first();
+    expect(row.client_secret_expires_at).toBeNull();
+    expect(row.metadata.client_secret_expires_at).toBe(0);
   });
 
   it('refuses unsafe redirect URIs and client names that fail the content screen', async () => {
