@@ -445,15 +445,11 @@ function retryJobId(bookingId: string, retryAt: Date): string {
   return `dispatch-${bookingId}-retry-${Math.floor(retryAt.getTime() / 60_000)}`;
 }
 
-/** The fields a job card shows: an open offer made with the old ones is withdrawn and made again. */
-const JOB_CARD_FIELDS: ReadonlySet<string> = new Set([
-  'pickup',
-  'dropoff',
-  'pickupTime',
-  'passengers',
-  'vehicleType',
-  'farePence',
-]);
+/**
+ * The fields a job card shows (the journey but the flight number): an open offer made with the
+ * old ones is withdrawn and made again.
+ */
+const JOB_CARD_FIELDS: ReadonlySet<string> = new Set(JOURNEY.filter((f) => f !== 'flightNumber'));
 const JOURNEY_FIELDS: ReadonlySet<string> = new Set(JOURNEY);
 const ASSIGNED_STATUSES: ReadonlySet<string> = new Set(['driver_assigned', 'driver_en_route', 'driver_arrived']);
 
