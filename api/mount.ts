@@ -71,7 +71,7 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
         idemKey !== undefined
           ? await beginIdempotent(
               deps.db,
-              route.idempotencyScope ? route.idempotencyScope(req, caller) : callerScope(caller),
+              callerScope(caller),
               idemKey,
               req.method,
               route.idempotencyPath ?? req.path,

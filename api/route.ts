@@ -68,13 +68,12 @@ export interface RouteDef<
   auth: 'none' | 'public' | 'key' | 'driver' | 'driver_or_key' | 'public_or_driver';
   /** false: no rate limit (health checks). Else the general limit plus these policies. */
   rateLimit?: false | RoutePolicy[];
-  /** A creating POST: honours the Idempotency-Key header (CONTRACT.md section 2). */
-  idempotent?: boolean;
   /**
-   * Whose Idempotency-Keys these are, when the route authenticates callers itself (e.g. HMAC
-   * headers naming a partner); default the API key, else the IP.
+   * A creating POST: honours the Idempotency-Key header (CONTRACT.md section 2), scoped by the
+   * API key, else the IP. A route that authenticates callers itself (partner HMAC, supplier
+   * hooks) claims its keys in its handler, once it has (`underClaims`), and does not set this.
    */
-  idempotencyScope?: (req: Request, caller: Caller) => string;
+  idempotent?: boolean;
   /**
    * The path an Idempotency-Key is remembered under, when this route is another spelling of
    * one operation (`/v1/bookings` for `/v1/booking`): a key used on one is replayed on the other.

@@ -176,7 +176,6 @@ describe('notify: send-message', () => {
     await env.rt.db('outbound_messages').insert(message.row);
     const ctx: WorkerContext = {
       ...env.rt,
-      logger: env.rt.logger,
       sms: createTwilioSender(env.config.twilio),
       payments: builtinPaymentProvider(),
     } as WorkerContext;
