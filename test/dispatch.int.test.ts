@@ -324,6 +324,55 @@ describe('dispatch', () => {
     await offline(a.token, b.token);
   });
 
+  it('does not offer a job to a driver whose suspension commits while the step is choosing them', async () => {
+    const sid = await driver('Suspended Sid');
+    const nia = await driver('Next Nia');
+    await presence(sid.token, near(0.2));
+    await presence(nia.token, near(1.5));
+    // An operator's suspension in flight (the first steps of `suspendDriver`): it holds Sid's
+    // row and has changed his status, but not yet committed, so the dispatch step reads him as
+    // an approved candidate, the nearest.
+    const suspension = await env.rt.db.transaction();
+    let ref: string;
+    try {
+      const { rows } = await suspension.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
+      await suspension('drivers').where({ id: sid.id }).forUpdate().first('id');
+      await suspension('drivers')
+        .where({ id: sid.id })
+        .update({ status: 'suspended', token_hash: null, token_prefix: null, available: false });
+      ref = await book({
+        pickup: 'Manchester Piccadilly',
+        dropoff: 'Manchester Airport',
+        passengerName: 'Waiting Wren',
+        passengerEmail: 'wren@example.org',
+      });
+      // The step has chosen Sid and waits for his row.
+      await eventually(async () => {
+        const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
+          'select count(*)::int as n from pg_stat_activity where ? = any(pg_blocking_pids(pid))',
+          [rows[0]?.pid],
+        );
+        return (waiting.rows[0]?.n ?? 0) > 0;
+      });
+      await suspension.commit();
+    } catch (err) {
+      await suspension.rollback();
+      throw err;
+    }
+    const offer = await liveOffer(ref);
+    expect(offer.driver_id).toBe(nia.id);
+    const offered = await env.rt
+      .db('dispatch_offers as o')
+      .join('bookings as b', 'b.id', 'o.booking_id')
+      .where({ 'b.reference': ref })
+      .pluck('o.driver_id');
+    expect(offered).toEqual([nia.id]);
+    // No job card went to Sid.
+    await eventually(async () => twilio.requests.some((r) => r.form.Body?.includes(ref) && r.form.To === nia.phone));
+    expect(twilio.requests.filter((r) => r.form.Body?.includes(ref) && r.form.To?.endsWith(sid.phone))).toEqual([]);
+    await offline(nia.token);
+  });
+
   it('marks a booking no_driver_available when every tier is exhausted and e-mails operators', async () => {
     const ref = await book({
       pickup: 'Manchester Piccadilly',

@@ -323,9 +323,27 @@ export async function dispatchStep(
       ),
     },
   );
-  const best = match.ordered[0];
-  if (best) return makeOffer(trx, deps, booking, best, offers.length + 1, drivers, now);
+  for (const best of match.ordered) {
+    if (best.kind === 'driver' && !(await stillApproved(trx, best.driverId))) continue;
+    return makeOffer(trx, deps, booking, best, offers.length + 1, drivers, now);
+  }
   return noDriver(trx, deps, booking, now);
+}
+
+/**
+ * Whether a driver chosen from the candidates read earlier in this step is still approved,
+ * holding their row (FOR SHARE) until the offer commits. A suspension or rejection takes the
+ * row FOR UPDATE before it withdraws the driver's offers (`releaseJobs` in drivers.ts), so the
+ * two are ordered: either it commits first and this sees the new status (READ COMMITTED reads
+ * the latest version of a row it locks), or it waits for this step's offer and withdraws it.
+ * Without the lock, a suspension committing between the candidates' read and the offer left a
+ * live offer (and a job card) with a driver who can no longer answer it, and the passenger
+ * waited out its time-out. No deadlock: the suspension locks only bookings this driver holds
+ * or has a visible open offer on, and the booking being dispatched is neither.
+ */
+async function stillApproved(trx: Tx, driverId: string): Promise<boolean> {
+  const row = await trx('drivers').where({ id: driverId }).forShare().first<{ status: string } | undefined>('status');
+  return row?.status === 'approved';
 }
 
 async function makeOffer(
