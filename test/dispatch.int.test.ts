@@ -350,7 +350,7 @@ describe('dispatch', () => {
       await eventually(async () => {
         const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
           'select count(*)::int as n from pg_stat_activity where ? = any(pg_blocking_pids(pid))',
-          [rows[0]?.pid],
+          [rows[0]?.pid ?? null],
         );
         return (waiting.rows[0]?.n ?? 0) > 0;
       });

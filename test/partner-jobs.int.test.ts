@@ -389,6 +389,47 @@ describe('fares, limits and concurrency', () => {
     expect(await countBookings(limited.id)).toBe(2);
   });
 
+  it('holds the daily limit under concurrent batches: the allowance is spent once', async () => {
+    const limited = await createPartner(env.rt.db, env.config, { name: 'Racing', dailyLimit: 10, actor: 'test' });
+    // Four batches of five new jobs at once, each reading ten left before any is written.
+    const batches = await Promise.all(
+      [0, 1, 2, 3].map((b) =>
+        asPartner(
+          [0, 1, 2, 3, 4].map((j) => job(`R-${b}-${j}`)),
+          limited,
+        ),
+      ),
+    );
+    const statuses = batches.flatMap((r) => r.json.results?.map((x) => x.status) ?? [r.status]);
+    expect(statuses.filter((s) => s === 201)).toHaveLength(10);
+    expect(statuses.filter((s) => s !== 201 && s !== 429)).toEqual([]);
+    for (const r of batches) {
+      for (const x of r.json.results ?? []) if (x.status === 429) expect(x.error?.code).toBe('daily_limit_reached');
+    }
+    expect(await countBookings(limited.id)).toBe(10);
+    expect(await env.rt.db('partner_jobs').where({ partner_id: limited.id }).count({ n: '*' })).toEqual([{ n: 10 }]);
+    expect(await env.rt.db('partner_job_days').where({ partner_id: limited.id }).pluck('jobs')).toEqual([10]);
+    // Single new jobs racing (each written on its own) are held to it as well.
+    const more = await createPartner(env.rt.db, env.config, { name: 'Racing singles', dailyLimit: 3, actor: 'test' });
+    const singles = await Promise.all([0, 1, 2, 3, 4, 5].map((j) => asPartner([job(`S-${j}`)], more)));
+    const single = singles.map((r) => r.json.results?.[0]?.status);
+    expect(single.filter((s) => s === 201)).toHaveLength(3);
+    expect(single.filter((s) => s === 429)).toHaveLength(3);
+    expect(await countBookings(more.id)).toBe(3);
+    // And so are new jobs written one by one (a jobRef sent twice in a request runs in order).
+    const twice = await createPartner(env.rt.db, env.config, { name: 'Racing pairs', dailyLimit: 2, actor: 'test' });
+    const pairs = await Promise.all(
+      [0, 1, 2, 3].map((j) => asPartner([job(`P-${j}`), { ...job(`P-${j}`), notes: 'second thoughts' }], twice)),
+    );
+    const firsts = pairs.map((r) => r.json.results?.[0]);
+    expect(firsts.filter((x) => x?.status === 201)).toHaveLength(2);
+    expect(firsts.filter((x) => x?.status === 429).map((x) => x?.error?.code)).toEqual([
+      'daily_limit_reached',
+      'daily_limit_reached',
+    ]);
+    expect(await countBookings(twice.id)).toBe(2);
+  });
+
   it('does not replay under an Idempotency-Key a batch with jobs still to send: the retry runs them', async () => {
     const limited = await createPartner(env.rt.db, env.config, { name: 'Keyed small', dailyLimit: 1, actor: 'test' });
     const headers = { authorization: `Bearer ${limited.apiKey}`, 'idempotency-key': 'ik-over-limit-1' };

@@ -420,10 +420,21 @@ interface BatchLookups {
 }
 
 /** The guard of a batch of new jobs: their partner_jobs rows, skipping jobRefs that exist; returns the bookings written. */
+/**
+ * The daily limit a partner's new jobs are written under, named to the database for the
+ * statement's transaction: the partner_jobs trigger refuses the statement with SQLSTATE
+ * `DTNDL` when it takes the day's count over it (migration 20261126002400), so concurrent
+ * batches cannot each spend the same allowance. Its one binding is the limit, after the rows'.
+ */
+const DAILY_LIMIT_SETTING = `(select set_config('dtn.daily_job_limit', ?::int::text, true)) as daily_limit`;
+
+/** SQLSTATE of the partner_jobs trigger's refusal: the statement would go over the day's limit. */
+const DAILY_LIMIT_REACHED = 'DTNDL';
+
 const BATCH_GUARDS = {
   partner_id: `insert into partner_jobs (id, partner_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, test_mode, created_at, updated_at)
     select id, partner_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, test_mode, created_at, updated_at
-    from json_populate_recordset(null::partner_jobs, ?::json)
+    from json_populate_recordset(null::partner_jobs, ?::json) cross join ${DAILY_LIMIT_SETTING}
     on conflict (partner_id, job_ref) where partner_id is not null do nothing returning booking_id as key`,
   supplier_id: `insert into partner_jobs (id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, test_mode, created_at, updated_at)
     select id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, test_mode, created_at, updated_at
@@ -458,7 +469,7 @@ function failed(deps: IntakeDeps, index: number, job: NormJob, err: unknown): Pa
 const DEADLOCK = '40P01';
 
 const PARTNER_JOB_GUARD = `insert into partner_jobs (id, partner_id, job_ref, booking_id, last_action, content_hash, payload, test_mode, created_at, updated_at)
-  values (?, ?, ?, ?, 'new', ?, ?::jsonb, ?, ?, ?)
+  select ?::uuid, ?::uuid, ?, ?::uuid, 'new', ?::bytea, ?::jsonb, ?::boolean, ?::timestamptz, ?::timestamptz from ${DAILY_LIMIT_SETTING}
   on conflict (partner_id, job_ref) where partner_id is not null do nothing returning id`;
 
 const SUPPLIER_JOB_GUARD = `insert into partner_jobs (id, supplier_id, job_ref, booking_id, last_action, content_hash, payload, job_fee_pence, test_mode, created_at, updated_at)
@@ -547,6 +558,23 @@ class Intake {
     return write;
   }
 
+  /** The daily limit this partner's new jobs are written under; null for a supplier (none). */
+  private dailyLimit(): number | null {
+    const partner = this.caller.partner;
+    return partner ? (partner.dailyJobLimit ?? this.deps.config.intake.dailyJobLimit) : null;
+  }
+
+  /** What is left of the day's allowance as it stands now, and the refusal for a job beyond it. */
+  private async allowanceNow(): Promise<{ remaining: number; error: AppError }> {
+    const partner = this.caller.partner;
+    if (!partner) throw new Error('a supplier has no daily limit');
+    const a = await dailyAllowance(this.deps, partner, this.caller.testMode);
+    return {
+      remaining: a.remaining,
+      error: dailyLimitError(a.limit, a.retryAfterSeconds, this.caller.testMode, '/jobRef'),
+    };
+  }
+
   private quoteCaller() {
     return { apiKeyId: this.caller.apiKeyId, partnerId: this.partnerId, testMode: this.caller.testMode };
   }
@@ -624,7 +652,7 @@ class Intake {
             // SPEC.md 2.10: jobs from the named external platform carry its job fee (pass-through).
             bindings: [...common, supplier.externalPlatform ? supplier.jobFeePence : 0, this.caller.testMode, now, now],
           }
-        : { sql: PARTNER_JOB_GUARD, bindings: [...common, this.caller.testMode, now, now] };
+        : { sql: PARTNER_JOB_GUARD, bindings: [...common, this.caller.testMode, now, now, this.dailyLimit()] };
       try {
         const { passed } = await insertAllIf(this.deps.db, guard, [
           { table: 'quotes', row: { ...priced.row, redeemed_at: now } },
@@ -632,8 +660,11 @@ class Intake {
         ]);
         return passed ? write.row.reference : null;
       } catch (err) {
+        const e = err as { constraint?: string; code?: string };
         // A booking reference collision is retried with a new reference.
-        if ((err as { constraint?: string }).constraint === 'bookings_reference_unique' && attempt < 5) continue;
+        if (e.constraint === 'bookings_reference_unique' && attempt < 5) continue;
+        // A concurrent request spent what was left of the day's allowance.
+        if (e.code === DAILY_LIMIT_REACHED) throw (await this.allowanceNow()).error;
         throw err;
       }
     }
@@ -695,7 +726,7 @@ class Intake {
     // In jobRef order: batches of one sender overlapping in other orders then take their
     // partner_jobs rows in one order, so neither waits on the other's row while holding one it
     // wants (a deadlock, which Postgres ends by failing one batch whole).
-    const ready = priced
+    let ready = priced
       .filter((p): p is NonNullable<typeof p> => p !== null)
       .sort((a, b) => (a.job.jobRef < b.job.jobRef ? -1 : a.job.jobRef > b.job.jobRef ? 1 : 0));
     if (ready.length === 0) return [];
@@ -730,7 +761,10 @@ class Intake {
       try {
         written = await insertManyIf(
           this.deps.db,
-          { sql: BATCH_GUARDS[this.source.column], bindings: [JSON.stringify(guardRows)] },
+          {
+            sql: BATCH_GUARDS[this.source.column],
+            bindings: supplier ? [JSON.stringify(guardRows)] : [JSON.stringify(guardRows), this.dailyLimit()],
+          },
           inserts,
         );
       } catch (err) {
@@ -738,6 +772,25 @@ class Intake {
         // another statement take these rows in another order) is retried as it is.
         const e = err as { constraint?: string; code?: string };
         if ((e.constraint === 'bookings_reference_unique' || e.code === DEADLOCK) && attempt < 5) continue;
+        if (e.code === DAILY_LIMIT_REACHED && attempt < 5) {
+          // A concurrent batch spent part of the allowance this one counted on: what is left
+          // now goes to the first jobs in the request's order, the rest are refused as over the
+          // limit, and the write is tried again (it is refused again only if another batch
+          // got in first once more).
+          const { remaining, error } = await this.allowanceNow();
+          const kept = new Set(
+            [...ready]
+              .sort((a, b) => a.index - b.index)
+              .slice(0, remaining)
+              .map((r) => r.index),
+          );
+          for (const { index, job } of ready) {
+            if (!kept.has(index)) results[index] = rejected(index, job.jobRef, job.action, error);
+          }
+          ready = ready.filter((r) => kept.has(r.index));
+          if (ready.length === 0) return [];
+          continue;
+        }
         for (const { index, job } of ready) results[index] = failed(this.deps, index, job, err);
         return [];
       }
