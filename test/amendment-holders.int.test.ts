@@ -123,7 +123,11 @@ describe('an amendment reaches whoever holds the job', () => {
     expect(result.outcome).toBe('amended');
     expect((await env.rt.db('dispatch_offers').where({ id: offerId }).first('state')).state).toBe('withdrawn');
     const texts = await changedTexts(booking.id);
-    expect(texts.map((m) => [m.driver_id, m.channel])).toEqual([[driver.id, 'sms']]);
+    // By SMS and WhatsApp, as its job card went.
+    expect(texts.map((m) => [m.driver_id, m.channel]).sort()).toEqual([
+      [driver.id, 'sms'],
+      [driver.id, 'whatsapp'],
+    ]);
     expect(texts[0]?.body).toContain('withdrawn');
     // The next step is queued at once, to offer the job as it now is.
     const step = await env.rt
@@ -172,7 +176,10 @@ describe('an amendment reaches whoever holds the job', () => {
     const later = new Date(Date.now() + 3 * 3600_000).toISOString();
     expect((await send('AMEND-ASSIGNED', { pickupTime: later }, 'amend')).result.outcome).toBe('amended');
     const texts = await changedTexts(booking.id);
-    expect(texts.map((m) => m.driver_id)).toEqual([driver.id]);
+    expect(texts.map((m) => [m.driver_id, m.channel]).sort()).toEqual([
+      [driver.id, 'sms'],
+      [driver.id, 'whatsapp'],
+    ]);
     expect(texts[0]?.body).toContain(booking.reference);
   });
 

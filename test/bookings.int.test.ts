@@ -1521,10 +1521,21 @@ describe('cancellation reaches whoever holds the job', () => {
     });
     expect(cancel.status, cancel.text).toBe(200);
     const sms = await eventually(async () =>
-      env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'job_cancelled' }).first(),
+      env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'job_cancelled', channel: 'sms' }).first(),
     );
     expect(sms).toMatchObject({ channel: 'sms', recipient: '+447700900801', driver_id: driverId });
     expect(sms.body).toContain(made.json.bookingReference);
+    // And by WhatsApp, as job cards go: a driver who reads only one of them still hears of it.
+    expect(
+      await env.rt
+        .db('outbound_messages')
+        .where({ booking_id: row.id, purpose: 'job_cancelled' })
+        .orderBy('channel')
+        .select('channel', 'recipient', 'body'),
+    ).toEqual([
+      { channel: 'sms', recipient: '+447700900801', body: sms.body },
+      { channel: 'whatsapp', recipient: '+447700900801', body: sms.body },
+    ]);
   });
 
   it('withdraws a live offer and texts the offered driver, once', async () => {
@@ -1548,11 +1559,11 @@ describe('cancellation reaches whoever holds the job', () => {
       async () => (await env.rt.db('dispatch_offers').where({ booking_id: row.id }).first()).state === 'withdrawn',
     );
     const sms = await eventually(async () =>
-      env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'job_cancelled' }).first(),
+      env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'job_cancelled', channel: 'sms' }).first(),
     );
     expect(sms).toMatchObject({ channel: 'sms', recipient: '+447700900800', driver_id: driverId });
     expect(sms.body).toContain(made.json.bookingReference);
-    // A second cancel changes nothing and tells nobody again.
+    // A second cancel changes nothing and tells nobody again (one SMS and one WhatsApp).
     await post(`/api/public/v1/booking/${made.json.bookingReference}`, {
       action: 'cancel',
       email: row.passenger_email,
@@ -1560,6 +1571,6 @@ describe('cancellation reaches whoever holds the job', () => {
     await new Promise((r) => setTimeout(r, 500));
     expect(
       await env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'job_cancelled' }).count({ n: '*' }),
-    ).toEqual([{ n: 1 }]);
+    ).toEqual([{ n: 2 }]);
   });
 });

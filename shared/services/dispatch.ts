@@ -21,7 +21,7 @@ import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Queues } from '../queues/connection.ts';
 import { JOURNEY } from './booking-history.ts';
-import { queueMessage } from './messages.ts';
+import { DRIVER_JOB_CHANNELS, queueDriverText, queueMessage } from './messages.ts';
 import { queueAmendedFanout } from './webhooks.ts';
 
 /**
@@ -391,8 +391,8 @@ async function makeOffer(
         link: offerLink(baseUrl, offerCode(id, deps.config.dataEncryptionKey)),
         tier: best.tier,
       });
-      // The job card goes by SMS and WhatsApp; each is its own message, sent and billed once.
-      for (const channel of ['sms', 'whatsapp'] as const) {
+      // The job card goes by SMS and WhatsApp; each is its own message, sent once.
+      for (const channel of DRIVER_JOB_CHANNELS) {
         await queueMessage(trx, {
           channel,
           recipient: driver.phone,
@@ -544,8 +544,7 @@ export async function amendmentReachesHolders(
     }
     const driver = await trx('drivers').where({ id: booking.driver_id }).first<{ phone: string } | undefined>('phone');
     if (driver) {
-      await queueMessage(trx, {
-        channel: 'sms',
+      await queueDriverText(trx, {
         recipient: driver.phone,
         body: `Direct Taxi Network: job ${booking.reference} was changed by the booker. Open your job list for the new pickup, time, passengers and fare.`,
         purpose: 'job_changed',
@@ -574,8 +573,7 @@ export async function amendmentReachesHolders(
       ? await trx('drivers').whereIn('id', offeredIds).select<{ id: string; phone: string }[]>('id', 'phone')
       : [];
   for (const d of offered) {
-    await queueMessage(trx, {
-      channel: 'sms',
+    await queueDriverText(trx, {
       recipient: d.phone,
       body: `Direct Taxi Network: the offer of job ${booking.reference} is withdrawn (the booker changed it). No action needed.`,
       purpose: 'job_changed',

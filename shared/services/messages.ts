@@ -31,6 +31,22 @@ export async function queueMessage(trx: Tx, msg: NewMessage): Promise<string> {
   return id;
 }
 
+/**
+ * The channels a driver hears about their jobs on: a job card, and then its withdrawal, the
+ * job's changes or its cancellation, go by SMS and by WhatsApp alike, so a driver who reads
+ * only one of them is never offered a job there and left untold that it is off. Each is its
+ * own message, sent once; only the SMS is billed (README, Billing).
+ */
+export const DRIVER_JOB_CHANNELS = ['sms', 'whatsapp'] as const;
+
+/** Queue a text about a job to a driver on each of DRIVER_JOB_CHANNELS, inside the caller's transaction. */
+export async function queueDriverText(
+  trx: Tx,
+  msg: Omit<NewMessage, 'channel' | 'subject' | 'html' | 'driverId'> & { driverId: string },
+): Promise<void> {
+  for (const channel of DRIVER_JOB_CHANNELS) await queueMessage(trx, { ...msg, channel });
+}
+
 /** The message row and its send job, for callers writing them in one statement (`insertAllIf`). */
 export function messageRows(msg: NewMessage): {
   id: string;

@@ -1,11 +1,12 @@
 import type { BookingRow } from '../../shared/db/bookings.ts';
 import type { JobPayload } from '../../shared/queues/registry.ts';
-import { queueMessage } from '../../shared/services/messages.ts';
+import { queueDriverText } from '../../shared/services/messages.ts';
 import type { WorkerContext } from '../context.ts';
 
 /**
  * A cancellation reaches whoever holds the job: live offers are withdrawn, and every driver
- * who was offered or assigned the booking gets an SMS saying it is cancelled (once: the
+ * who was offered or assigned the booking is texted that it is cancelled, by SMS and WhatsApp
+ * as job cards are (`queueDriverText`; once: the
  * message id is the job's idempotency, and offers already withdrawn are not told again).
  */
 export async function bookingCancelled(payload: JobPayload<'booking-cancelled'>, ctx: WorkerContext): Promise<void> {
@@ -29,8 +30,7 @@ export async function bookingCancelled(payload: JobPayload<'booking-cancelled'>,
       )
       .select<Array<{ id: string; phone: string }>>('id', 'phone');
     for (const d of drivers) {
-      await queueMessage(trx, {
-        channel: 'sms',
+      await queueDriverText(trx, {
         recipient: d.phone,
         body: `Direct Taxi Network: job ${booking.reference} has been cancelled by the passenger. No action needed.`,
         purpose: 'job_cancelled',
