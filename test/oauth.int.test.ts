@@ -607,6 +607,33 @@ describe('authorization code with PKCE S256 through the page', () => {
     expect(ownB.html).toContain('value="approve"');
   });
 
+  it('checks no code for an address after 20 wrong codes in a day across its sign-ins, the right one neither', async () => {
+    const reg = await registerClient(url, { client_name: 'Guesser' });
+    const email = 'guessed.often@example.org';
+    const start = async () => {
+      const tab = new Browser();
+      const page = await tab.get(authorizeUrl({ url, clientId: reg.json.client_id, challenge: pkce().challenge }));
+      const request = requestTokenOf(page.html);
+      const before = mails.filter((m) => m.to.includes(email)).length;
+      expect((await tab.post(`${url}/authorize/email`, { request, email })).status).toBe(200);
+      return { tab, request, code: await codeFromMail(mails, email, before) };
+    };
+    // Four sign-ins, each code tried wrongly five times: 20 wrong codes for the address.
+    for (let n = 0; n < 4; n++) {
+      const { tab, request, code } = await start();
+      const wrong = code === '000000' ? '111111' : '000000';
+      for (let i = 0; i < 5; i++) {
+        expect((await tab.post(`${url}/authorize/code`, { request, code: wrong })).status).toBe(400);
+      }
+    }
+    const last = await start();
+    const refused = await last.tab.post(`${url}/authorize/code`, { request: last.request, code: last.code });
+    expect(refused.status).toBe(429);
+    expect(refused.html).toContain('Too many wrong codes have been entered for this address today');
+    expect(refused.html).toMatch(/Try again in 2[34] hours\./);
+    expect(refused.html).not.toContain('value="approve"');
+  });
+
   it('marks verified only the address whose code was checked, not one entered meanwhile on the same request', async () => {
     const reg = await registerClient(url, { client_name: 'Swapper' });
     const tab = new Browser();

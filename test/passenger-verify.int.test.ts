@@ -279,6 +279,49 @@ describe('POST /api/public/v1/passenger-verify', () => {
     expect(ok.status, JSON.stringify(ok.json)).toBe(200);
   });
 
+  it('checks no code for an address after 20 wrong codes in a day, the right one neither', async () => {
+    // A caller may make 10 requests an hour: each round is a fresh caller, as a guesser
+    // spreading over keys or addresses would be.
+    let h = await caller();
+    const email = 'grace.guessed@example.com';
+    for (let n = 1; n <= 4; n++) {
+      h = await caller();
+      expect((await post({ email }, h)).status).toBe(200);
+      const { code } = await received(email, n);
+      const wrong = code === '000000' ? '111111' : '000000';
+      for (let i = 0; i < 5; i++) expect((await post({ email, code: wrong }, h)).status).toBe(400);
+    }
+    // A fifth code is sent, but with 20 wrong codes in the last 24 hours none is checked.
+    h = await caller();
+    expect((await post({ email }, h)).status).toBe(200);
+    const fifth = await received(email, 5);
+    const refused = await post({ email, code: fifth.code }, h);
+    expect(refused.status).toBe(429);
+    expect(refused.json.error).toMatchObject({
+      code: 'rate_limited',
+      details: [
+        {
+          field: '/code',
+          problem: 'was not checked: 20 wrong codes have been entered for this address in the last 24 hours',
+        },
+      ],
+    });
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThan(23 * 3600);
+    expect(retryAfter).toBeLessThanOrEqual(24 * 3600);
+    expect(await isEmailVerified(env.rt.db, email)).toBe(false);
+    // A day later (the codes sent a day ago), the latest code is checked again.
+    await env.rt
+      .db('email_verifications')
+      .where({ email })
+      .whereNot({
+        id: (await env.rt.db('email_verifications').where({ email }).orderBy('created_at', 'desc').first('id')).id,
+      })
+      .update({ created_at: env.rt.db.raw("created_at - interval '1 day'") });
+    const ok = await post({ email, code: fifth.code }, h);
+    expect(ok.status, JSON.stringify(ok.json)).toBe(200);
+  });
+
   it('refuses codes that are not 6 digits, and codes for an address never sent one', async () => {
     const h = await caller();
     const short = await post({ email: 'ada@example.org', code: '12345' }, h);

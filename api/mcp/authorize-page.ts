@@ -378,6 +378,14 @@ export function formHandler(deps: ApiDeps, limit: (req: Request, res: Response) 
   };
 }
 
+/** A wait in words: "45 minutes", "3 hours". */
+function waitText(seconds: number): string {
+  const minutes = Math.max(1, Math.ceil(seconds / 60));
+  if (minutes < 90) return `${minutes} ${minutes === 1 ? 'minute' : 'minutes'}`;
+  const hours = Math.ceil(minutes / 60);
+  return `${hours} hours`;
+}
+
 /** Step 1: check the address (as bookings do) and e-mail it a code. */
 export function emailSubmitted(deps: ApiDeps): Step {
   return async (req, res, pending, view) => {
@@ -426,6 +434,7 @@ export function codeSubmitted(deps: ApiDeps): Step {
     const raw = typeof req.body?.code === 'string' ? req.body.code.trim() : '';
     let verified = false;
     let problem = '';
+    let status = 400;
     if (raw === '') {
       problem = 'Enter the 6-digit code from the e-mail.';
     } else {
@@ -440,19 +449,22 @@ export function codeSubmitted(deps: ApiDeps): Step {
         });
         verified = result.verified;
         if (!result.verified) {
+          if (result.reason === 'too_many_today') status = 429;
           problem =
             result.reason === 'wrong_code' && result.attemptsLeft > 0
               ? `That code is not correct: ${result.attemptsLeft} ${result.attemptsLeft === 1 ? 'attempt' : 'attempts'} left.`
-              : result.reason === 'expired'
-                ? 'That code has expired: send a new code.'
-                : result.reason === 'too_many_attempts' || result.reason === 'wrong_code'
-                  ? `The code was entered wrongly ${MAX_CODE_ATTEMPTS} times: send a new code.`
-                  : 'No code was sent to this address: send a new code.';
+              : result.reason === 'too_many_today'
+                ? `Too many wrong codes have been entered for this address today: no code is checked for it now. Try again in ${waitText(result.retryAfterSeconds ?? 3600)}.`
+                : result.reason === 'expired'
+                  ? 'That code has expired: send a new code.'
+                  : result.reason === 'too_many_attempts' || result.reason === 'wrong_code'
+                    ? `The code was entered wrongly ${MAX_CODE_ATTEMPTS} times: send a new code.`
+                    : 'No code was sent to this address: send a new code.';
         }
       }
     }
     if (!verified) {
-      send(res, 400, codeStep(view, problem), pending.redirectUri);
+      send(res, status, codeStep(view, problem), pending.redirectUri);
       return;
     }
     const marked = await markAuthorizationEmailVerified(deps.db, pending.id, {

@@ -19,6 +19,7 @@ import {
   countVerificationsSince,
   isEmailVerified,
   MAX_CODE_ATTEMPTS,
+  MAX_WRONG_CODES_PER_DAY,
   normaliseCode,
   sendVerificationEmail,
   startVerification,
@@ -54,6 +55,8 @@ function codeProblem(r: Extract<CodeCheck, { verified: false }>): string {
       return `was entered wrongly ${MAX_CODE_ATTEMPTS} times; request a new code`;
     case 'no_verification':
       return 'does not match: no code was sent to this address; request one first';
+    case 'too_many_today':
+      return `was not checked: ${MAX_WRONG_CODES_PER_DAY} wrong codes have been entered for this address in the last 24 hours`;
   }
 }
 
@@ -95,7 +98,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
       operationId: 'verifyPassengerEmail',
       summary: 'Check a passenger e-mail address and verify it with an e-mailed code or link',
       description:
-        'With {email}: the address is checked (well-formed, not disposable, not a role address such as info@ or bookings@, and a domain that receives mail) and, unless it is already verified, a 6-digit code and a link are e-mailed; both are valid 30 minutes. With {email, code}: the code verifies the address (5 attempts per code; the latest e-mail’s code counts). Bookings with an unverified address are accepted but limited to 8 priced requests an hour. ' +
+        'With {email}: the address is checked (well-formed, not disposable, not a role address such as info@ or bookings@, and a domain that receives mail) and, unless it is already verified, a 6-digit code and a link are e-mailed; both are valid 30 minutes. With {email, code}: the code verifies the address (5 attempts per code; the latest e-mail’s code counts; after 20 wrong codes for an address in 24 hours no code is checked, 429 with Retry-After). Bookings with an unverified address are accepted but limited to 8 priced requests an hour. ' +
         `Limited to ${limitPerHour} requests per hour per caller, and ${perAddress} verification e-mails per address per hour.`,
       tags: ['passengers'],
       auth: 'public',
@@ -120,6 +123,17 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
           const result = await verifyByCode(deps.db, body.email, code);
           if (!result.verified) {
             const problem = codeProblem(result);
+            if (result.reason === 'too_many_today') {
+              const retryAfter = result.retryAfterSeconds ?? 3600;
+              throw new AppError(
+                'rate_limited',
+                `The code ${problem}; try again later.`,
+                [{ field: '/code', problem }],
+                {
+                  'Retry-After': String(retryAfter),
+                },
+              );
+            }
             throw new AppError('invalid_input', `The code ${problem}.`, [{ field: '/code', problem }]);
           }
           return { status: 200, body: { email: result.email, verified: true } satisfies PassengerVerified };

@@ -39,6 +39,18 @@ export const VERIFICATION_TTL_MS = 30 * 60 * 1000;
  */
 export const BOOKING_LINK_TTL_MS = 3 * 24 * 3600 * 1000;
 export const MAX_CODE_ATTEMPTS = 5;
+/**
+ * Wrong codes an address may have entered for one purpose in 24 hours, across all its codes;
+ * beyond it no code is checked (the right one neither) until the oldest of the day's codes is
+ * a day old. Each code allows MAX_CODE_ATTEMPTS, and a new code can be asked for a few times
+ * an hour, so without it one address could be tried about 600 times a day, each with a one in
+ * a million chance: over a year, a one in five chance of signing in to the MCP server as
+ * someone else. At 20 a day, under one in a hundred; a passenger who mistypes a few codes is
+ * never near it. Someone trying codes for an address can keep its owner from verifying it
+ * (or signing in) for the rest of that day, which is the price of the cap.
+ */
+export const MAX_WRONG_CODES_PER_DAY = 20;
+const DAY_MS = 24 * 3600_000;
 export const DEFAULT_PURPOSE = 'passenger';
 /**
  * The verified row a booking's signed link writes when opened: its own purpose, so it neither
@@ -75,9 +87,12 @@ export type CodeCheck =
       /**
        * `no_verification`: none was started for the address. `expired`: the latest has expired.
        * `too_many_attempts`: the latest has used its attempts. `wrong_code`: try again.
+       * `too_many_today`: the address has had MAX_WRONG_CODES_PER_DAY wrong codes in 24 hours;
+       * `retryAfterSeconds` says when the oldest of them stops counting.
        */
-      reason: 'no_verification' | 'expired' | 'too_many_attempts' | 'wrong_code';
+      reason: 'no_verification' | 'expired' | 'too_many_attempts' | 'wrong_code' | 'too_many_today';
       attemptsLeft: number;
+      retryAfterSeconds?: number;
     };
 
 function codeHash(verificationId: string, code: string): Buffer {
@@ -221,6 +236,16 @@ export async function verifyByCode(
     }
     if (row.expires_at.getTime() <= now.getTime()) return { verified: false, reason: 'expired', attemptsLeft: 0 };
     if (row.attempts >= MAX_CODE_ATTEMPTS) return { verified: false, reason: 'too_many_attempts', attemptsLeft: 0 };
+    const today = await wrongCodesSince(trx, address, row.purpose, new Date(now.getTime() - DAY_MS));
+    if (today.wrong >= MAX_WRONG_CODES_PER_DAY) {
+      const until = (today.oldest?.getTime() ?? now.getTime()) + DAY_MS;
+      return {
+        verified: false,
+        reason: 'too_many_today',
+        attemptsLeft: 0,
+        retryAfterSeconds: Math.max(1, Math.ceil((until - now.getTime()) / 1000)),
+      };
+    }
     const attempts = row.attempts + 1;
     await trx('email_verifications')
       .where({ id: row.id })
@@ -229,6 +254,27 @@ export async function verifyByCode(
     const attemptsLeft = MAX_CODE_ATTEMPTS - attempts;
     return { verified: false, reason: attemptsLeft > 0 ? 'wrong_code' : 'too_many_attempts', attemptsLeft };
   });
+}
+
+/**
+ * Wrong codes entered for an address and purpose on its codes sent since `since` (a code's
+ * attempts are all made within its 30 minutes), and when the oldest of those codes was sent.
+ */
+async function wrongCodesSince(
+  db: Queryable,
+  email: string,
+  purpose: string,
+  since: Date,
+): Promise<{ wrong: number; oldest: Date | null }> {
+  const row = await db('email_verifications')
+    .where({ email, purpose })
+    .where('created_at', '>', since)
+    .where('attempts', '>', 0)
+    .first<{ wrong: number; oldest: Date | null }>(
+      db.raw('coalesce(sum(attempts) - count(verified_at), 0)::int as wrong'),
+      db.raw('min(created_at) as oldest'),
+    );
+  return { wrong: row?.wrong ?? 0, oldest: row?.oldest ?? null };
 }
 
 /**
