@@ -698,6 +698,60 @@ describe('authorization code with PKCE S256 through the page', () => {
   });
 });
 
+describe("errors in OAuth's own shape", () => {
+  it('answers bodies the endpoints cannot read, and requests failing the schema, as {error, error_description} in words', async () => {
+    const post = async (path: string, contentType: string, body: string) => {
+      const r = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': contentType }, body });
+      return { status: r.status, json: (await r.json()) as Record<string, unknown> };
+    };
+    const form = 'application/x-www-form-urlencoded';
+    expect(await post('/token', form, `grant_type=authorization_code&pad=${'a'.repeat(20_000)}`)).toEqual({
+      status: 413,
+      json: { error: 'invalid_request', error_description: 'The request body is larger than this endpoint accepts.' },
+    });
+    expect(await post('/revoke', form, `token=${'a'.repeat(20_000)}`)).toEqual({
+      status: 413,
+      json: { error: 'invalid_request', error_description: 'The request body is larger than this endpoint accepts.' },
+    });
+    const big = JSON.stringify({ redirect_uris: [CALLBACK], client_name: 'a'.repeat(200_000) });
+    expect(await post('/register', 'application/json', big)).toEqual({
+      status: 413,
+      json: {
+        error: 'invalid_client_metadata',
+        error_description: 'The request body is larger than this endpoint accepts.',
+      },
+    });
+    expect(await post('/register', 'application/json', '{"redirect_uris": [')).toEqual({
+      status: 400,
+      json: { error: 'invalid_client_metadata', error_description: 'The request body is not valid JSON.' },
+    });
+    expect(await post('/register', 'text/plain', 'hello')).toEqual({
+      status: 400,
+      json: {
+        error: 'invalid_client_metadata',
+        error_description: 'Send the client metadata as JSON: Content-Type: application/json.',
+      },
+    });
+    for (const type of ['application/json', 'text/plain']) {
+      expect(await post('/token', type, '{"grant_type":"authorization_code"}')).toEqual({
+        status: 400,
+        json: {
+          error: 'invalid_request',
+          error_description: 'Send the request as a form: Content-Type: application/x-www-form-urlencoded.',
+        },
+      });
+    }
+    // The SDK's schema failures, in words rather than the schema library's JSON.
+    expect(await post('/token', form, 'grant_type=authorization_code&code=x')).toEqual({
+      status: 400,
+      json: {
+        error: 'invalid_request',
+        error_description: 'client_id: Invalid input: expected string, received undefined.',
+      },
+    });
+  });
+});
+
 describe('resource indicators (RFC 8707)', () => {
   it('refuses at /mcp a token minted for another resource, and an unknown resource at all', async () => {
     const other = await obtainTokens({ url, email: 'audience@example.org', mails, resource: `${SECOND}/mcp` });

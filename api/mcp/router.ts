@@ -178,6 +178,91 @@ function clientAuthentication(deps: ApiDeps): RequestHandler {
 }
 
 /**
+ * The SDK's handlers describe a request that fails its schema with the schema library's issue
+ * list as JSON (`[{"expected": "string", "code": "invalid_type", "path": ["client_id"], ...}]`),
+ * a dump no OAuth client shows its user. Such a description is rewritten as the issues in
+ * words ("client_id: Invalid input: expected string, received undefined"); any other answer
+ * passes as it is.
+ */
+const readableOAuthErrors: RequestHandler = (_req, res, next) => {
+  const json = res.json.bind(res);
+  res.json = (body: unknown) => {
+    const b = body as { error?: unknown; error_description?: unknown } | null;
+    if (b && typeof b.error === 'string' && typeof b.error_description === 'string') {
+      const words = issuesInWords(b.error_description);
+      if (words) return json({ ...b, error_description: words });
+    }
+    return json(body);
+  };
+  next();
+};
+
+function issuesInWords(description: string): string | null {
+  if (!description.startsWith('[')) return null;
+  try {
+    const issues = JSON.parse(description) as unknown;
+    if (!Array.isArray(issues) || issues.length === 0) return null;
+    const said = issues.map((i: { path?: unknown; message?: unknown }) => {
+      const path = Array.isArray(i.path) && i.path.length > 0 ? i.path.join('.') : 'request body';
+      return `${path}: ${typeof i.message === 'string' ? i.message : 'is not valid'}`;
+    });
+    return `${said.join('; ')}.`;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The body's media type, checked before the SDK's handler reads the body: the token and
+ * revocation endpoints take a form (RFC 6749 section 3.2, RFC 7009 section 2.1), registration
+ * JSON (RFC 7591 section 3.1). Otherwise the handler saw no body and described it as a schema
+ * failure of the whole request.
+ */
+function mediaTypeRequired(type: 'urlencoded' | 'json'): RequestHandler {
+  const [mime, code, description] =
+    type === 'urlencoded'
+      ? [
+          'application/x-www-form-urlencoded',
+          'invalid_request',
+          'Send the request as a form: Content-Type: application/x-www-form-urlencoded.',
+        ]
+      : [
+          'application/json',
+          'invalid_client_metadata',
+          'Send the client metadata as JSON: Content-Type: application/json.',
+        ];
+  return (req, res, next) => {
+    if (req.method !== 'POST' || req.is(mime)) return next();
+    res.status(400).set('Cache-Control', 'no-store').json({ error: code, error_description: description });
+  };
+}
+
+/**
+ * A body the OAuth endpoints cannot read (too large, not valid JSON at /register, an encoding
+ * not accepted) answered as OAuth answers errors (RFC 6749 section 5.2, RFC 7591 section 3.2.2:
+ * `{error, error_description}`), not in the REST API's shape, which an OAuth client would not
+ * understand. Too large stays 413 and an unsupported encoding 415; the rest are 400.
+ */
+function oauthBodyErrors(code: 'invalid_request' | 'invalid_client_metadata') {
+  return (err: unknown, _req: Request, res: Response, next: NextFunction): void => {
+    const type = (err as { type?: unknown } | null)?.type;
+    if (res.headersSent || typeof type !== 'string') {
+      next(err);
+      return;
+    }
+    const [status, description] =
+      type === 'entity.too.large'
+        ? [413, 'The request body is larger than this endpoint accepts.']
+        : type === 'entity.parse.failed'
+          ? [400, 'The request body is not valid JSON.']
+          : type === 'encoding.unsupported' || type === 'charset.unsupported'
+            ? [415, 'The request body must be UTF-8 and not compressed.']
+            : [400, 'The request body could not be read.'];
+    res.status(status).set('Cache-Control', 'no-store').json({ error: code, error_description: description });
+  };
+}
+
+/**
  * The MCP tool server and its OAuth 2.1 authorization server, mounted at the application root
  * before the JSON body parser (the OAuth endpoints take form bodies):
  *
@@ -230,10 +315,11 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   // Token, revocation and registration endpoints. CORS first, as the SDK's handlers answer (any
   // origin): the limit's 429 and the client authentication's 401 are sent before those run,
   // and a browser-based client must be able to read them too.
-  router.use([TOKEN_PATH, REVOKE_PATH, REGISTER_PATH], cors());
+  router.use([TOKEN_PATH, REVOKE_PATH, REGISTER_PATH], cors(), readableOAuthErrors);
   router.use(
     TOKEN_PATH,
     before(ipLimiter(limits, { name: 'oauth-token', points: 60, durationSeconds: 600 })),
+    mediaTypeRequired('urlencoded'),
     form,
     verifierChecked,
     clientAuthentication(deps),
@@ -242,6 +328,7 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   router.use(
     REVOKE_PATH,
     before(ipLimiter(limits, { name: 'oauth-revoke', points: 60, durationSeconds: 600 })),
+    mediaTypeRequired('urlencoded'),
     form,
     clientAuthentication(deps),
     revocationHandler({ provider, rateLimit: false }),
@@ -249,11 +336,14 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   router.use(
     REGISTER_PATH,
     before(ipLimiter(limits, { name: 'oauth-register', points: 60, durationSeconds: 3600 })),
+    mediaTypeRequired('json'),
     // Secrets do not expire (client_secret_expires_at 0, RFC 7591): there is no endpoint to
     // rotate one (RFC 7592), and an expired secret would strand every passenger's refresh
     // token (MCP_REFRESH_TOKEN_TTL_DAYS) until they signed in again. The SDK's default is 30 days.
     clientRegistrationHandler({ clientsStore: provider.clientsStore, rateLimit: false, clientSecretExpirySeconds: 0 }),
   );
+  router.use([TOKEN_PATH, REVOKE_PATH], oauthBodyErrors('invalid_request'));
+  router.use(REGISTER_PATH, oauthBodyErrors('invalid_client_metadata'));
 
   // The MCP endpoint.
   const bearers = new Map(
