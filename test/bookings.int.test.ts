@@ -592,6 +592,30 @@ describe('POST /api/public/v1/booking', () => {
       fare_pence: 4250,
       partner_id: partner.id,
     });
+    // With quote_id too: refused from the partner that may not set fares, the quote left
+    // unredeemed; honoured from the one that may, in place of the quote's fare.
+    const q = await quote(5);
+    const byQuote = {
+      quote_id: q,
+      passengerName: 'Ada Lovelace',
+      passengerEmail: 'fare.setter@example.org',
+      passengerPhone: '+447700900123',
+      fareGBP: 38,
+    };
+    const refusedQuote = await post('/api/public/v1/booking', byQuote, { 'x-api-key': plain.apiKey });
+    expect(refusedQuote.status, refusedQuote.text).toBe(403);
+    expect(refusedQuote.json.error?.details).toEqual([{ field: '/fareGBP', problem: 'not allowed for this caller' }]);
+    expect((await env.rt.db('quotes').where({ id: q }).first('redeemed_at')).redeemed_at).toBeNull();
+    const keyless = await post('/api/public/v1/booking', byQuote);
+    expect(keyless.status).toBe(403);
+    const quoted = await post('/api/public/v1/booking', byQuote, { 'x-api-key': partner.apiKey });
+    expect(quoted.status, quoted.text).toBe(201);
+    expect(quoted.json.fareGBP).toBe(38);
+    const row = await bookingRow(quoted.json.bookingReference as string);
+    expect(row).toMatchObject({ fare_pence: 3800, partner_id: partner.id, quote_id: q });
+    expect(row.applied_rules).toEqual([
+      { code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: 3800 },
+    ]);
   });
 });
 

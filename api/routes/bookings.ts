@@ -372,6 +372,9 @@ export function bookingRoutes(): RouteDef[] {
             v1PassengerOrLimit(deps, name, email, phone, emailPointer, bc.testMode, redeeming);
           if (quoteId !== undefined) {
             requireFields({ passengerName: name, passengerEmail: email, passengerPhone: phone });
+            // A partner allowed to set fares may book a quote at its own fare, as it may book
+            // without one; anyone else sending fareGBP is refused before the quote is touched.
+            const fare = await partnerFare(deps, caller, body.fareGBP);
             const { passenger, emailVerified, preloaded } = await redeemingPassenger(
               deps,
               name,
@@ -391,6 +394,7 @@ export function bookingRoutes(): RouteDef[] {
                 emailVerified,
                 flightNumber: body.flightNumber,
                 notes: body.notes,
+                farePenceOverride: fare,
                 confirmByEmail: true,
               },
               bc,
