@@ -22,7 +22,6 @@ function check(v: Validator | null, data: unknown, where: string): void {
   }
 }
 
-/** Whose requests these are, for idempotency keys and repeat detection: the API key, else the IP. */
 /**
  * Answers an Idempotency-Key replays: a refusal (4xx) is the answer to its request; a failure on
  * our side (5xx), bad credentials (401) and a limit (429) are not, so the caller can retry with
@@ -32,6 +31,7 @@ function replayable(status: number): boolean {
   return status < 500 && status !== 401 && status !== 429;
 }
 
+/** Whose requests these are, for idempotency keys and repeat detection: the API key, else the IP. */
 export function callerScope(caller: Caller): string {
   return caller.kind === 'api_key'
     ? `key:${caller.key.id}`

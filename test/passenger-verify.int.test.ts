@@ -322,6 +322,22 @@ describe('POST /api/public/v1/passenger-verify', () => {
     expect(ok.status, JSON.stringify(ok.json)).toBe(200);
   });
 
+  it('honours Idempotency-Key: a retried request replays its answer and sends no second e-mail', async () => {
+    const h = { ...(await caller()), 'idempotency-key': 'verify-retry-1' };
+    const email = 'retrying.rita@example.com';
+    const first = await post({ email }, h);
+    expect(first.status).toBe(200);
+    const again = await post({ email }, h);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotency-replayed')).toBe('true');
+    expect(again.json).toEqual(first.json);
+    await received(email);
+    expect(await env.rt.db('email_verifications').where({ email }).count({ n: '*' })).toEqual([{ n: 1 }]);
+    const other = await post({ email: 'someone.else@example.com' }, h);
+    expect(other.status).toBe(422);
+    expect(other.json.error?.code).toBe('idempotency_key_reused');
+  });
+
   it('refuses codes that are not 6 digits, and codes for an address never sent one', async () => {
     const h = await caller();
     const short = await post({ email: 'ada@example.org', code: '12345' }, h);

@@ -215,6 +215,39 @@ describe('POST /api/public/v1/quote', () => {
   });
 });
 
+describe('Idempotency-Key on the quote endpoints', () => {
+  it('replays the first quote for the same key and body, at either spelling, and refuses another body 422', async () => {
+    const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: 'idempotent quotes' });
+    const body = { pickup: 'Leeds station', dropoff: 'York station', departAt: nextWednesdayAt(9) };
+    const headers = { 'x-api-key': key, 'idempotency-key': 'quote-retry-1' };
+    const first = await post('/api/public/v1/quote', body, headers);
+    expect(first.status, JSON.stringify(first.json)).toBe(200);
+    const again = await post('/api/public/v1/quote', body, headers);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotency-replayed')).toBe('true');
+    expect(again.json.quoteId).toBe(first.json.quoteId);
+    const other = await post('/api/public/v1/quote', { ...body, passengers: 3 }, headers);
+    expect(other.status).toBe(422);
+    expect(other.json.error?.code).toBe('idempotency_key_reused');
+    const alias = { pickup_address: 'Leeds station', dropoff_address: 'York station', passenger_count: 2 };
+    const aliasHeaders = { 'x-api-key': key, 'idempotency-key': 'estimate-retry-1' };
+    const a1 = await post('/api/public/quotes/estimate', alias, aliasHeaders);
+    expect(a1.status, JSON.stringify(a1.json)).toBe(200);
+    const a2 = await post('/api/public/quotes/estimate', alias, aliasHeaders);
+    expect(a2.headers.get('idempotency-replayed')).toBe('true');
+    expect(a2.json.quote_id).toBe(a1.json.quote_id);
+    // One stored quote per key: the retries priced and stored nothing.
+    expect(
+      await env.rt
+        .db('quotes')
+        .whereIn('id', [first.json.quoteId as string, a1.json.quote_id as string])
+        .count({ n: '*' }),
+    ).toEqual([{ n: 2 }]);
+    const apiKeyId = (await env.rt.db('api_keys').where({ name: 'idempotent quotes' }).first('id')).id;
+    expect(await env.rt.db('quotes').where({ api_key_id: apiKeyId }).count({ n: '*' })).toEqual([{ n: 2 }]);
+  });
+});
+
 describe('POST /api/public/quotes/estimate', () => {
   it('prices with the alias field names and answers in snake_case', async () => {
     const { status, json } = await post('/api/public/quotes/estimate', {

@@ -95,6 +95,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
     defineRoute({
       method: 'post',
       path: PASSENGER_VERIFY_PATH,
+      idempotent: true,
       operationId: 'verifyPassengerEmail',
       summary: 'Check a passenger e-mail address and verify it with an e-mailed code or link',
       description:

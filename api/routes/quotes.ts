@@ -110,6 +110,7 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
     defineRoute({
       method: 'post',
       path: '/api/public/v1/quote',
+      idempotent: true,
       operationId: 'createQuoteV1',
       summary: 'Price a journey: a fixed fare on the regulated tariff, valid 24 hours',
       description:
@@ -149,6 +150,7 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
     defineRoute({
       method: 'post',
       path: '/api/public/quotes/estimate',
+      idempotent: true,
       operationId: 'estimateFare',
       summary: 'Price a journey (agent alias, snake_case): fare, quote_id and currency',
       description:
