@@ -130,8 +130,30 @@ describe('dispatch through the outbox', () => {
       );
       return all.some((j) => j.id?.startsWith(`dispatch-${row.id}-retry-`)) ? all : null;
     });
-    expect(jobs.filter((j) => j.id === `dispatch-${row.id}`)).toHaveLength(1);
     expect(jobs.filter((j) => j.id?.startsWith(`dispatch-${row.id}-retry-`))).toHaveLength(1);
+    // Dispatched once: its one job ran once, every outbox row of it is marked relayed, and a
+    // relay started again (a redeploy) moves none of them a second time.
+    const first = await env.rt.queues.dispatch.getJob(`dispatch-${row.id}`);
+    expect(first?.attemptsMade).toBe(1);
+    const rowsOf = () =>
+      env.rt
+        .db('outbox')
+        .where({ job_name: 'dispatch-booking' })
+        .whereRaw("payload->>'bookingId' = ?", [row.id])
+        .orderBy('id')
+        .select('id', 'job_id', 'relayed_at');
+    const relayed = await eventually(async () => {
+      const rows = await rowsOf();
+      return rows.length === 2 && rows.every((r) => r.relayed_at !== null) ? rows : null;
+    });
+    await relay.close();
+    relay = startRoles(['outbox-relay'], env.rt);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await rowsOf()).toEqual(relayed);
+    expect((await env.rt.queues.dispatch.getJob(`dispatch-${row.id}`))?.attemptsMade).toBe(1);
+    expect(
+      await env.rt.db('booking_status_history').where({ booking_id: row.id }).orderBy('seq').pluck('status'),
+    ).toEqual(['pending', 'dispatching', 'no_driver_available']);
   });
 
   it('delays dispatch of a later booking to pickup minus the lead time', async () => {
