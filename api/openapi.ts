@@ -37,8 +37,21 @@ function implicitErrors(route: RouteDef): ErrorCode[] {
   if (takesBody) codes.push('payload_too_large', 'unsupported_media_type');
   if (route.auth !== 'none') codes.push('unauthorized', 'service_unavailable');
   if (route.rateLimit !== false) codes.push('rate_limited', 'service_unavailable');
+  // The Idempotency-Key header (CONTRACT.md section 2): reused with another body, or sent
+  // again while the first request is still being answered.
+  if (route.idempotent) codes.push('idempotency_key_reused', 'idempotency_in_progress', 'invalid_input');
   return codes;
 }
+
+/** The header every creating POST honours (CONTRACT.md section 2). */
+const IDEMPOTENCY_KEY = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description:
+    'Any 1 to 255 printable ASCII characters, new for each operation: the same key and body within 24 hours replays the first answer byte for byte (Idempotency-Replayed: true); the key with another body is 422 idempotency_key_reused; while the first is still being answered, 409 idempotency_in_progress. 5xx, 401 and 429 answers are not replayed, so a retry runs again.',
+  schema: { type: 'string', minLength: 1, maxLength: 255 },
+};
 
 const RATE_HEADERS = {
   'RateLimit-Policy': { $ref: '#/components/headers/RateLimitPolicy' },
@@ -99,7 +112,11 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
       summary: route.summary,
       ...(route.description ? { description: route.description } : {}),
       tags: route.tags,
-      parameters: [...parameters(route.params, 'path'), ...parameters(route.query, 'query')],
+      parameters: [
+        ...parameters(route.params, 'path'),
+        ...parameters(route.query, 'query'),
+        ...(route.idempotent ? [IDEMPOTENCY_KEY] : []),
+      ],
       ...(route.body
         ? { requestBody: { required: true, content: { 'application/json': { schema: plain(route.body) } } } }
         : {}),

@@ -342,7 +342,8 @@ describe('POST /api/public/bookings/create', () => {
     expect(other.status).toBe(409);
     expect(other.json.error?.code).toBe('quote_already_redeemed');
 
-    for (const id of ['01930000-0000-7000-8000-000000000000', '<QUOTE_ID>', 'qt_123']) {
+    // Not a UUID, however long (the body limit bounds it): 404, not 400 (CONTRACT.md section 0).
+    for (const id of ['01930000-0000-7000-8000-000000000000', '<QUOTE_ID>', 'qt_123', `q-${'x'.repeat(300)}`]) {
       const r = await post('/api/public/bookings/create', { ...ada, quote_id: id });
       expect(r.status, id).toBe(404);
       expect(r.json.error?.code).toBe('quote_not_found');

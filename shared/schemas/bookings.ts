@@ -22,7 +22,9 @@ const Phone = Type.String({
   description: 'Mobile number, international format (+447700900123)',
 });
 const Passengers = Type.Integer({ minimum: 1, maximum: 8 });
-const QuoteRef = Type.String({ minLength: 1, maxLength: 100, description: 'The quote_id from a quote (a UUID)' });
+// No maxLength: a quote_id that is not a UUID is 404 quote_not_found, not 400, however long
+// (CONTRACT.md section 0); the body limit bounds it, and it is compared, never stored.
+const QuoteRef = Type.String({ minLength: 1, description: 'The quote_id from a quote (a UUID)' });
 
 /** Payment methods as callers spell them (CONTRACT.md section 0), mapped to one internal set. */
 export const PAYMENT_SPELLINGS = {
