@@ -309,6 +309,8 @@ describe('POST /api/public/v1/passenger-verify', () => {
     const retryAfter = Number(refused.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThan(23 * 3600);
     expect(retryAfter).toBeLessThanOrEqual(24 * 3600);
+    expect(refused.headers.get('ratelimit-policy')).toContain('"wrong-codes";q=20;w=86400');
+    expect(refused.headers.get('ratelimit')).toContain(`"wrong-codes";r=0;t=${retryAfter}`);
     expect(await isEmailVerified(env.rt.db, email)).toBe(false);
     // A day later (the codes sent a day ago), the latest code is checked again.
     await env.rt

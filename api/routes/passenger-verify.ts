@@ -60,22 +60,33 @@ function codeProblem(r: Extract<CodeCheck, { verified: false }>): string {
   }
 }
 
-/** The per-address limit as a 429 with the route limits' headers, this policy appended. */
-function tooManyForAddress(res: Response, limit: number, oldest: Date | null): AppError {
-  const retryAfter = Math.max(1, Math.ceil(((oldest?.getTime() ?? Date.now()) + HOUR_MS - Date.now()) / 1000));
+/** A per-address limit's 429 headers: the route limits' headers (already set), this policy appended. */
+function addressLimitHeaders(
+  res: Response,
+  policy: string,
+  limit: number,
+  windowSeconds: number,
+  retryAfter: number,
+): Record<string, string> {
   const join = (name: string, add: string) => {
     const existing = res.getHeader(name);
     return existing ? `${String(existing)}, ${add}` : add;
   };
+  return {
+    'Retry-After': String(retryAfter),
+    'RateLimit-Policy': join('RateLimit-Policy', `"${policy}";q=${limit};w=${windowSeconds}`),
+    RateLimit: join('RateLimit', `"${policy}";r=0;t=${retryAfter}`),
+  };
+}
+
+/** The per-address limit as a 429 with the route limits' headers, this policy appended. */
+function tooManyForAddress(res: Response, limit: number, oldest: Date | null): AppError {
+  const retryAfter = Math.max(1, Math.ceil(((oldest?.getTime() ?? Date.now()) + HOUR_MS - Date.now()) / 1000));
   return new AppError(
     'rate_limited',
     `At most ${limit} verification e-mails are sent to one address per hour; use the code already sent or retry later.`,
     [],
-    {
-      'Retry-After': String(retryAfter),
-      'RateLimit-Policy': join('RateLimit-Policy', `"per-address";q=${limit};w=3600`),
-      RateLimit: join('RateLimit', `"per-address";r=0;t=${retryAfter}`),
-    },
+    addressLimitHeaders(res, 'per-address', limit, 3600, retryAfter),
   );
 }
 
@@ -130,9 +141,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
                 'rate_limited',
                 `The code ${problem}; try again later.`,
                 [{ field: '/code', problem }],
-                {
-                  'Retry-After': String(retryAfter),
-                },
+                addressLimitHeaders(res, 'wrong-codes', MAX_WRONG_CODES_PER_DAY, 86_400, retryAfter),
               );
             }
             throw new AppError('invalid_input', `The code ${problem}.`, [{ field: '/code', problem }]);
