@@ -1185,6 +1185,32 @@ describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
     });
     expect(r.status).toBe(409);
     expect(r.json.error?.code).toBe('cannot_cancel');
+    expect(r.json.error?.details).toEqual([{ field: '/action', problem: 'not allowed when passenger_on_board' }]);
+    // Nor once completed; up to the driver's arrival, and with no driver found, it can be.
+    const book = async (hours: number) =>
+      (
+        await post('/api/public/v1/booking', {
+          pickup: 'Glasgow Central',
+          dropoff: 'Glasgow Airport',
+          departAt: inHours(hours),
+          passengerName: 'Onboard Olly',
+          passengerEmail: 'olly@example.org',
+          passengerPhone: '+447700900555',
+        })
+      ).json.bookingReference as string;
+    for (const [i, [status, expected]] of (
+      [
+        ['completed', 409],
+        ['driver_arrived', 200],
+        ['no_driver_available', 200],
+      ] as const
+    ).entries()) {
+      const ref = await book(12 + i);
+      await env.rt.db('bookings').where({ reference: ref }).update({ status });
+      const c = await post(`/api/public/v1/booking/${ref}`, { action: 'cancel', email: 'OLLY@example.org' });
+      expect(c.status, `${status}: ${c.text}`).toBe(expected);
+      expect((await bookingRow(ref)).status).toBe(expected === 200 ? 'cancelled' : status);
+    }
     const bad = await post(`/api/public/v1/booking/${made.json.bookingReference}`, {
       action: 'delete',
       email: 'olly@example.org',
