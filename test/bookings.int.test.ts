@@ -413,6 +413,36 @@ describe('POST /api/public/bookings/create', () => {
     expect(late.json.error?.code).toBe('pickup_in_past');
   });
 
+  it('stores every spelling of the payment method as its one internal method', async () => {
+    const spellings = {
+      cash: 'cash',
+      cash_to_driver: 'cash',
+      card: 'card',
+      card_to_driver: 'card',
+      pay_driver: 'pay_link',
+      direct_to_driver: 'pay_link',
+      bank_transfer: 'bank_transfer',
+      account: 'account',
+    };
+    for (const [spelling, stored] of Object.entries(spellings)) {
+      const r = await post('/api/public/bookings/create', {
+        ...ada,
+        passenger_name: `Payer ${spelling}`,
+        quote_id: await quote(),
+        payment_method: spelling,
+      });
+      expect(r.status, `${spelling}: ${r.text}`).toBe(200);
+      expect((await bookingRow(r.json.booking_reference as string)).payment_method, spelling).toBe(stored);
+    }
+    const unknown = await post('/api/public/bookings/create', {
+      ...ada,
+      quote_id: await quote(),
+      payment_method: 'bitcoin',
+    });
+    expect(unknown.status).toBe(400);
+    expect(unknown.json.error?.details?.[0]?.field).toBe('/payment_method');
+  });
+
   it('accepts the sample spellings passenger_phone and direct_to_driver', async () => {
     const q = await quote();
     const r = await post('/api/public/bookings/create', {
