@@ -5,6 +5,7 @@ import { createApiKey } from '../shared/services/api-keys.ts';
 import { passengerStanding, REDEEM_MANY_GUARD, STANDING_SQL } from '../shared/services/bookings.ts';
 import { jobLoad, rescueStrandedBookings } from '../shared/services/dispatch.ts';
 import { jobFeed } from '../shared/services/driver-jobs.ts';
+import { applyDriver } from '../shared/services/drivers.ts';
 import { queueStatusFanout } from '../shared/services/webhooks.ts';
 import type { WorkerContext } from '../workers/context.ts';
 import { deliverWebhook } from '../workers/fanout/deliver-webhook.ts';
@@ -96,7 +97,23 @@ beforeAll(async () => {
      select gen_random_uuid(), ?, b.id, 'booking.status', 1, 'msg_' || b.id, '{}', 'delivered' from bookings b`,
     [endpoint],
   );
-  for (const table of ['email_verifications', 'quotes', 'partners', 'bookings', 'partner_jobs', 'dispatch_offers'])
+  // A fleet: thousands of drivers, each with their own licence.
+  await db.raw(
+    `insert into drivers (id, name, phone, email, status, licensing_authority, licence_number, licence_expiry,
+                          home_city, home_lat, home_lng, operating_radius_miles)
+     select gen_random_uuid(), 'Driver ' || g, '+4477009' || lpad(g::text, 5, '0'), 'driver-' || g || '@example.org',
+            'approved', 'Council ' || (g % 40), 'PH-' || g, '2030-01-01', 'Leeds', 53.8, -1.55, 20
+       from generate_series(1, 6000) g`,
+  );
+  for (const table of [
+    'email_verifications',
+    'quotes',
+    'partners',
+    'bookings',
+    'partner_jobs',
+    'dispatch_offers',
+    'drivers',
+  ])
     await db.raw('analyze ??', [table]);
   await db.raw('analyze webhook_deliveries');
   // ...then an endpoint goes down: thousands pending that the statistics do not know of.
@@ -174,7 +191,15 @@ async function captured(run: () => Promise<unknown>): Promise<{ sql: string; bin
   return seen;
 }
 
-const BIG = ['bookings', 'quotes', 'email_verifications', 'partner_jobs', 'dispatch_offers', 'webhook_deliveries'];
+const BIG = [
+  'bookings',
+  'quotes',
+  'email_verifications',
+  'partner_jobs',
+  'dispatch_offers',
+  'webhook_deliveries',
+  'drivers',
+];
 
 /** The big tables a plan reads whole: sequential scans, and any hashed subplan. */
 function wholeTableReads(nodes: PlanNode[]): string[] {
@@ -297,6 +322,41 @@ describe('hot-path statements read by index, whatever the tables hold', () => {
       state: 'pending',
       attempts: 0,
     });
+  });
+
+  it("looks an application's licence up by index, not through the whole fleet", async () => {
+    const plans = await plansOfStatements(
+      () =>
+        applyDriver(
+          db,
+          {
+            name: 'Lena Licence',
+            phone: '+447700955555',
+            email: 'lena.licence@example.org',
+            licensingAuthority: 'Leeds City Council',
+            licenceNumber: 'PH-LOOKUP-1',
+            licenceExpiry: '2030-01-01',
+            vehicle: {
+              make: 'Toyota',
+              model: 'Prius',
+              colour: 'Silver',
+              registration: 'LK70 ABC',
+              class: 'saloon',
+              seats: 4,
+              wheelchairAccessible: false,
+            },
+            homeCity: 'Leeds',
+            operatingRadiusMiles: 20,
+          },
+          { actor: 'test' },
+        ),
+      /^select .* from "drivers"/,
+    );
+    // By the index on the lower-cased authority: the unique index (authority as written, then
+    // licence) can only be read whole for it, with the licence as a filter.
+    expect(
+      plans.map((p) => p.nodes.filter((n) => n['Relation Name'] === 'drivers').map((n) => n['Index Name'])),
+    ).toEqual([['drivers_licence_lookup']]);
   });
 
   it("reads a sandbox key's recorded messages from its own test bookings, not from every booking", async () => {
