@@ -466,6 +466,60 @@ describe('GET /api/public/v1/booking/{ref}/events', () => {
     after.close();
   });
 
+  it('sends a changed ETA as an `eta` event while the driver is on the way, and none once they have arrived', async () => {
+    const b = await book();
+    const { driverId, vehicleId } = await newDriver();
+    await advance(b.id, 'driver_assigned', { driver_id: driverId, vehicle_id: vehicleId });
+    const s = await open(b.ref, b.token, { path: FAST_PATH });
+    let assigned = await s.nextEvent();
+    while (assigned !== 'end' && assigned.data.status !== 'driver_assigned') assigned = await s.nextEvent();
+    if (assigned === 'end') throw new Error('the stream ended early');
+    const before = assigned.data.etaMinutes as number;
+    expect(before).toBeGreaterThan(2);
+    // The driver reports a position about half a mile from the pickup (Manchester Piccadilly).
+    await env.rt
+      .db('drivers')
+      .where({ id: driverId })
+      .update({ last_lat: 53.484, last_lng: -2.2309, last_seen_at: new Date() });
+    const eta = async () => {
+      for (;;) {
+        const f = await s.next(5_000);
+        if (f === 'end') throw new Error('the stream ended');
+        if (f.event === 'eta') return f;
+        if (f.event === 'status') throw new Error(`a status event came first: ${f.data}`);
+      }
+    };
+    const moved = await eta();
+    expect(moved.id).toBeUndefined();
+    const data = JSON.parse(moved.data as string) as { etaMinutes: number; at: string };
+    expect(data.etaMinutes).toBeLessThan(before);
+    expect(data.etaMinutes).toBeGreaterThanOrEqual(1);
+    expect(Date.parse(data.at)).not.toBeNaN();
+    // Unchanged, it is not sent again: the next re-checks send heartbeats only.
+    const quiet = Date.now() + 1_000;
+    while (Date.now() < quiet) {
+      const f = await s.next(2_000);
+      if (f === 'end') throw new Error('the stream ended');
+      expect(f.event).toBeUndefined();
+    }
+    // Arrived: no ETA on the status, and none after it however the driver moves.
+    await advance(b.id, 'driver_arrived');
+    const arrived = await s.nextEvent();
+    expect(arrived).not.toBe('end');
+    expect((arrived as { data: Record<string, unknown> }).data).not.toHaveProperty('etaMinutes');
+    await env.rt
+      .db('drivers')
+      .where({ id: driverId })
+      .update({ last_lat: 53.49, last_lng: -2.2309, last_seen_at: new Date() });
+    const after = Date.now() + 1_000;
+    while (Date.now() < after) {
+      const f = await s.next(2_000);
+      if (f === 'end') break;
+      expect(f.event).toBeUndefined();
+    }
+    s.close();
+  });
+
   it('is in the OpenAPI document as text/event-stream', async () => {
     const res = await fetch(`${api.url}/api/public/v1/openapi.json`);
     const doc = (await res.json()) as {

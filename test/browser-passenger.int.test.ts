@@ -204,6 +204,24 @@ describe('booking and tracking in a browser', () => {
     expect((await page.locator('#driver-name').textContent())?.trim()).toMatch(/^Dora D\.?/);
     expect((await page.locator('#registration').textContent())?.trim()).toMatch(/^MA\d+ ABC$/);
     await page.getByRole('link', { name: 'Pay your driver' }).waitFor({ state: 'visible' });
+    // The ETA follows the driver: a position stored nearer the pickup reaches the page as an
+    // `eta` event at the stream's next re-check (every 15 s), with no status change.
+    const etaText = async () => (await page.locator('#eta').textContent())?.trim() ?? '';
+    const etaBefore = await etaText();
+    expect(etaBefore).toMatch(/^Your driver is about \d+ minutes? away\.$/);
+    await env.rt
+      .db('drivers')
+      .where({ id: driver.id })
+      .update({ last_lat: 53.4774 + 0.2 / 111.2, last_lng: -2.2309, last_seen_at: new Date() });
+    await page.waitForFunction(
+      (was) =>
+        (globalThis as unknown as { document: { getElementById(id: string): { textContent: string } | null } }).document
+          .getElementById('eta')
+          ?.textContent?.trim() !== was,
+      etaBefore,
+      { timeout: BROWSER_WAIT_MS, polling: 200 },
+    );
+    expect(await etaText()).toBe('Your driver is about 1 minute away.');
 
     for (const [status, label] of [
       ['driver_en_route', 'Your driver is on the way'],

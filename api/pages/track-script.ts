@@ -18,7 +18,8 @@ const NO_DRIVER_STATUSES: readonly string[] = ['pending', 'dispatching', 'no_dri
  * The tracking page's only script, served from our own origin (`script-src 'self'`): it
  * follows the booking's server-sent events (`data-events` of `#live`, the same stream as the
  * API's) and updates the server-rendered page in place: status, history, driver and vehicle,
- * ETA, the pay link, and it removes the cancel button once cancelling is no longer allowed.
+ * ETA (and its `eta` events as the driver moves), the pay link, and it removes the cancel
+ * button once cancelling is no longer allowed.
  * Events up to the `seq` the page was rendered with are skipped. Text goes in through
  * `textContent` only (never HTML). Without it (or without EventSource) the page is what the
  * server rendered, with its refresh link. The labels and rules come from the same constants
@@ -52,6 +53,7 @@ export function trackScriptSource(): string {
     source = new EventSource(url);
     source.addEventListener('open', function () { delay = 3000; refused = 0; });
     source.addEventListener('status', onStatus);
+    source.addEventListener('eta', onEta);
     source.onerror = function () {
       if (over || source.readyState !== 2) return;
       refused += 1;
@@ -64,6 +66,16 @@ export function trackScriptSource(): string {
     };
   }
   live.hidden = false;
+  function showEta(minutes) {
+    setText('eta', 'Your driver is about ' + minutes + (minutes === 1 ? ' minute' : ' minutes') + ' away.');
+    show('eta', true);
+  }
+  // The driver moved: the stream sends the new ETA on its own while they are on the way.
+  function onEta(message) {
+    var ev;
+    try { ev = JSON.parse(message.data); } catch (e) { return; }
+    if (ev && typeof ev.etaMinutes === 'number') showEta(ev.etaMinutes);
+  }
   function onStatus(message) {
     var ev;
     try { ev = JSON.parse(message.data); } catch (e) { return; }
@@ -93,12 +105,8 @@ export function trackScriptSource(): string {
       // No driver on the job (handed back, being dispatched again, cancelled): none is shown.
       show('driver', false);
     }
-    if (typeof ev.etaMinutes === 'number') {
-      setText('eta', 'Your driver is about ' + ev.etaMinutes + (ev.etaMinutes === 1 ? ' minute' : ' minutes') + ' away.');
-      show('eta', true);
-    } else {
-      show('eta', false);
-    }
+    if (typeof ev.etaMinutes === 'number') showEta(ev.etaMinutes);
+    else show('eta', false);
     if (CANCELLABLE.indexOf(ev.status) < 0) {
       var cancel = el('cancel');
       if (cancel && cancel.parentNode) cancel.parentNode.removeChild(cancel);

@@ -7,6 +7,7 @@ import {
   bookingEventHub,
   bookingForTrackingToken,
   bookingTimeline,
+  ETA_STATUSES,
   TERMINAL_STATUSES,
   timelineEvents,
 } from '../../shared/services/booking-events.ts';
@@ -85,6 +86,7 @@ async function openStream(
   let done = false;
   let reading = true; // the first read below; wake-ups meanwhile are remembered in `again`
   let again = false;
+  let etaSent: number | null = null;
 
   const subscription = hub.listen(
     bookingId,
@@ -122,10 +124,19 @@ async function openStream(
       if (done) return;
       res.write(`id: ${event.seq}\nevent: status\ndata: ${JSON.stringify(event)}\n\n`);
       lastSeq = event.seq;
+      if (event.etaMinutes !== undefined) etaSent = event.etaMinutes;
       if (TERMINAL_STATUSES.has(event.status)) {
         finish();
         return;
       }
+    }
+    // The driver moved since: while they are on the way, a changed ETA is its own event, `eta`,
+    // with no id (it is not history: a reconnecting client gets the latest with the next one).
+    // The re-check reads it every `recheckMs`; the driver's position is stored at most every
+    // 30 seconds (`reportPresence`).
+    if (!done && ETA_STATUSES.has(t.status) && typeof t.etaMinutes === 'number' && t.etaMinutes !== etaSent) {
+      etaSent = t.etaMinutes;
+      res.write(`event: eta\ndata: ${JSON.stringify({ etaMinutes: t.etaMinutes, at: new Date().toISOString() })}\n\n`);
     }
   }
 
@@ -232,7 +243,10 @@ export function bookingEventRoutes(overrides: Partial<BookingEventStreamLimits> 
         'A `text/event-stream` for EventSource. Each status change of the booking, from the first, is one event: ' +
         '`id: <seq>`, `event: status`, `data: {"status", "at", "seq"}`; while a driver is on the job the data also carries ' +
         '`driver: {name}` (first name and initial) and `vehicle: {make, model, colour, registration}`, and while the driver ' +
-        'is on the way `etaMinutes` (from their last known position; null when unknown). A client that reconnects with ' +
+        'is on the way `etaMinutes` (from their last known position; null when unknown). While the driver is on the way, a ' +
+        'changed ETA is sent as its own event, `event: eta`, `data: {"etaMinutes", "at"}`, without an id, checked every ' +
+        `${Math.round(limits.recheckMs / 1000)} s. ` +
+        'A client that reconnects with ' +
         '`Last-Event-ID` receives only the events after it. A `: ping` comment is sent every ' +
         `${Math.round(limits.heartbeatMs / 1000)} s. The stream ends after a terminal status (completed, cancelled); ` +
         'resuming after that event answers 204, which tells EventSource to stop. A stream lasts at most ' +

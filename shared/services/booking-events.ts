@@ -28,7 +28,7 @@ const DRIVER_STATUSES: ReadonlySet<string> = new Set([
 ]);
 
 /** Statuses whose events carry an ETA to the pickup (the driver is on the way). */
-const ETA_STATUSES: ReadonlySet<string> = new Set(['driver_assigned', 'driver_en_route']);
+export const ETA_STATUSES: ReadonlySet<string> = new Set(['driver_assigned', 'driver_en_route']);
 
 /** Straight-line miles × this = road miles, for the ETA. */
 export const ETA_ROAD_FACTOR = 1.3;
