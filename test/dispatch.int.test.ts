@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { appendStatus } from '../shared/db/bookings.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
+import { suspendDriver } from '../shared/services/drivers.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { approvedDriver, type TestDriverOptions } from './helpers/drivers.ts';
@@ -371,6 +373,48 @@ describe('dispatch', () => {
     await eventually(async () => twilio.requests.some((r) => r.form.Body?.includes(ref) && r.form.To === nia.phone));
     expect(twilio.requests.filter((r) => r.form.Body?.includes(ref) && r.form.To?.endsWith(sid.phone))).toEqual([]);
     await offline(nia.token);
+  });
+
+  it('suspends a driver who is accepting a job at that moment without a deadlock, and hands the job back', async () => {
+    const ivy = await driver('Accepting Ivy');
+    await presence(ivy.token, near(0.4));
+    const ref = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengerName: 'Caught Carl',
+      passengerEmail: 'carl@example.org',
+    });
+    const offer = await liveOffer(ref);
+    expect(offer.driver_id).toBe(ivy.id);
+    // The accept's steps (acceptOffer): the booking locked first, then written with the driver,
+    // which takes a key-share lock on the driver's row through the foreign key.
+    const accept = await env.rt.db.transaction();
+    try {
+      const { rows } = await accept.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
+      await accept('bookings').where({ id: offer.booking_id }).forUpdate().first('id');
+      // Meanwhile an operator suspends Ivy: it waits for the booking the accept holds.
+      const suspended = suspendDriver(env.rt.db, ivy.id, 'test');
+      suspended.catch(() => {});
+      await eventually(async () => {
+        const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
+          'select count(*)::int as n from pg_stat_activity where ? = any(pg_blocking_pids(pid))',
+          [rows[0]?.pid ?? null],
+        );
+        return (waiting.rows[0]?.n ?? 0) > 0;
+      });
+      await accept('dispatch_offers').where({ id: offer.id }).update({ state: 'accepted', responded_at: new Date() });
+      await accept('bookings').where({ id: offer.booking_id }).update({ driver_id: ivy.id, dispatch_tier: 1 });
+      await appendStatus(accept, offer.booking_id, 'driver_assigned', 'driver');
+      await accept.commit();
+      // Both complete: the accept stands until the suspension hands the job back.
+      expect(await suspended).toMatchObject({ status: 'suspended', jobsHandedBack: [ref], ridesInProgress: [] });
+    } catch (err) {
+      await accept.rollback().catch(() => {});
+      throw err;
+    }
+    const booking = await env.rt.db('bookings').where({ id: offer.booking_id }).first('status', 'driver_id');
+    expect(booking.driver_id).toBeNull();
+    expect(['dispatching', 'no_driver_available']).toContain(booking.status);
   });
 
   it('marks a booking no_driver_available when every tier is exhausted and e-mails operators', async () => {

@@ -333,7 +333,7 @@ export async function dispatchStep(
 /**
  * Whether a driver chosen from the candidates read earlier in this step is still approved,
  * holding their row (FOR SHARE) until the offer commits. A suspension or rejection takes the
- * row FOR UPDATE before it withdraws the driver's offers (`releaseJobs` in drivers.ts), so the
+ * row FOR NO KEY UPDATE before it withdraws the driver's offers (`releaseJobs` in drivers.ts), so the
  * two are ordered: either it commits first and this sees the new status (READ COMMITTED reads
  * the latest version of a row it locks), or it waits for this step's offer and withdraws it.
  * Without the lock, a suspension committing between the candidates' read and the offer left a

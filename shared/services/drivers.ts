@@ -592,8 +592,21 @@ async function disable<S extends 'rejected' | 'suspended'>(
   status: S,
 ): Promise<({ id: string; status: S } & ReleasedJobs) | null> {
   return db.transaction(async (trx) => {
-    const before = await trx('drivers').where({ id }).forUpdate().first<{ status: DriverStatus } | undefined>('status');
+    // The driver's row FOR NO KEY UPDATE, then their bookings, then the row's update. That lock
+    // holds off a dispatch step's check of the driver (FOR SHARE, `stillApproved` in
+    // dispatch.ts), but not the key-share lock a foreign key to the driver takes: an accept,
+    // a cancellation's text or an amendment's, each holding its booking, would wait for this
+    // row while this waited for their booking (a deadlock, ended by failing one of them, when
+    // this took the row FOR UPDATE or updated it first). The update comes last because it
+    // clears `token_hash`, which has a unique index, so it takes the row FOR UPDATE; by then
+    // the bookings are this transaction's, and nothing holding a key-share lock on the row
+    // waits for them.
+    const before = await trx('drivers')
+      .where({ id })
+      .forNoKeyUpdate()
+      .first<{ status: DriverStatus } | undefined>('status');
     if (!before) return null;
+    const released = await releaseJobs(trx, id, `driver ${status} by an operator`);
     await trx('drivers').where({ id }).update({
       status,
       token_hash: null,
@@ -601,7 +614,6 @@ async function disable<S extends 'rejected' | 'suspended'>(
       available: false,
       updated_at: trx.fn.now(),
     });
-    const released = await releaseJobs(trx, id, `driver ${status} by an operator`);
     await audit(trx, actor, status === 'rejected' ? 'driver.reject' : 'driver.suspend', id, {
       from: before.status,
       ...released,
