@@ -772,7 +772,7 @@ class Intake {
         // another statement take these rows in another order) is retried as it is.
         const e = err as { constraint?: string; code?: string };
         if ((e.constraint === 'bookings_reference_unique' || e.code === DEADLOCK) && attempt < 5) continue;
-        if (e.code === DAILY_LIMIT_REACHED && attempt < 5) {
+        if (e.code === DAILY_LIMIT_REACHED) {
           // A concurrent batch spent part of the allowance this one counted on: what is left
           // now goes to the first jobs in the request's order, the rest are refused as over the
           // limit, and the write is tried again (it is refused again only if another batch
@@ -789,6 +789,12 @@ class Intake {
           }
           ready = ready.filter((r) => kept.has(r.index));
           if (ready.length === 0) return [];
+          if (attempt >= 5) {
+            // Refused again and again by batches getting in first: what is left is over the
+            // limit as far as this request can tell; the partner sends it again.
+            for (const { index, job } of ready) results[index] = rejected(index, job.jobRef, job.action, error);
+            return [];
+          }
           continue;
         }
         for (const { index, job } of ready) results[index] = failed(this.deps, index, job, err);
