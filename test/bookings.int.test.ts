@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { enqueueJob } from '../shared/db/outbox.ts';
 import { AppError } from '../shared/errors.ts';
 import { passengerStanding, priceUnlessRepeated } from '../shared/services/bookings.ts';
 import {
@@ -148,7 +149,12 @@ describe('dispatch through the outbox', () => {
     });
     await relay.close();
     relay = startRoles(['outbox-relay'], env.rt);
-    await new Promise((r) => setTimeout(r, 1500));
+    // A row written after the restart, relayed: the new relay has made a pass over the outbox
+    // (oldest first), the booking's rows included.
+    const sentinel = await env.rt.db.transaction((trx) =>
+      enqueueJob(trx, 'dispatch-booking', { bookingId: uuidv7() }, { jobId: `relay-pass-${uuidv7()}` }),
+    );
+    await eventually(async () => (await env.rt.db('outbox').where({ id: sentinel }).first('relayed_at'))?.relayed_at);
     expect(await rowsOf()).toEqual(relayed);
     expect((await env.rt.queues.dispatch.getJob(`dispatch-${row.id}`))?.attemptsMade).toBe(1);
     expect(
@@ -347,6 +353,8 @@ describe('POST /api/public/bookings/create', () => {
       const r = await post('/api/public/bookings/create', { ...ada, quote_id: id });
       expect(r.status, id).toBe(404);
       expect(r.json.error?.code).toBe('quote_not_found');
+      // Only a UUID is repeated in the message: other text is not echoed back.
+      expect(r.json.error?.message.includes(id)).toBe(id.startsWith('0193'));
     }
 
     const old = await quote();

@@ -521,10 +521,13 @@ async function writeOnce(run: () => Promise<{ passed: boolean }>): Promise<boole
   }
 }
 
+/** The quote_id echoed in a 404: a UUID as sent; anything else is not repeated (it may be long, and is unchecked text). */
+const UUID_SHAPE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 function quoteNotFound(id: string): AppError {
   return new AppError(
     'quote_not_found',
-    `No quote ${id} exists: quote first with POST /api/public/v1/quote and use its quote_id.`,
+    `${UUID_SHAPE.test(id) ? `No quote ${id} exists` : 'No quote has this quote_id (quote ids are UUIDs)'}: quote first with POST /api/public/v1/quote and use its quote_id.`,
     [{ field: '/quote_id', problem: 'unknown quote' }],
   );
 }
