@@ -65,7 +65,7 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
       check(params, p, 'path');
       check(query, q, 'query string');
       check(body, b, 'request body');
-      const idemKey = route.idempotent ? req.get('idempotency-key') : undefined;
+      const idemKey = route.idempotent === true ? req.get('idempotency-key') : undefined;
       const caller = res.locals.caller as Caller;
       const idem =
         idemKey !== undefined

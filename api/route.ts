@@ -71,9 +71,10 @@ export interface RouteDef<
   /**
    * A creating POST: honours the Idempotency-Key header (CONTRACT.md section 2), scoped by the
    * API key, else the IP. A route that authenticates callers itself (partner HMAC, supplier
-   * hooks) claims its keys in its handler, once it has (`underClaims`), and does not set this.
+   * hooks) claims its keys in its handler, once it has (`underClaims`): it says `'handler'`,
+   * which documents the header without the mount claiming it.
    */
-  idempotent?: boolean;
+  idempotent?: boolean | 'handler';
   /**
    * The path an Idempotency-Key is remembered under, when this route is another spelling of
    * one operation (`/v1/bookings` for `/v1/booking`): a key used on one is replayed on the other.

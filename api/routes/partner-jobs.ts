@@ -30,6 +30,8 @@ export function partnerJobRoutes(): RouteDef[] {
     defineRoute({
       method: 'post',
       path: '/api/public/v1/jobs',
+      // Idempotency-Key claimed in the handler, once the caller is authenticated (`underClaims`).
+      idempotent: 'handler',
       operationId: 'submitPartnerJobs',
       summary: 'Submit partner jobs: one job or a batch of up to 100 (new, amend, cancel)',
       description:

@@ -26,6 +26,8 @@ export function supplierHookRoutes(): RouteDef[] {
       method: 'post',
       // Express 5 / path-to-regexp 8: `supplier` is the part before the literal `-booking`.
       path: '/api/public/hooks/:supplier-booking',
+      // Idempotency-Key claimed in the handler, once the caller is authenticated (`underClaims`).
+      idempotent: 'handler',
       operationId: 'supplierBookingHook',
       summary: 'Supplier booking hook: new, amend and cancel jobs in the supplier format',
       description: DESCRIPTION,
