@@ -216,7 +216,7 @@ describe('POST /api/public/v1/quote', () => {
 });
 
 describe('Idempotency-Key on the quote endpoints', () => {
-  it('replays the first quote for the same key and body, at either spelling, and refuses another body 422', async () => {
+  it('replays the first quote for the same key and body on both spellings, and refuses another body 422', async () => {
     const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: 'idempotent quotes' });
     const body = { pickup: 'Leeds station', dropoff: 'York station', departAt: nextWednesdayAt(9) };
     const headers = { 'x-api-key': key, 'idempotency-key': 'quote-retry-1' };
