@@ -86,12 +86,14 @@ describe('pay-the-driver page', () => {
 
   it("with an assigned driver: the driver's name (escaped) and their own payment link, and the cash option", async () => {
     const b = await book();
-    const driverId = await driver(`Zoë "Zed" <b>O'Brien</b> & Co`, 'https://pay.example/zoe?ref=1&amount=2');
+    const driverId = await driver(`<b>"Zoë"</b>&Co Zed O'Brien`, 'https://pay.example/zoe?ref=1&amount=2');
     await assign(b.id, driverId);
     const p = await page(b.payPath);
     expect(p.status).toBe(200);
     expectSafePage(p);
-    const escaped = 'Zoë &quot;Zed&quot; &lt;b&gt;O&#39;Brien&lt;/b&gt; &amp; Co';
+    // First name and initial, as on the tracking page; escaped.
+    const escaped = '&lt;b&gt;&quot;Zoë&quot;&lt;/b&gt;&amp;Co O.';
+    expect(p.html).not.toContain('Brien');
     expect(p.html).toContain(`<dt>Driver</dt><dd>${escaped}</dd>`);
     expect(p.html).not.toContain('<b>');
     expect(p.html).toContain(
@@ -108,7 +110,7 @@ describe('pay-the-driver page', () => {
     const p = await page(b.payPath);
     expect(p.status).toBe(200);
     expectSafePage(p);
-    expect(p.html).toContain('<dt>Driver</dt><dd>Cash Only Cal</dd>');
+    expect(p.html).toContain('<dt>Driver</dt><dd>Cash C.</dd>');
     expect(p.html).not.toContain('<a ');
     expect(p.html).toContain('<h3>Cash</h3>');
   });
@@ -135,9 +137,13 @@ describe('pay-the-driver page', () => {
     expect(((await lookup.json()) as Json).payment.state).toBe('paid');
 
     const cancelled = await book();
+    await assign(cancelled.id, await driver('Gone Gary'));
     await env.rt.db('bookings').where({ id: cancelled.id }).update({ status: 'cancelled' });
     const v = await page(cancelled.payPath);
     expect(v.html).toContain('<dd>Nothing to pay</dd>');
+    // No driver named once the booking is cancelled, as on the tracking page.
+    expect(v.html).not.toContain('Gary');
+    expect(v.html).not.toContain('<dt>Driver</dt>');
     expect(v.html).toContain('was cancelled');
     expect(v.html).not.toContain('<h3>Cash</h3>');
   });

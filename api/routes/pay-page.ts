@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { type PaymentState, paymentState } from '../../shared/domain/payment-state.ts';
+import { shortDriverName } from '../../shared/services/booking-events.ts';
 import { contentSecurityPolicy, escapeHtml, pageHeaders, renderPage, sendPage, stylesheet } from '../pages/layout.ts';
 import { TEST_MODE_CSS, testModeNotice } from '../pages/site.ts';
 import { defineRoute, type RouteDef, type StreamedResult } from '../route.ts';
@@ -66,7 +67,9 @@ const STATE_LABEL: Record<PaymentState, string> = { due: 'Due', paid: 'Paid', vo
 function payPage(row: PayRow, state: PaymentState, serviceName: string): string {
   const fare = row.fare_pence === null ? null : POUNDS.format(row.fare_pence / 100);
   const link = httpsLink(row.payment_link);
-  const driver = row.driver_name === null ? null : escapeHtml(row.driver_name);
+  // First name and initial, as the tracking page shows; none once nothing is owed (a
+  // cancelled booking), as the tracking page shows no driver then either.
+  const driver = row.driver_name === null || state === 'void' ? null : escapeHtml(shortDriverName(row.driver_name));
   const facts = [
     `<dt>Booking</dt><dd>${escapeHtml(row.reference)}</dd>`,
     `<dt>Fare</dt><dd class="fare">${fare === null ? 'to be confirmed by your driver' : escapeHtml(fare)}</dd>`,
