@@ -417,6 +417,77 @@ describe('dispatch', () => {
     expect(['dispatching', 'no_driver_available']).toContain(booking.status);
   });
 
+  it('offers a driver who takes one job at a time only one of two bookings dispatched at the same moment', async () => {
+    const una = await driver('Single Una');
+    await presence(una.token, near(0.3));
+    // Both steps must read Una's load before either offers: her row is held (as a foreign key
+    // check or a lock of hers would hold it) until both are waiting for it.
+    const hold = await env.rt.db.transaction();
+    let refs: string[];
+    try {
+      const { rows } = await hold.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
+      await hold('drivers').where({ id: una.id }).forUpdate().first('id');
+      refs = await Promise.all(
+        ['Twin Tom', 'Twin Tia'].map((name, i) =>
+          book({
+            pickup: 'Manchester Piccadilly',
+            dropoff: 'Manchester Airport',
+            passengerName: name,
+            passengerEmail: `twin${i}@example.org`,
+          }),
+        ),
+      );
+      await eventually(async () => {
+        // Waiting for this transaction, or (a lock queue) for a session that waits for it.
+        const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
+          `with recursive w(pid) as (
+             select pid from pg_stat_activity where ? = any(pg_blocking_pids(pid))
+             union
+             select a.pid from pg_stat_activity a join w on w.pid = any(pg_blocking_pids(a.pid))
+           ) select count(*)::int as n from w`,
+          [rows[0]?.pid ?? null],
+        );
+        return (waiting.rows[0]?.n ?? 0) >= 2;
+      });
+      await hold.commit();
+    } catch (err) {
+      await hold.rollback().catch(() => {});
+      throw err;
+    }
+    const offered = async () =>
+      env.rt
+        .db('dispatch_offers as o')
+        .join('bookings as b', 'b.id', 'o.booking_id')
+        .whereIn('b.reference', refs)
+        .where({ 'o.driver_id': una.id })
+        .pluck('b.reference');
+    await eventually(async () => (await offered()).length > 0);
+    // The other booking's step, after waiting, counted Una's new offer and passed her over.
+    await eventually(async () => {
+      const rows = await env.rt.db('bookings').whereIn('reference', refs).pluck('status');
+      return rows.includes('no_driver_available');
+    });
+    // Never two at once. (The first offer times out after 2 s here; a step that runs after
+    // that may rightly offer Una the other booking.)
+    const offers = await env.rt
+      .db('dispatch_offers as o')
+      .join('bookings as b', 'b.id', 'o.booking_id')
+      .whereIn('b.reference', refs)
+      .where({ 'o.driver_id': una.id })
+      .orderBy('o.offered_at')
+      .select('o.offered_at', 'o.expires_at', 'o.responded_at');
+    expect(offers.length).toBeGreaterThan(0);
+    const [first, second] = offers;
+    if (second) {
+      const firstEnded = Math.min(
+        first.expires_at.getTime(),
+        first.responded_at?.getTime() ?? Number.POSITIVE_INFINITY,
+      );
+      expect(second.offered_at.getTime()).toBeGreaterThanOrEqual(firstEnded);
+    }
+    await offline(una.token);
+  });
+
   it('marks a booking no_driver_available when every tier is exhausted and e-mails operators', async () => {
     const ref = await book({
       pickup: 'Manchester Piccadilly',

@@ -324,26 +324,55 @@ export async function dispatchStep(
     },
   );
   for (const best of match.ordered) {
-    if (best.kind === 'driver' && !(await stillApproved(trx, best.driverId))) continue;
+    if (!(await stillOfferable(trx, best))) continue;
     return makeOffer(trx, deps, booking, best, offers.length + 1, drivers, now);
   }
   return noDriver(trx, deps, booking, now);
 }
 
 /**
- * Whether a driver chosen from the candidates read earlier in this step is still approved,
- * holding their row (FOR SHARE) until the offer commits. A suspension or rejection takes the
- * row FOR NO KEY UPDATE before it withdraws the driver's offers (`releaseJobs` in drivers.ts), so the
- * two are ordered: either it commits first and this sees the new status (READ COMMITTED reads
- * the latest version of a row it locks), or it waits for this step's offer and withdraws it.
- * Without the lock, a suspension committing between the candidates' read and the offer left a
- * live offer (and a job card) with a driver who can no longer answer it, and the passenger
- * waited out its time-out. No deadlock: the suspension locks only bookings this driver holds
- * or has a visible open offer on, and the booking being dispatched is neither.
+ * Whether the driver or operator chosen from the candidates read earlier in this step may
+ * still be offered the job, holding their row (FOR NO KEY UPDATE) until the offer commits:
+ *
+ * - Still approved (a driver) or active and an operator (a partner). A suspension or rejection
+ *   takes the driver's row FOR NO KEY UPDATE before it withdraws their offers (`releaseJobs`
+ *   in drivers.ts), so the two are ordered: either it commits first and this sees the new
+ *   status (READ COMMITTED reads the latest version of a row it locks), or it waits for this
+ *   step's offer and withdraws it. Without the lock, a suspension committing between the
+ *   candidates' read and the offer left a live offer (and a job card) with a driver who could
+ *   no longer answer it, and the passenger waited out its time-out.
+ * - Still below their capacity (`max_concurrent_jobs`, `fleet_capacity`), counted again
+ *   under the lock: steps for other bookings run at the same time (the dispatch role takes
+ *   16 jobs at once), and each read the same load before either offered, so a driver taking
+ *   one job, or an operator with room for one more, could be offered two. The second step
+ *   now waits for the first's offer and counts it.
+ *
+ * No deadlock: the booking is locked first, as everywhere; a suspension locks only bookings
+ * the driver holds or has a visible open offer on, which the booking being dispatched is not;
+ * and nothing else holding such a row waits for a booking. A foreign key's key-share lock (an
+ * accept elsewhere setting `driver_id`) does not conflict with this one.
  */
-async function stillApproved(trx: Tx, driverId: string): Promise<boolean> {
-  const row = await trx('drivers').where({ id: driverId }).forShare().first<{ status: string } | undefined>('status');
-  return row?.status === 'approved';
+async function stillOfferable(trx: Tx, best: Offerable): Promise<boolean> {
+  if (best.kind === 'driver') {
+    const row = await trx('drivers')
+      .where({ id: best.driverId })
+      .forNoKeyUpdate()
+      .first<{ status: string; max_concurrent_jobs: number } | undefined>('status', 'max_concurrent_jobs');
+    if (row?.status !== 'approved') return false;
+    const load = await jobLoad(trx, 'driver', [best.driverId]);
+    return (load.get(best.driverId) ?? 0) < row.max_concurrent_jobs;
+  }
+  const row = await trx('partners')
+    .where({ id: best.partnerId })
+    .forNoKeyUpdate()
+    .first<{ status: string; is_operator: boolean; fleet_capacity: number } | undefined>(
+      'status',
+      'is_operator',
+      'fleet_capacity',
+    );
+  if (row?.status !== 'active' || !row.is_operator) return false;
+  const load = await jobLoad(trx, 'partner', [best.partnerId]);
+  return (load.get(best.partnerId) ?? 0) < row.fleet_capacity;
 }
 
 async function makeOffer(
