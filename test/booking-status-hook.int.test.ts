@@ -123,6 +123,45 @@ describe('booking-status hook', () => {
     ]);
   });
 
+  it('refuses a suspended operator, by its signed hook and by its key alike, until it is active again', async () => {
+    const p = await createPartner(env.rt.db, env.config, {
+      name: 'Operator Paused',
+      webhookUrl: 'https://paused.example/hooks',
+      operator: { fleetClasses: ['saloon'], fleetCapacity: 5 },
+      actor: 'test',
+    });
+    const paused = { id: p.id, secret: p.webhookSecret as string };
+    const b = await offeredBooking(paused.id);
+    await env.rt.db('partners').where({ id: paused.id }).update({ status: 'suspended' });
+    const hooked = await send(paused, { bookingReference: b.reference, status: 'driver_assigned' });
+    expect(hooked.status).toBe(401);
+    const byKey = (action: string, body?: unknown) =>
+      fetch(`${served.url}/api/public/v1/jobs/${b.reference}/${action}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${p.apiKey}`, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    for (const [action, body] of [
+      ['accept', undefined],
+      ['decline', undefined],
+      ['status', { status: 'driver_en_route' }],
+    ] as const) {
+      const r = await byKey(action, body);
+      expect(r.status, action).toBe(403);
+      expect(((await r.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+        code: 'forbidden',
+        message: 'This partner account is suspended: contact us to restore it.',
+      });
+    }
+    expect((await booking(b.id)).status).toBe('dispatching');
+    expect((await env.rt.db('dispatch_offers').where({ booking_id: b.id }).first()).state).toBe('offered');
+    // Active again: its key takes the offer.
+    await env.rt.db('partners').where({ id: paused.id }).update({ status: 'active' });
+    const accepted = await byKey('accept');
+    expect(accepted.status).toBe(200);
+    expect((await booking(b.id)).operator_partner_id).toBe(paused.id);
+  });
+
   it('refuses unsigned, wrongly signed and stale updates with 401', async () => {
     const b = await offeredBooking(operator.id);
     const payload = { bookingReference: b.reference, status: 'driver_assigned' };
