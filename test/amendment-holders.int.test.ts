@@ -272,5 +272,29 @@ describe('an amendment reaches whoever holds the job', () => {
     });
     const deliveries = await env.rt.db('webhook_deliveries').where({ booking_id: booking.id }).orderBy('created_at');
     expect(deliveries.map((d) => d.event_type)).toEqual(['booking.status', 'booking.amended', 'booking.amended']);
+
+    // A wheelchair-accessible vehicle, which this operator's fleet (saloon, estate, MPV) has
+    // none of: refused 409 as a driver's vehicle's mismatch is, and nothing changes or is sent.
+    const before = await env.rt.db('bookings').where({ id: booking.id }).first('vehicle_type', 'fare_pence');
+    const wav = await send(
+      'AMEND-OPERATOR',
+      {
+        pickupTime: later.toISOString(),
+        passengers: 2,
+        notes: 'Two suitcases',
+        passengerEmail: 'ada@example.org',
+        vehicleType: 'wav',
+      },
+      'amend',
+    );
+    expect(wav.result).toMatchObject({ outcome: 'rejected', status: 409 });
+    expect(wav.result.error).toMatchObject({
+      code: 'conflict',
+      details: [{ field: '/vehicleType', problem: 'wrong class' }],
+    });
+    expect(await env.rt.db('bookings').where({ id: booking.id }).first('vehicle_type', 'fare_pence')).toEqual(before);
+    expect(await env.rt.db('webhook_deliveries').where({ booking_id: booking.id }).count({ n: '*' })).toEqual([
+      { n: 3 },
+    ]);
   });
 });

@@ -11,9 +11,11 @@ import {
   DEAD_RUN_CIRCUITY,
   type DriverCandidate,
   matchCandidates,
+  needsWheelchair,
   type Offerable,
   type PartnerCandidate,
   roadMiles,
+  SERVES,
   vehicleMismatch,
 } from '../domain/dispatch/matching.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
@@ -542,6 +544,29 @@ export async function amendmentReachesHolders(
     (await queueAmendedFanout(trx, booking.id, booking.operator_partner_id, amended.changed)).length > 0;
   const told = (r: { withdrawn: number; driverTold: boolean }) => ({ ...r, operatorTold });
   if (!amended.changed.some((f) => JOURNEY_FIELDS.has(f))) return told({ withdrawn: 0, driverTold: false });
+  if (booking.operator_partner_id && ASSIGNED_STATUSES.has(booking.status)) {
+    // The operator's fleet, as dispatch matched it (its classes, wheelchair access when it
+    // has `wav`, up to 8 seats), must still take the job as amended; if it cannot, the
+    // amendment is refused as a driver's vehicle's mismatch is, and changes nothing.
+    const fleet = await trx('partners')
+      .where({ id: booking.operator_partner_id })
+      .first<{ fleet_classes: VehicleType[] } | undefined>('fleet_classes');
+    const classes = fleet?.fleet_classes ?? [];
+    const misfit = !classes.some((c) => SERVES[amended.vehicleType].includes(c))
+      ? 'wrong class'
+      : needsWheelchair({ vehicleType: amended.vehicleType }) && !classes.includes('wav')
+        ? 'no wheelchair access'
+        : amended.passengers > 8
+          ? 'too few seats'
+          : null;
+    if (misfit) {
+      throw new AppError(
+        'conflict',
+        `The operator holding ${booking.reference} has no vehicle for the amended job (${misfit}): cancel it and send it again as a new job.`,
+        [{ field: misfit === 'too few seats' ? '/passengers' : '/vehicleType', problem: misfit }],
+      );
+    }
+  }
   let driverTold = false;
   if (booking.driver_id && ASSIGNED_STATUSES.has(booking.status)) {
     const vehicle = booking.vehicle_id
