@@ -162,6 +162,50 @@ describe('booking-status hook', () => {
     expect((await booking(b.id)).operator_partner_id).toBe(paused.id);
   });
 
+  it("lists an operator's held jobs first in its feed, however many open jobs it submitted, and not long-dead ones", async () => {
+    const p = await createPartner(env.rt.db, env.config, {
+      name: 'Busy Operator',
+      operator: { fleetClasses: ['saloon'], fleetCapacity: 5 },
+      actor: 'test',
+    });
+    const held = await offeredBooking(p.id);
+    await env.rt
+      .db('bookings')
+      .where({ id: held.id })
+      .update({
+        operator_partner_id: p.id,
+        status: 'driver_assigned',
+        pickup_time: new Date(Date.now() + 5 * 3600_000),
+      });
+    // 201 jobs it submitted, picked up sooner, and one left without a driver two days ago.
+    const copies = (n: number, status: string, pickup: string) =>
+      env.rt.db.raw(
+        `insert into bookings
+         select (json_populate_record(b, json_build_object(
+                   'id', gen_random_uuid(), 'reference', ?::text || lpad(g::text, 4, '0'), 'partner_id', ?::uuid,
+                   'operator_partner_id', null, 'status', ?::text, 'pickup_time', now() + ?::interval,
+                   'tracking_token_hash', sha256((?::text || g)::bytea)))).*
+           from bookings b, generate_series(1, ?::int) g where b.id = ?`,
+        [
+          `${env.config.bookings.referencePrefix}-${status === 'pending' ? 'SB' : 'SD'}`,
+          p.id,
+          status,
+          pickup,
+          status,
+          n,
+          held.id,
+        ],
+      );
+    await copies(201, 'pending', '1 hour');
+    await copies(1, 'no_driver_available', '-2 days');
+    const res = await fetch(`${served.url}/api/public/v1/jobs`, { headers: { authorization: `Bearer ${p.apiKey}` } });
+    expect(res.status).toBe(200);
+    const { jobs } = (await res.json()) as { jobs: { bookingReference: string; state: string }[] };
+    expect(jobs).toHaveLength(200);
+    expect(jobs[0]).toMatchObject({ bookingReference: held.reference, state: 'accepted' });
+    expect(jobs.some((j) => j.bookingReference.includes('-SD'))).toBe(false);
+  });
+
   it('refuses unsigned, wrongly signed and stale updates with 401', async () => {
     const b = await offeredBooking(operator.id);
     const payload = { bookingReference: b.reference, status: 'driver_assigned' };

@@ -356,6 +356,9 @@ async function sandboxHistory(
  * The job feed: open offers (not expired) and jobs in hand (assigned to completion) for a
  * driver or an operator; a partner's feed also has the jobs it submitted.
  */
+/** How far back a partner's feed lists the open jobs it submitted, by pickup time: a day. */
+const SUBMITTED_JOBS_SHOWN_MS = 24 * 3600_000;
+
 export async function jobFeed(db: Db, holder: JobHolder, now = new Date()): Promise<FeedJob[]> {
   const offers = await db('dispatch_offers as o')
     .join('bookings as b', 'b.id', 'o.booking_id')
@@ -368,14 +371,29 @@ export async function jobFeed(db: Db, holder: JobHolder, now = new Date()): Prom
     .orderBy('o.expires_at')
     .select<Array<DispatchBooking & { expires_at: Date }>>('b.*', 'o.expires_at');
   const heldColumn = holder.kind === 'driver' ? 'driver_id' : 'operator_partner_id';
+  // A partner's feed also lists the jobs it submitted that are still open, those picked up
+  // from a day ago on: one left `no_driver_available` or `pending` long past its pickup is
+  // not a job any more. The jobs it holds come first, so however many it submitted, the page
+  // of 200 never drops one its fleet is doing.
   const held: DispatchBooking[] = await db<DispatchBooking>('bookings')
     .where((q) => {
       q.where(heldColumn, holder.id).whereIn('status', ACTIVE_JOB_STATUSES);
       if (holder.kind === 'partner')
-        q.orWhere((p) => p.where('partner_id', holder.id).whereNotIn('status', ['completed', 'cancelled']));
+        q.orWhere((p) =>
+          p
+            .where('partner_id', holder.id)
+            .whereNotIn('status', ['completed', 'cancelled'])
+            .where('pickup_time', '>=', new Date(now.getTime() - SUBMITTED_JOBS_SHOWN_MS)),
+        );
     })
     .modify((q) => {
       if (holder.kind === 'partner' && holder.testMode !== undefined) q.where('test_mode', holder.testMode);
+      if (holder.kind === 'partner') {
+        q.orderByRaw('coalesce(operator_partner_id = ? and status = any(?::text[]), false) desc', [
+          holder.id,
+          ACTIVE_JOB_STATUSES,
+        ]);
+      }
     })
     .orderBy('pickup_time')
     .limit(200);
