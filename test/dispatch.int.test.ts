@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendStatus } from '../shared/db/bookings.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
@@ -69,6 +70,31 @@ async function liveOffer(reference: string): Promise<Row> {
 /** Each test takes its drivers off the map afterwards, so tests do not see each other's. */
 async function offline(...tokens: string[]) {
   for (const t of tokens) await presence(t, MANCHESTER, false);
+}
+
+/** Cancel a booking as its passenger, so it is dispatched no further and takes no driver from later tests. */
+async function cancelled(reference: string, email: string): Promise<void> {
+  const r = await call('POST', `/api/public/v1/booking/${reference}`, null, { action: 'cancel', email });
+  expect(r.status, r.text).toBe(200);
+}
+
+/**
+ * Wait until `n` sessions wait for the transaction `trx`: directly, or behind another session
+ * in the lock queue of a row it holds (a row's later waiters wait for its first waiter).
+ */
+async function waitersOn(trx: Knex.Transaction, n = 1): Promise<void> {
+  const { rows } = await trx.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
+  await eventually(async () => {
+    const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
+      `with recursive w(pid) as (
+         select pid from pg_stat_activity where ? = any(pg_blocking_pids(pid))
+         union
+         select a.pid from pg_stat_activity a join w on w.pid = any(pg_blocking_pids(a.pid))
+       ) select count(*)::int as n from w`,
+      [rows[0]?.pid ?? null],
+    );
+    return (waiting.rows[0]?.n ?? 0) >= n;
+  });
 }
 
 beforeAll(async () => {
@@ -337,7 +363,6 @@ describe('dispatch', () => {
     const suspension = await env.rt.db.transaction();
     let ref: string;
     try {
-      const { rows } = await suspension.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
       await suspension('drivers').where({ id: sid.id }).forUpdate().first('id');
       await suspension('drivers')
         .where({ id: sid.id })
@@ -349,13 +374,7 @@ describe('dispatch', () => {
         passengerEmail: 'wren@example.org',
       });
       // The step has chosen Sid and waits for his row.
-      await eventually(async () => {
-        const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
-          'select count(*)::int as n from pg_stat_activity where ? = any(pg_blocking_pids(pid))',
-          [rows[0]?.pid ?? null],
-        );
-        return (waiting.rows[0]?.n ?? 0) > 0;
-      });
+      await waitersOn(suspension);
       await suspension.commit();
     } catch (err) {
       await suspension.rollback();
@@ -372,6 +391,7 @@ describe('dispatch', () => {
     // No job card went to Sid.
     await eventually(async () => twilio.requests.some((r) => r.form.Body?.includes(ref) && r.form.To === nia.phone));
     expect(twilio.requests.filter((r) => r.form.Body?.includes(ref) && r.form.To?.endsWith(sid.phone))).toEqual([]);
+    await cancelled(ref, 'wren@example.org');
     await offline(nia.token);
   });
 
@@ -390,18 +410,11 @@ describe('dispatch', () => {
     // which takes a key-share lock on the driver's row through the foreign key.
     const accept = await env.rt.db.transaction();
     try {
-      const { rows } = await accept.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
       await accept('bookings').where({ id: offer.booking_id }).forUpdate().first('id');
       // Meanwhile an operator suspends Ivy: it waits for the booking the accept holds.
       const suspended = suspendDriver(env.rt.db, ivy.id, 'test');
       suspended.catch(() => {});
-      await eventually(async () => {
-        const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
-          'select count(*)::int as n from pg_stat_activity where ? = any(pg_blocking_pids(pid))',
-          [rows[0]?.pid ?? null],
-        );
-        return (waiting.rows[0]?.n ?? 0) > 0;
-      });
+      await waitersOn(accept);
       await accept('dispatch_offers').where({ id: offer.id }).update({ state: 'accepted', responded_at: new Date() });
       await accept('bookings').where({ id: offer.booking_id }).update({ driver_id: ivy.id, dispatch_tier: 1 });
       await appendStatus(accept, offer.booking_id, 'driver_assigned', 'driver');
@@ -415,6 +428,7 @@ describe('dispatch', () => {
     const booking = await env.rt.db('bookings').where({ id: offer.booking_id }).first('status', 'driver_id');
     expect(booking.driver_id).toBeNull();
     expect(['dispatching', 'no_driver_available']).toContain(booking.status);
+    await cancelled(ref, 'carl@example.org');
   });
 
   it('offers a driver who takes one job at a time only one of two bookings dispatched at the same moment', async () => {
@@ -425,7 +439,6 @@ describe('dispatch', () => {
     const hold = await env.rt.db.transaction();
     let refs: string[];
     try {
-      const { rows } = await hold.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
       await hold('drivers').where({ id: una.id }).forUpdate().first('id');
       refs = await Promise.all(
         ['Twin Tom', 'Twin Tia'].map((name, i) =>
@@ -437,18 +450,7 @@ describe('dispatch', () => {
           }),
         ),
       );
-      await eventually(async () => {
-        // Waiting for this transaction, or (a lock queue) for a session that waits for it.
-        const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
-          `with recursive w(pid) as (
-             select pid from pg_stat_activity where ? = any(pg_blocking_pids(pid))
-             union
-             select a.pid from pg_stat_activity a join w on w.pid = any(pg_blocking_pids(a.pid))
-           ) select count(*)::int as n from w`,
-          [rows[0]?.pid ?? null],
-        );
-        return (waiting.rows[0]?.n ?? 0) >= 2;
-      });
+      await waitersOn(hold, 2);
       await hold.commit();
     } catch (err) {
       await hold.rollback().catch(() => {});
@@ -485,6 +487,7 @@ describe('dispatch', () => {
       );
       expect(second.offered_at.getTime()).toBeGreaterThanOrEqual(firstEnded);
     }
+    for (const [i, r] of refs.entries()) await cancelled(r, `twin${i}@example.org`);
     await offline(una.token);
   });
 

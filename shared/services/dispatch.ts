@@ -325,8 +325,15 @@ export async function dispatchStep(
       ),
     },
   );
+  let waited = false;
   for (const best of match.ordered) {
-    if (!(await stillOfferable(trx, best))) continue;
+    // Only the first choice is waited for: once a row is held (and its holder passed over),
+    // waiting for another could deadlock with a step holding that one and wanting this; a
+    // later choice another step holds is passed over too (that step is likely offering them
+    // a job of their own).
+    const offerable = await stillOfferable(trx, best, !waited);
+    waited = true;
+    if (!offerable) continue;
     return makeOffer(trx, deps, booking, best, offers.length + 1, drivers, now);
   }
   return noDriver(trx, deps, booking, now);
@@ -349,16 +356,22 @@ export async function dispatchStep(
  *   one job, or an operator with room for one more, could be offered two. The second step
  *   now waits for the first's offer and counts it.
  *
+ * `wait` false (any choice after the first): a row another transaction holds is not waited
+ * for, and its holder is passed over (SKIP LOCKED).
+ *
  * No deadlock: the booking is locked first, as everywhere; a suspension locks only bookings
  * the driver holds or has a visible open offer on, which the booking being dispatched is not;
  * and nothing else holding such a row waits for a booking. A foreign key's key-share lock (an
  * accept elsewhere setting `driver_id`) does not conflict with this one.
  */
-async function stillOfferable(trx: Tx, best: Offerable): Promise<boolean> {
+async function stillOfferable(trx: Tx, best: Offerable, wait: boolean): Promise<boolean> {
   if (best.kind === 'driver') {
     const row = await trx('drivers')
       .where({ id: best.driverId })
       .forNoKeyUpdate()
+      .modify((q) => {
+        if (!wait) q.skipLocked();
+      })
       .first<{ status: string; max_concurrent_jobs: number } | undefined>('status', 'max_concurrent_jobs');
     if (row?.status !== 'approved') return false;
     const load = await jobLoad(trx, 'driver', [best.driverId]);
@@ -367,6 +380,9 @@ async function stillOfferable(trx: Tx, best: Offerable): Promise<boolean> {
   const row = await trx('partners')
     .where({ id: best.partnerId })
     .forNoKeyUpdate()
+    .modify((q) => {
+      if (!wait) q.skipLocked();
+    })
     .first<{ status: string; is_operator: boolean; fleet_capacity: number } | undefined>(
       'status',
       'is_operator',

@@ -352,13 +352,14 @@ async function sandboxHistory(
   return out;
 }
 
-/**
- * The job feed: open offers (not expired) and jobs in hand (assigned to completion) for a
- * driver or an operator; a partner's feed also has the jobs it submitted.
- */
 /** How far back a partner's feed lists the open jobs it submitted, by pickup time: a day. */
 const SUBMITTED_JOBS_SHOWN_MS = 24 * 3600_000;
 
+/**
+ * The job feed: open offers (not expired) and jobs in hand (assigned to completion) for a
+ * driver or an operator; a partner's feed also has the open jobs it submitted (picked up from
+ * a day ago on), after the jobs it holds.
+ */
 export async function jobFeed(db: Db, holder: JobHolder, now = new Date()): Promise<FeedJob[]> {
   const offers = await db('dispatch_offers as o')
     .join('bookings as b', 'b.id', 'o.booking_id')
