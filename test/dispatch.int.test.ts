@@ -1,10 +1,12 @@
 import type { Knex } from 'knex';
+import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendStatus } from '../shared/db/bookings.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { suspendDriver } from '../shared/services/drivers.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { insertOfferedBooking } from './helpers/bookings.ts';
 import { approvedDriver, type TestDriverOptions } from './helpers/drivers.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { startTs } from './helpers/process.ts';
@@ -80,9 +82,10 @@ async function cancelled(reference: string, email: string): Promise<void> {
 
 /**
  * Wait until `n` sessions wait for the transaction `trx`: directly, or behind another session
- * in the lock queue of a row it holds (a row's later waiters wait for its first waiter).
+ * in the lock queue of a row it holds (a row's later waiters wait for its first waiter);
+ * counting only those whose statement is like `statementLike`.
  */
-async function waitersOn(trx: Knex.Transaction, n = 1): Promise<void> {
+async function waitersOn(trx: Knex.Transaction, n = 1, statementLike = '%'): Promise<void> {
   const { rows } = await trx.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
   await eventually(async () => {
     const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
@@ -90,8 +93,8 @@ async function waitersOn(trx: Knex.Transaction, n = 1): Promise<void> {
          select pid from pg_stat_activity where ? = any(pg_blocking_pids(pid))
          union
          select a.pid from pg_stat_activity a join w on w.pid = any(pg_blocking_pids(a.pid))
-       ) select count(*)::int as n from w`,
-      [rows[0]?.pid ?? null],
+       ) select count(*)::int as n from w join pg_stat_activity a using (pid) where a.query ilike ?`,
+      [rows[0]?.pid ?? null, statementLike],
     );
     return (waiting.rows[0]?.n ?? 0) >= n;
   });
@@ -489,6 +492,61 @@ describe('dispatch', () => {
     }
     for (const [i, r] of refs.entries()) await cancelled(r, `twin${i}@example.org`);
     await offline(una.token);
+  });
+
+  it('waits only for its first choice: a later choice whose row another transaction holds is passed over', async () => {
+    const first = await driver('First Fran');
+    const second = await driver('Second Sol');
+    await presence(first.token, near(0.2));
+    await presence(second.token, near(0.9));
+    // Another booking, written straight to the table (no dispatch job of its own to run meanwhile).
+    const other = await insertOfferedBooking(env.rt.db, `${env.config.bookings.referencePrefix}-OTHER1`, {
+      driverId: second.id,
+    });
+    await env.rt.db('dispatch_offers').where({ id: other.offerId }).update({ state: 'withdrawn' });
+    await env.rt.db('bookings').where({ id: other.id }).update({ status: 'cancelled' });
+    const otherId = other.id;
+    // Fran is being given another job (her row held, the offer not yet committed); Sol's row is
+    // held by something slower still.
+    const giving = await env.rt.db.transaction();
+    const slow = await env.rt.db.transaction();
+    let ref = '';
+    try {
+      await giving('drivers').where({ id: first.id }).forNoKeyUpdate().first('id');
+      await giving('dispatch_offers').insert({
+        id: uuidv7(),
+        booking_id: otherId,
+        tier: 1,
+        attempt: 9,
+        driver_id: first.id,
+        state: 'offered',
+        expires_at: new Date(Date.now() + 60_000),
+      });
+      await slow('drivers').where({ id: second.id }).forNoKeyUpdate().first('id');
+      ref = await book({
+        pickup: 'Manchester Piccadilly',
+        dropoff: 'Manchester Airport',
+        passengerName: 'Passed Pam',
+        passengerEmail: 'pam@example.org',
+      });
+      // Pam's step has chosen Fran and waits for her row.
+      await waitersOn(giving, 1, '%for no key update%');
+      await giving.commit();
+      // Fran is full now, and Sol's row is not waited for: the step goes on while it is held.
+      const step = await eventually(async () => {
+        const b = await env.rt.db('bookings').where({ reference: ref }).first('id', 'status');
+        const offers = await env.rt.db('dispatch_offers').where({ booking_id: b.id }).select('driver_id', 'partner_id');
+        return b.status === 'no_driver_available' || offers.length > 0 ? { status: b.status, offers } : null;
+      });
+      expect(step.offers.map((o: { driver_id: string | null }) => o.driver_id)).not.toContain(first.id);
+      expect(step.offers.map((o: { driver_id: string | null }) => o.driver_id)).not.toContain(second.id);
+    } finally {
+      await giving.rollback().catch(() => {});
+      await slow.rollback().catch(() => {});
+    }
+    await cancelled(ref, 'pam@example.org');
+    await env.rt.db('dispatch_offers').where({ booking_id: otherId }).update({ state: 'withdrawn' });
+    await offline(first.token, second.token);
   });
 
   it('marks a booking no_driver_available when every tier is exhausted and e-mails operators', async () => {
