@@ -123,7 +123,7 @@ describe('booking-status hook', () => {
     ]);
   });
 
-  it('refuses a suspended operator, by its signed hook and by its key alike, until it is active again', async () => {
+  it('lets a suspended operator take no new job, by its signed hook or its key, but finish the ones it holds', async () => {
     const p = await createPartner(env.rt.db, env.config, {
       name: 'Operator Paused',
       webhookUrl: 'https://paused.example/hooks',
@@ -131,35 +131,34 @@ describe('booking-status hook', () => {
       actor: 'test',
     });
     const paused = { id: p.id, secret: p.webhookSecret as string };
-    const b = await offeredBooking(paused.id);
+    const offered = await offeredBooking(paused.id);
+    const held = await offeredBooking(paused.id);
+    expect((await send(paused, { bookingReference: held.reference, status: 'driver_assigned' })).status).toBe(200);
     await env.rt.db('partners').where({ id: paused.id }).update({ status: 'suspended' });
-    const hooked = await send(paused, { bookingReference: b.reference, status: 'driver_assigned' });
-    expect(hooked.status).toBe(401);
-    const byKey = (action: string, body?: unknown) =>
-      fetch(`${served.url}/api/public/v1/jobs/${b.reference}/${action}`, {
+    const refusal = { code: 'forbidden', message: 'This partner account is suspended: it cannot take new jobs.' };
+    const hooked = await send(paused, { bookingReference: offered.reference, status: 'driver_assigned' });
+    expect(hooked.status).toBe(403);
+    expect(hooked.body.error).toMatchObject(refusal);
+    const byKey = (ref: string, action: string, body?: unknown) =>
+      fetch(`${served.url}/api/public/v1/jobs/${ref}/${action}`, {
         method: 'POST',
         headers: { authorization: `Bearer ${p.apiKey}`, 'content-type': 'application/json' },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
-    for (const [action, body] of [
-      ['accept', undefined],
-      ['decline', undefined],
-      ['status', { status: 'driver_en_route' }],
-    ] as const) {
-      const r = await byKey(action, body);
-      expect(r.status, action).toBe(403);
-      expect(((await r.json()) as { error: { code: string; message: string } }).error).toMatchObject({
-        code: 'forbidden',
-        message: 'This partner account is suspended: contact us to restore it.',
-      });
-    }
-    expect((await booking(b.id)).status).toBe('dispatching');
-    expect((await env.rt.db('dispatch_offers').where({ booking_id: b.id }).first()).state).toBe('offered');
-    // Active again: its key takes the offer.
+    const accepted = await byKey(offered.reference, 'accept');
+    expect(accepted.status).toBe(403);
+    expect(((await accepted.json()) as { error: unknown }).error).toMatchObject(refusal);
+    expect((await booking(offered.id)).status).toBe('dispatching');
+    // The job it holds goes on to the end, by key and by hook; the open offer can be declined.
+    expect((await byKey(held.reference, 'status', { status: 'driver_en_route' })).status).toBe(200);
+    expect((await send(paused, { bookingReference: held.reference, status: 'driver_arrived' })).status).toBe(200);
+    expect((await booking(held.id)).status).toBe('driver_arrived');
+    expect((await byKey(offered.reference, 'decline')).status).toBe(200);
+    // Active again: it takes new jobs.
     await env.rt.db('partners').where({ id: paused.id }).update({ status: 'active' });
-    const accepted = await byKey('accept');
-    expect(accepted.status).toBe(200);
-    expect((await booking(b.id)).operator_partner_id).toBe(paused.id);
+    const again = await offeredBooking(paused.id);
+    expect((await byKey(again.reference, 'accept')).status).toBe(200);
+    expect((await booking(again.id)).operator_partner_id).toBe(paused.id);
   });
 
   it("lists an operator's held jobs first in its feed, however many open jobs it submitted, and not long-dead ones", async () => {

@@ -306,6 +306,8 @@ describe('dispatch', () => {
       .pluck('state');
     expect(states).toEqual(['declined', 'expired', 'accepted']);
     await offline(local.token, network.token);
+    // Its fleet takes no more jobs in this file: later tests dispatch to drivers only.
+    await env.rt.db('partners').where({ id: partnerId }).update({ fleet_capacity: 0 });
   });
 
   it('lets exactly one of two simultaneous accepts win', async () => {

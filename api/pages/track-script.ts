@@ -74,7 +74,9 @@ export function trackScriptSource(): string {
   function onEta(message) {
     var ev;
     try { ev = JSON.parse(message.data); } catch (e) { return; }
-    if (ev && typeof ev.etaMinutes === 'number') showEta(ev.etaMinutes);
+    if (!ev) return;
+    if (typeof ev.etaMinutes === 'number') showEta(ev.etaMinutes);
+    else show('eta', false);
   }
   function onStatus(message) {
     var ev;

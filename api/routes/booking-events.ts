@@ -131,10 +131,11 @@ async function openStream(
       }
     }
     // The driver moved since: while they are on the way, a changed ETA is its own event, `eta`,
-    // with no id (it is not history: a reconnecting client gets the latest with the next one).
+    // with no id (it is not history: a reconnecting client gets the latest with the next one);
+    // null when the driver's position has gone stale.
     // The re-check reads it every `recheckMs`; the driver's position is stored at most every
     // 30 seconds (`reportPresence`).
-    if (!done && ETA_STATUSES.has(t.status) && typeof t.etaMinutes === 'number' && t.etaMinutes !== etaSent) {
+    if (!done && ETA_STATUSES.has(t.status) && t.etaMinutes !== etaSent) {
       etaSent = t.etaMinutes;
       res.write(`event: eta\ndata: ${JSON.stringify({ etaMinutes: t.etaMinutes, at: new Date().toISOString() })}\n\n`);
     }
@@ -244,7 +245,7 @@ export function bookingEventRoutes(overrides: Partial<BookingEventStreamLimits> 
         '`id: <seq>`, `event: status`, `data: {"status", "at", "seq"}`; while a driver is on the job the data also carries ' +
         '`driver: {name}` (first name and initial) and `vehicle: {make, model, colour, registration}`, and while the driver ' +
         'is on the way `etaMinutes` (from their last known position; null when unknown). While the driver is on the way, a ' +
-        'changed ETA is sent as its own event, `event: eta`, `data: {"etaMinutes", "at"}`, without an id, checked every ' +
+        'changed ETA is sent as its own event, `event: eta`, `data: {"etaMinutes", "at"}` (null when the position is stale), without an id, checked every ' +
         `${Math.round(limits.recheckMs / 1000)} s. ` +
         'A client that reconnects with ' +
         '`Last-Event-ID` receives only the events after it. A `: ping` comment is sent every ' +

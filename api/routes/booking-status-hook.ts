@@ -73,6 +73,7 @@ export function bookingStatusHookRoutes(): RouteDef[] {
       body: StatusUpdate,
       errors: [
         'unauthorized',
+        'forbidden',
         'booking_not_found',
         'conflict',
         'offer_unavailable',

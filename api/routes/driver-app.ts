@@ -141,22 +141,6 @@ function holderOf(caller: Caller): JobHolder {
   throw new AppError('forbidden', 'Jobs belong to drivers (driver token) and partner operators (partner key).');
 }
 
-/**
- * The holder acting on a job (accept, decline, hand back, progress): a partner operator's key
- * acts only while the partner is active. A suspended partner is offered nothing new
- * (dispatch) and sends no jobs (intake); without this it could still take an offer made just
- * before, and move the jobs it holds along to completed.
- */
-async function actingHolder(deps: ApiDeps, caller: Caller): Promise<JobHolder> {
-  const holder = holderOf(caller);
-  if (holder.kind !== 'partner') return holder;
-  const partner = await deps.db('partners').where({ id: holder.id }).first<{ status: string } | undefined>('status');
-  if (partner?.status !== 'active') {
-    throw new AppError('forbidden', 'This partner account is suspended: contact us to restore it.');
-  }
-  return holder;
-}
-
 const announce = (deps: ApiDeps, bookingId: string) =>
   publishBookingEvent(deps.redis, deps.config.queuePrefix, bookingId);
 
@@ -212,12 +196,7 @@ export function driverAppRoutes(): RouteDef[] {
       errors: ['forbidden', 'job_not_found', 'offer_unavailable'],
       responses: { 200: { description: 'The job is yours' } },
       handler: async ({ deps, caller, params }) => {
-        const accepted = await acceptOffer(
-          deps,
-          await actingHolder(deps, caller),
-          params.ref,
-          deps.config.bookings.referencePrefix,
-        );
+        const accepted = await acceptOffer(deps, holderOf(caller), params.ref, deps.config.bookings.referencePrefix);
         await announce(deps, accepted.bookingId);
         return {
           status: 200,
@@ -239,7 +218,7 @@ export function driverAppRoutes(): RouteDef[] {
       handler: async ({ deps, caller, params, body }) => {
         const declined = await declineOffer(
           deps,
-          await actingHolder(deps, caller),
+          holderOf(caller),
           params.ref,
           body.reason ?? null,
           deps.config.bookings.referencePrefix,
@@ -263,7 +242,7 @@ export function driverAppRoutes(): RouteDef[] {
       handler: async ({ deps, caller, params, body }) => {
         const back = await handBackJob(
           deps,
-          await actingHolder(deps, caller),
+          holderOf(caller),
           params.ref,
           body.reason ?? null,
           deps.config.bookings.referencePrefix,
@@ -288,7 +267,7 @@ export function driverAppRoutes(): RouteDef[] {
       handler: async ({ deps, caller, params, body }) => {
         const done = await reportProgress(
           deps,
-          await actingHolder(deps, caller),
+          holderOf(caller),
           params.ref,
           body.status,
           body.payment,

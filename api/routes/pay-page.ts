@@ -67,9 +67,10 @@ const STATE_LABEL: Record<PaymentState, string> = { due: 'Due', paid: 'Paid', vo
 function payPage(row: PayRow, state: PaymentState, serviceName: string): string {
   const fare = row.fare_pence === null ? null : POUNDS.format(row.fare_pence / 100);
   const link = httpsLink(row.payment_link);
-  // First name and initial, as the tracking page shows; none once nothing is owed (a
-  // cancelled booking), as the tracking page shows no driver then either.
-  const driver = row.driver_name === null || state === 'void' ? null : escapeHtml(shortDriverName(row.driver_name));
+  // First name and initial, as the tracking page shows; none once the booking is cancelled,
+  // as the tracking page shows no driver then either.
+  const driver =
+    row.driver_name === null || row.status === 'cancelled' ? null : escapeHtml(shortDriverName(row.driver_name));
   const facts = [
     `<dt>Booking</dt><dd>${escapeHtml(row.reference)}</dd>`,
     `<dt>Fare</dt><dd class="fare">${fare === null ? 'to be confirmed by your driver' : escapeHtml(fare)}</dd>`,

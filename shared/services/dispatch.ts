@@ -560,7 +560,11 @@ export async function amendmentReachesHolders(
     (await queueAmendedFanout(trx, booking.id, booking.operator_partner_id, amended.changed)).length > 0;
   const told = (r: { withdrawn: number; driverTold: boolean }) => ({ ...r, operatorTold });
   if (!amended.changed.some((f) => JOURNEY_FIELDS.has(f))) return told({ withdrawn: 0, driverTold: false });
-  if (booking.operator_partner_id && ASSIGNED_STATUSES.has(booking.status)) {
+  if (
+    booking.operator_partner_id &&
+    ASSIGNED_STATUSES.has(booking.status) &&
+    amended.changed.some((f) => f === 'vehicleType' || f === 'passengers')
+  ) {
     // The operator's fleet, as dispatch matched it (its classes, wheelchair access when it
     // has `wav`, up to 8 seats), must still take the job as amended; if it cannot, the
     // amendment is refused as a driver's vehicle's mismatch is, and changes nothing.

@@ -97,6 +97,15 @@ export async function acceptOffer(
         [{ field: '/ref', problem: `offer ${offer.state === 'offered' ? 'expired' : offer.state}` }],
       );
     }
+    if (holder.kind === 'partner') {
+      // A suspended partner takes no new job, by key or by its status hook; it may still
+      // finish, hand back or decline what it already has. Read under the booking's lock, so a
+      // suspension committed before this accept is seen.
+      const partner = await trx('partners').where({ id: holder.id }).first<{ status: string } | undefined>('status');
+      if (partner?.status !== 'active') {
+        throw new AppError('forbidden', 'This partner account is suspended: it cannot take new jobs.');
+      }
+    }
     let deadMiles: number | null = null;
     let vehicleId: string | null = null;
     if (holder.kind === 'driver') {

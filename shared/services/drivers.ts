@@ -593,8 +593,8 @@ async function disable<S extends 'rejected' | 'suspended'>(
 ): Promise<({ id: string; status: S } & ReleasedJobs) | null> {
   return db.transaction(async (trx) => {
     // The driver's row FOR NO KEY UPDATE, then their bookings, then the row's update. That lock
-    // holds off a dispatch step's check of the driver (FOR SHARE, `stillApproved` in
-    // dispatch.ts), but not the key-share lock a foreign key to the driver takes: an accept,
+    // holds off a dispatch step's check of the driver (FOR NO KEY UPDATE, `stillOfferable`
+    // in dispatch.ts), but not the key-share lock a foreign key to the driver takes: an accept,
     // a cancellation's text or an amendment's, each holding its booking, would wait for this
     // row while this waited for their booking (a deadlock, ended by failing one of them, when
     // this took the row FOR UPDATE or updated it first). The update comes last because it

