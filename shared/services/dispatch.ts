@@ -325,15 +325,18 @@ export async function dispatchStep(
       ),
     },
   );
-  let waited = false;
   for (const best of match.ordered) {
-    // Only the first choice is waited for: once a row is held (and its holder passed over),
-    // waiting for another could deadlock with a step holding that one and wanting this; a
-    // later choice another step holds is passed over too (that step is likely offering them
-    // a job of their own).
-    const offerable = await stillOfferable(trx, best, !waited);
-    waited = true;
-    if (!offerable) continue;
+    // Each choice is checked in a savepoint, and one passed over is rolled back to it, which
+    // lets go of their row: a step holds at most one driver's or operator's row, so it can
+    // wait for each choice (another step offering them a job) without two steps ever waiting
+    // for each other's, and a holder with room for more is not passed over while another
+    // step offers them one.
+    await trx.raw('savepoint dispatch_choice');
+    if (!(await stillOfferable(trx, best))) {
+      await trx.raw('rollback to savepoint dispatch_choice');
+      continue;
+    }
+    await trx.raw('release savepoint dispatch_choice');
     return makeOffer(trx, deps, booking, best, offers.length + 1, drivers, now);
   }
   return noDriver(trx, deps, booking, now);
@@ -356,22 +359,18 @@ export async function dispatchStep(
  *   one job, or an operator with room for one more, could be offered two. The second step
  *   now waits for the first's offer and counts it.
  *
- * `wait` false (any choice after the first): a row another transaction holds is not waited
- * for, and its holder is passed over (SKIP LOCKED).
- *
- * No deadlock: the booking is locked first, as everywhere; a suspension locks only bookings
- * the driver holds or has a visible open offer on, which the booking being dispatched is not;
- * and nothing else holding such a row waits for a booking. A foreign key's key-share lock (an
- * accept elsewhere setting `driver_id`) does not conflict with this one.
+ * Lock order: the booking first, as everywhere, then at most one driver's or operator's row
+ * (the caller rolls a passed-over choice back to a savepoint), so two steps never wait for
+ * each other. A suspension takes the driver's row and then the bookings the driver holds or
+ * has an open offer on, which the booking being dispatched is not (should one be, Postgres
+ * ends the deadlock and the step's job is retried). A foreign key's key-share lock (an accept
+ * elsewhere setting `driver_id`) does not conflict with this one.
  */
-async function stillOfferable(trx: Tx, best: Offerable, wait: boolean): Promise<boolean> {
+async function stillOfferable(trx: Tx, best: Offerable): Promise<boolean> {
   if (best.kind === 'driver') {
     const row = await trx('drivers')
       .where({ id: best.driverId })
       .forNoKeyUpdate()
-      .modify((q) => {
-        if (!wait) q.skipLocked();
-      })
       .first<{ status: string; max_concurrent_jobs: number } | undefined>('status', 'max_concurrent_jobs');
     if (row?.status !== 'approved') return false;
     const load = await jobLoad(trx, 'driver', [best.driverId]);
@@ -380,9 +379,6 @@ async function stillOfferable(trx: Tx, best: Offerable, wait: boolean): Promise<
   const row = await trx('partners')
     .where({ id: best.partnerId })
     .forNoKeyUpdate()
-    .modify((q) => {
-      if (!wait) q.skipLocked();
-    })
     .first<{ status: string; is_operator: boolean; fleet_capacity: number } | undefined>(
       'status',
       'is_operator',
