@@ -551,6 +551,30 @@ describe('dispatch', () => {
     await offline(first.token, second.token);
   });
 
+  it("answers another driver's booking 404 at once, without waiting for its lock", async () => {
+    const stranger = await driver('Stranger Stan');
+    const ref = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengerName: 'Locked Lily',
+      passengerEmail: 'lily@example.org',
+    });
+    const busy = await env.rt.db.transaction();
+    try {
+      // The booking's row is held (a dispatch step, an accept): Stan has nothing to do with it.
+      await busy('bookings').where({ reference: ref }).forUpdate().first('id');
+      const answer = await Promise.race([
+        call('POST', `/api/public/v1/jobs/${ref}/accept`, stranger.token),
+        new Promise<'waited'>((r) => setTimeout(() => r('waited'), 5_000)),
+      ]);
+      expect(answer).not.toBe('waited');
+      expect((answer as { status: number }).status).toBe(404);
+    } finally {
+      await busy.rollback();
+    }
+    await cancelled(ref, 'lily@example.org');
+  });
+
   it('marks a booking no_driver_available when every tier is exhausted and e-mails operators', async () => {
     const ref = await book({
       pickup: 'Manchester Piccadilly',

@@ -34,8 +34,24 @@ function jobNotFound(ref: string): AppError {
 
 async function lockBooking(trx: Tx, rawRef: string, prefix: string, holder: JobHolder): Promise<DispatchBooking> {
   const ref = normaliseReference(rawRef, prefix);
+  // Locked only when the caller has something to do with it (it holds the job, or was offered
+  // it): a driver token or partner key cannot hold row locks on other people's bookings by
+  // sending their references. What the lock then reads is checked again by each caller.
+  const held = holder.kind === 'driver' ? 'b.driver_id' : 'b.operator_partner_id';
   const booking = ref
-    ? await trx<DispatchBooking>('bookings').where({ reference: ref }).forUpdate().first()
+    ? await trx<DispatchBooking>('bookings as b')
+        .where('b.reference', ref)
+        .where((q) =>
+          q.where(held, holder.id).orWhereExists((o) =>
+            o
+              .select(trx.raw('1'))
+              .from('dispatch_offers as o')
+              .whereRaw('o.booking_id = b.id')
+              .where(`o.${holderColumn(holder)}`, holder.id),
+          ),
+        )
+        .forUpdate()
+        .first('b.*')
     : undefined;
   if (!booking) throw jobNotFound(rawRef);
   // A partner's key sees only its own mode's jobs (test and live are kept apart).
