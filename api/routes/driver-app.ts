@@ -173,7 +173,7 @@ export function driverAppRoutes(): RouteDef[] {
       operationId: 'jobFeed',
       summary: 'The job feed: open offers and jobs in hand',
       description:
-        'With a driver token: the offers open to this driver and the jobs assigned to them until completed. With a partner key: the offers to the partner as an operator, the jobs it holds and the jobs it submitted. Passenger name and phone appear only on accepted jobs.',
+        'With a driver token: the offers open to this driver and the jobs assigned to them until completed. With a partner key: the offers to the partner as an operator, the jobs it holds (listed first), then the open jobs it submitted with a pickup from a day ago on; at most 200 jobs besides the offers. Passenger name and phone appear only on accepted jobs.',
       tags: ['drivers'],
       auth: 'driver_or_key',
       errors: ['forbidden'],
@@ -189,7 +189,7 @@ export function driverAppRoutes(): RouteDef[] {
       operationId: 'acceptJob',
       summary: 'Accept an offer',
       description:
-        'Of two accepts, exactly one wins. An offer that expired, went to someone else or was withdrawn (the passenger cancelled) is 409 offer_unavailable. Accepting again answers the same.',
+        'Of two accepts, exactly one wins. An offer that expired, went to someone else or was withdrawn (the passenger cancelled) is 409 offer_unavailable. Accepting again answers the same. A booking the caller neither holds nor was offered is 404 job_not_found; a suspended partner’s accept is 403 forbidden (it may still finish, hand back or decline what it has).',
       tags: ['drivers'],
       auth: 'driver_or_key',
       params: RefParams,
