@@ -11,6 +11,7 @@ import {
 } from '../../shared/services/operator-status.ts';
 import { verifyWebhook } from '../../shared/services/webhooks.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
+import { screen } from './bookings.ts';
 
 /**
  * Status updates from partner operators who fulfil a booking (CONTRACT.md section 6), signed
@@ -28,8 +29,9 @@ const StatusUpdate = Type.Object({
   status: StringEnum([...OPERATOR_STATUSES]),
   driver: Type.Optional(
     Type.Object({
-      name: Type.String({ minLength: 1, maxLength: 120 }),
+      name: Type.String({ minLength: 1, maxLength: 100 }),
       phone: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+      licensingAuthority: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
       vehicle: Type.Optional(Vehicle),
     }),
   ),
@@ -65,7 +67,7 @@ export function bookingStatusHookRoutes(): RouteDef[] {
         'Signed with Standard Webhooks, as our status fanout is: `webhook-id`, `webhook-timestamp` (Unix seconds, within 5 minutes of our clock), `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{raw body}">` with your `whsec_` webhook secret), plus `x-partner: <your partner id>` naming whose secrets to check.',
         'While a secret rotation overlaps, the previous secret is accepted too. A missing, wrong or stale signature is 401 unauthorized.',
         'The same `webhook-id` delivered again answers the first result without applying the update again (remembered 24 h; the same id with a different body is 422 idempotency_key_reused).',
-        '`driver_assigned` accepts our open offer to you (include `driver` {name, phone?, vehicle?}); `driver_en_route`, `driver_arrived`, `passenger_on_board` and `completed` (with `payment` {method: cash | card | pay_link, amountGBP, processorFeeGBP?}) report progress on a booking you hold; `handed_back` {reason?} gives the booking (or the open offer) back and we dispatch it elsewhere.',
+        '`driver_assigned` accepts our open offer to you (include `driver` {name, phone?, licensingAuthority?, vehicle?}: the passenger’s lookup, tracking and pay pages and the booker’s webhooks show the name and vehicle, and the lookup the licensing authority; the phone goes only to the booker’s webhooks). Sent again for a booking you hold, with another driver, it replaces the driver shown. `driver_en_route`, `driver_arrived`, `passenger_on_board` and `completed` (with `payment` {method: cash | card | pay_link, amountGBP, processorFeeGBP?}) report progress on a booking you hold; `handed_back` {reason?} gives the booking (or the open offer) back and we dispatch it elsewhere.',
         'A booking you neither hold nor have an open offer for is 404 booking_not_found.',
       ].join('\n\n'),
       tags: ['partners'],
@@ -74,6 +76,7 @@ export function bookingStatusHookRoutes(): RouteDef[] {
       errors: [
         'unauthorized',
         'forbidden',
+        'content_rejected',
         'booking_not_found',
         'conflict',
         'offer_unavailable',
@@ -95,6 +98,18 @@ export function bookingStatusHookRoutes(): RouteDef[] {
         const idem = await beginIdempotent(deps.db, `hook:${partnerId}`, messageId, req.method, req.path, rawBody);
         if (idem.kind === 'replay') return replayedResult(idem.response);
         try {
+          // The driver's details are shown to passengers and sent on to bookers (and their agents).
+          const d = (body as OperatorUpdate).driver;
+          if (d) {
+            screen(req, [
+              { pointer: '/driver/name', kind: 'name', value: d.name },
+              { pointer: '/driver/licensingAuthority', kind: 'name', value: d.licensingAuthority },
+              { pointer: '/driver/vehicle/make', kind: 'name', value: d.vehicle?.make },
+              { pointer: '/driver/vehicle/model', kind: 'name', value: d.vehicle?.model },
+              { pointer: '/driver/vehicle/colour', kind: 'name', value: d.vehicle?.colour },
+              { pointer: '/driver/vehicle/registration', kind: 'reference', value: d.vehicle?.registration },
+            ]);
+          }
           const applied = await applyOperatorUpdate(
             deps,
             partnerId,

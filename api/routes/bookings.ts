@@ -7,6 +7,7 @@ import {
   EMAIL_PROBLEM_MESSAGES,
   mailboxKey,
 } from '../../shared/domain/email-acceptance.ts';
+import { operatorDriverOf } from '../../shared/domain/operator-driver.ts';
 import { paymentState } from '../../shared/domain/payment-state.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
 import { AppError, type ErrorDetail } from '../../shared/errors.ts';
@@ -671,6 +672,8 @@ export function bookingRoutes(): RouteDef[] {
             : Promise.resolve(undefined),
         ]);
         const state = paymentState(row, records);
+        // A partner operator's own driver (no driver of ours on the booking), as it named them.
+        const operatorDriver = driver ? null : operatorDriverOf(row.operator_driver);
         return {
           status: 200,
           // Personal data and the tracking link (a bearer link): stored by no browser or proxy.
@@ -707,7 +710,18 @@ export function bookingRoutes(): RouteDef[] {
                   },
                   licensingAuthority: driver.licensing_authority,
                 }
-              : null,
+              : operatorDriver
+                ? {
+                    name: operatorDriver.name,
+                    vehicle: {
+                      make: operatorDriver.vehicle?.make ?? null,
+                      model: operatorDriver.vehicle?.model ?? null,
+                      colour: operatorDriver.vehicle?.colour ?? null,
+                      registration: operatorDriver.vehicle?.registration ?? null,
+                    },
+                    licensingAuthority: operatorDriver.licensingAuthority ?? null,
+                  }
+                : null,
             payment: {
               state,
               method: row.payment_method,

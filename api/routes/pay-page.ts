@@ -170,7 +170,8 @@ export function payPageRoutes(): RouteDef[] {
             'b.fare_pence',
             'b.payment_method',
             'b.test_mode',
-            'd.name as driver_name',
+            // Ours, else the one a partner operator holding the booking named.
+            deps.db.raw(`coalesce(d.name, b.operator_driver->>'name') as driver_name`),
             'd.payment_link',
           );
         if (!row) return sendHtml(res, 404, notFoundPage(serviceName));

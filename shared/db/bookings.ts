@@ -23,6 +23,8 @@ export interface BookingRow {
   payment_method: string;
   driver_id: string | null;
   vehicle_id: string | null;
+  /** A tier-3 operator's driver on a booking it holds (shared/domain/operator-driver.ts). */
+  operator_driver: unknown;
   status_seq: number;
   created_at: Date;
   test_mode: boolean;

@@ -176,7 +176,12 @@ export const BookingLookupResponse = Type.Object({
         colour: Nullable(Type.String()),
         registration: Nullable(Type.String()),
       }),
-      licensingAuthority: Type.String(),
+      licensingAuthority: Nullable(
+        Type.String({
+          description:
+            'The council that licensed the driver; null for a partner operator’s driver whose operator did not say',
+        }),
+      ),
     }),
   ),
   payment: Type.Object({

@@ -2,6 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { sha256 } from '../crypto.ts';
 import type { Queryable } from '../db/knex.ts';
+import { operatorDriverOf } from '../domain/operator-driver.ts';
 import { normaliseReference } from '../domain/reference.ts';
 import { haversineMeters } from '../geo/route-estimate.ts';
 
@@ -105,7 +106,7 @@ export interface BookingTimeline {
   statusSeq: number;
   /** History entries with `seq > afterSeq`, in order. */
   entries: TimelineEntry[];
-  /** The assigned driver (bookings.driver_id), or null. */
+  /** The assigned driver (bookings.driver_id, else a partner operator's named driver), or null. */
   driver: TimelineDriver | null;
   /** Minutes from the driver's last known position to the pickup; null when not known. */
   etaMinutes: number | null;
@@ -141,6 +142,7 @@ interface BookingDriverRow {
   pickup: { lat?: unknown; lng?: unknown } | null;
   driver_id: string | null;
   driver_name: string | null;
+  operator_driver: unknown;
   last_lat: number | null;
   last_lng: number | null;
   last_seen_at: Date | null;
@@ -169,7 +171,8 @@ export async function bookingTimeline(
     .orderBy('seq')
     .select<TimelineEntry[]>('seq', 'status', 'at');
   const { rows } = await db.raw<{ rows: BookingDriverRow[] }>(
-    `select b.status, b.status_seq, b.pickup, b.driver_id, d.name as driver_name, d.last_lat, d.last_lng, d.last_seen_at,
+    `select b.status, b.status_seq, b.pickup, b.driver_id, d.name as driver_name, b.operator_driver,
+            d.last_lat, d.last_lng, d.last_seen_at,
             v.make, v.model, v.colour, v.registration
        from bookings b
        left join drivers d on d.id = b.driver_id
@@ -206,6 +209,10 @@ export async function bookingTimeline(
     ) {
       eta = etaMinutes({ lat: row.last_lat, lng: row.last_lng }, { lat: pickup.lat, lng: pickup.lng });
     }
+  } else {
+    // A partner operator's own driver, as the operator named them (we have no position: no ETA).
+    const named = operatorDriverOf(row.operator_driver);
+    if (named) driver = { name: shortDriverName(named.name), vehicle: named.vehicle ?? null };
   }
   return { status: row.status, statusSeq: row.status_seq, entries, driver, etaMinutes: eta };
 }

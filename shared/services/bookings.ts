@@ -601,6 +601,7 @@ export function bookingWrite(
     currency: 'GBP',
     driver_id: null,
     vehicle_id: null,
+    operator_driver: null,
   };
   const view = viewOf(row, baseUrl, deps.config.dataEncryptionKey, true, token);
   const dispatchAt = new Date(

@@ -2,6 +2,7 @@ import { appendStatus } from '../db/bookings.ts';
 import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { heldJob, offeredJob } from '../domain/dispatch/job-view.ts';
+import { type OperatorDriver, operatorDriverOf } from '../domain/operator-driver.ts';
 import { normaliseReference } from '../domain/reference.ts';
 import { isTestScenario, type SandboxMove, sandboxMove, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
@@ -81,6 +82,8 @@ export interface Accepted {
  * Accept an offer. The booking row is locked first, so of two accepts exactly one finds its
  * offer open and the booking still dispatching; the unique index on accepted offers backs it
  * up. An offer that expired, was withdrawn or was declined is 409 offer_unavailable.
+ * `operatorDriver` (a partner operator's own driver, from its status hook) is written with the
+ * assignment, so the `booking.status` event queued with it names the driver.
  */
 export async function acceptOffer(
   deps: DispatchDeps,
@@ -88,7 +91,9 @@ export async function acceptOffer(
   rawRef: string,
   prefix: string,
   now = new Date(),
+  operatorDriver?: OperatorDriver,
 ): Promise<Accepted> {
+  const named = holder.kind === 'partner' && operatorDriver ? operatorDriverOf(operatorDriver) : null;
   const accepted = await deps.db.transaction(async (trx) => {
     const booking = await lockBooking(trx, rawRef, prefix, holder);
     const offer = await latestOffer(trx, booking.id, holder, rawRef);
@@ -145,12 +150,14 @@ export async function acceptOffer(
         driver_id: holder.kind === 'driver' ? holder.id : null,
         vehicle_id: vehicleId,
         operator_partner_id: holder.kind === 'partner' ? holder.id : null,
+        operator_driver: named ? JSON.stringify(named) : null,
         dispatch_tier: offer.tier,
         dead_miles: deadMiles,
       });
     await appendStatus(trx, booking.id, 'driver_assigned', actorOf(holder), {
       tier: offer.tier,
       attempt: offer.attempt,
+      ...(named ? { driver: named } : {}),
     });
     return {
       bookingId: booking.id,
@@ -239,7 +246,13 @@ export async function handBackJob(
     }
     await trx('bookings')
       .where({ id: booking.id })
-      .update({ driver_id: null, vehicle_id: null, operator_partner_id: null, dead_miles: null });
+      .update({
+        driver_id: null,
+        vehicle_id: null,
+        operator_partner_id: null,
+        operator_driver: null,
+        dead_miles: null,
+      });
     await appendStatus(trx, booking.id, 'dispatching', actorOf(holder), {
       handedBack: true,
       ...(reason ? { reason: reason.slice(0, 180) } : {}),

@@ -3,6 +3,7 @@ import { sha256, unseal } from '../crypto.ts';
 import { appendStatus } from '../db/bookings.ts';
 import type { Db } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
+import { type OperatorDriver, operatorDriverOf } from '../domain/operator-driver.ts';
 import { normaliseReference } from '../domain/reference.ts';
 import { AppError } from '../errors.ts';
 import type { DispatchBooking, DispatchDeps, OfferRow } from './dispatch.ts';
@@ -25,11 +26,7 @@ export const OPERATOR_STATUSES = [
 ] as const;
 export type OperatorStatus = (typeof OPERATOR_STATUSES)[number];
 
-export interface OperatorDriver {
-  name: string;
-  phone?: string;
-  vehicle?: { make: string; model: string; colour: string; registration: string };
-}
+export type { OperatorDriver };
 
 export interface OperatorUpdate {
   bookingReference: string;
@@ -118,12 +115,11 @@ export async function applyOperatorUpdate(
   try {
     if (update.status === 'driver_assigned') {
       if (holds && booking.status !== 'dispatching') {
-        // Already ours: a repeat (or a later driver change) is recorded only as details.
-        if (update.driver) await recordDriver(deps.db, booking.id, partnerId, update.driver, false);
-        return { bookingId: booking.id, reference: booking.reference, status: 'driver_assigned', changed: false };
+        // Already ours: a repeat changes nothing; another driver replaces the one shown.
+        const replaced = update.driver ? await changeDriver(deps.db, booking.id, partnerId, update.driver) : false;
+        return { bookingId: booking.id, reference: booking.reference, status: 'driver_assigned', changed: replaced };
       }
-      const accepted = await acceptOffer(deps, holder, booking.reference, prefix, now);
-      if (update.driver) await recordDriver(deps.db, accepted.bookingId, partnerId, update.driver, true);
+      const accepted = await acceptOffer(deps, holder, booking.reference, prefix, now, update.driver);
       return { bookingId: accepted.bookingId, reference: accepted.reference, status: 'driver_assigned', changed: true };
     }
     if (update.status === 'handed_back') return await handBack(deps, booking.id, partnerId, update, messageKey, now);
@@ -143,35 +139,39 @@ export async function applyOperatorUpdate(
 }
 
 /**
- * The operator's driver and vehicle, added to the details of its latest `driver_assigned`
- * history entry (acceptOffer wrote it in its own transaction); a later driver_assigned with a
- * new driver overwrites them there, marked `updated`.
+ * The holding operator names another driver (or corrects the one it named): the booking shows
+ * the new one, and its latest `driver_assigned` history entry by this operator records it,
+ * marked `updated`. Not once the booking is cancelled, or when it is no longer this
+ * operator's. True when something changed (the same driver again changes nothing).
  */
-async function recordDriver(
-  db: Db,
-  bookingId: string,
-  partnerId: string,
-  driver: OperatorDriver,
-  fresh: boolean,
-): Promise<void> {
-  const actor = `partner:${partnerId}`;
-  const details = {
-    driver: {
-      name: driver.name,
-      ...(driver.phone ? { phone: driver.phone } : {}),
-      ...(driver.vehicle ? { vehicle: driver.vehicle } : {}),
-    },
-  };
-  const latest = await db('booking_status_history')
-    .where({ booking_id: bookingId, status: 'driver_assigned', actor })
-    .orderBy('seq', 'desc')
-    .first<{ seq: number } | undefined>('seq');
-  if (!latest) return;
-  await db('booking_status_history')
-    .where({ booking_id: bookingId, seq: latest.seq })
-    .update({
-      details: db.raw('details || ?::jsonb', [JSON.stringify(fresh ? details : { ...details, updated: true })]),
-    });
+async function changeDriver(db: Db, bookingId: string, partnerId: string, sent: OperatorDriver): Promise<boolean> {
+  const driver = operatorDriverOf(sent);
+  if (!driver) return false;
+  return db.transaction(async (trx) => {
+    const booking = await trx('bookings')
+      .where({ id: bookingId })
+      .forUpdate()
+      .first<{ status: string; operator_partner_id: string | null; operator_driver: unknown } | undefined>(
+        'status',
+        'operator_partner_id',
+        'operator_driver',
+      );
+    if (!booking || booking.operator_partner_id !== partnerId || booking.status === 'cancelled') return false;
+    if (JSON.stringify(operatorDriverOf(booking.operator_driver)) === JSON.stringify(driver)) return false;
+    await trx('bookings')
+      .where({ id: bookingId })
+      .update({ operator_driver: JSON.stringify(driver), updated_at: trx.fn.now() });
+    const latest = await trx('booking_status_history')
+      .where({ booking_id: bookingId, status: 'driver_assigned', actor: `partner:${partnerId}` })
+      .orderBy('seq', 'desc')
+      .first<{ seq: number } | undefined>('seq');
+    if (latest) {
+      await trx('booking_status_history')
+        .where({ booking_id: bookingId, seq: latest.seq })
+        .update({ details: trx.raw('details || ?::jsonb', [JSON.stringify({ driver, updated: true })]) });
+    }
+    return true;
+  });
 }
 
 /**
@@ -210,9 +210,13 @@ async function handBack(
         .update({ state: 'declined', responded_at: now, decline_reason: reason });
     }
     if (holds) {
-      await trx('bookings')
-        .where({ id: bookingId })
-        .update({ operator_partner_id: null, driver_id: null, vehicle_id: null, dead_miles: null });
+      await trx('bookings').where({ id: bookingId }).update({
+        operator_partner_id: null,
+        operator_driver: null,
+        driver_id: null,
+        vehicle_id: null,
+        dead_miles: null,
+      });
       await appendStatus(trx, bookingId, 'dispatching', `partner:${partnerId}`, {
         handedBack: true,
         ...(update.reason ? { reason: update.reason } : {}),

@@ -4,6 +4,7 @@ import { safeEqual, seal } from '../crypto.ts';
 import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { type HeldJob, heldJob, type JobColumns } from '../domain/dispatch/job-view.ts';
+import { operatorDriverOf } from '../domain/operator-driver.ts';
 import { uuidv7 } from '../ids.ts';
 import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
 import { newWebhookSecret } from './partners.ts';
@@ -241,6 +242,7 @@ export async function queueStatusFanout(
       driver_id: string | null;
       driver_name: string | null;
       driver_phone: string | null;
+      operator_driver: unknown;
       make: string | null;
       model: string | null;
       colour: string | null;
@@ -251,6 +253,7 @@ export async function queueStatusFanout(
       'b.driver_id',
       'd.name as driver_name',
       'd.phone as driver_phone',
+      'b.operator_driver',
       'v.make',
       'v.model',
       'v.colour',
@@ -279,6 +282,14 @@ export async function queueStatusFanout(
         colour: booking.colour ?? '',
         registration: booking.registration,
       };
+    }
+  } else {
+    // A partner operator's own driver, written with the assignment this event reports.
+    const named = operatorDriverOf(booking.operator_driver);
+    if (named) {
+      data.driver = { name: named.name };
+      if (named.phone) data.driver.phone = named.phone;
+      if (named.vehicle) data.driver.vehicle = named.vehicle;
     }
   }
   const event: BookingStatusEvent = { type: 'booking.status', timestamp: now, data };
