@@ -335,11 +335,14 @@ describe('booking-status hook', () => {
     expect(assigned.status).toBe('driver_assigned');
     expect(assigned.driver).toEqual({ name: sam.name, phone: sam.phone, vehicle: sam.vehicle });
 
-    // Another driver: the lookup and pages show them; the same one again changes nothing.
+    // On the way, then another driver: a new assignment the booker hears of, which the lookup
+    // and pages show; the same driver again changes nothing.
+    expect((await send(operator, { bookingReference: b.reference, status: 'driver_en_route' })).status).toBe(200);
     const kim = { name: 'Kim Lee' };
     expect(
       (await send(operator, { bookingReference: b.reference, status: 'driver_assigned', driver: kim })).status,
     ).toBe(200);
+    expect((await booking(b.id)).status).toBe('driver_assigned');
     expect(await lookup()).toEqual({
       name: 'Kim Lee',
       vehicle: { make: null, model: null, colour: null, registration: null },
@@ -348,11 +351,22 @@ describe('booking-status hook', () => {
     const changed = await page(`/track/${token}`);
     expect(changed).toContain('Kim L.');
     expect(changed).not.toContain('Samuel');
-    const entry = (await history(b.id)).find((e) => e.status === 'driver_assigned');
-    expect(entry.details).toMatchObject({ driver: kim, updated: true });
+    const entries = (await history(b.id)).map((e) => [e.status, e.details.driver?.name, e.details.replaced]);
+    expect(entries).toEqual([
+      ['driver_assigned', sam.name, undefined],
+      ['driver_en_route', undefined, undefined],
+      ['driver_assigned', 'Kim Lee', true],
+    ]);
+    const reassigned = await bookerEvents();
+    expect(reassigned.map((e) => [e.status, e.driver?.name])).toEqual([
+      ['driver_assigned', sam.name],
+      ['driver_en_route', sam.name],
+      ['driver_assigned', 'Kim Lee'],
+    ]);
     const before = await booking(b.id);
     await send(operator, { bookingReference: b.reference, status: 'driver_assigned', driver: { name: 'Kim Lee' } });
     expect((await booking(b.id)).updated_at).toEqual(before.updated_at);
+    expect(await history(b.id)).toHaveLength(3);
 
     // Refused before anything is applied: an instruction to a language model as a driver's name.
     const injected = await send(operator, {
@@ -370,8 +384,50 @@ describe('booking-status hook', () => {
     expect(await lookup()).toBeNull();
     expect(await page(`/pay/${token}`)).not.toContain('Kim L.');
     const events = await bookerEvents();
-    expect(events.map((e) => e.status)).toEqual(['driver_assigned', 'dispatching']);
-    expect(events[1].driver).toBeUndefined();
+    expect(events.map((e) => [e.status, e.driver?.name])).toEqual([
+      ['driver_assigned', sam.name],
+      ['driver_en_route', sam.name],
+      ['driver_assigned', 'Kim Lee'],
+      ['dispatching', undefined],
+    ]);
+  });
+
+  it('names a driver after an accept without one as a new assignment, and only corrects the details once the passenger is on board', async () => {
+    const b = await offeredBooking(operator.id);
+    expect((await send(operator, { bookingReference: b.reference, status: 'driver_assigned' })).status).toBe(200);
+    expect((await booking(b.id)).operator_driver).toBeNull();
+    await send(operator, {
+      bookingReference: b.reference,
+      status: 'driver_assigned',
+      driver: { name: 'Ola Nordmann' },
+    });
+    expect((await booking(b.id)).operator_driver).toEqual({ name: 'Ola Nordmann' });
+    expect((await history(b.id)).map((e) => [e.status, e.details.driver?.name, e.details.replaced])).toEqual([
+      ['driver_assigned', undefined, undefined],
+      ['driver_assigned', 'Ola Nordmann', undefined],
+    ]);
+    for (const status of ['driver_arrived', 'passenger_on_board']) {
+      expect((await send(operator, { bookingReference: b.reference, status })).status).toBe(200);
+    }
+    // On board: the name is corrected where it is shown and recorded, the status stays.
+    const fixed = {
+      name: 'Ola Nordmann-Berg',
+      vehicle: { make: 'Skoda', model: 'Octavia', colour: 'Blue', registration: 'XY70 ABC' },
+    };
+    expect(
+      (await send(operator, { bookingReference: b.reference, status: 'driver_assigned', driver: fixed })).status,
+    ).toBe(200);
+    const row = await booking(b.id);
+    expect(row.status).toBe('passenger_on_board');
+    expect(row.operator_driver).toEqual(fixed);
+    const h = await history(b.id);
+    expect(h.map((e) => e.status)).toEqual([
+      'driver_assigned',
+      'driver_assigned',
+      'driver_arrived',
+      'passenger_on_board',
+    ]);
+    expect(h[1].details).toMatchObject({ driver: fixed, updated: true });
   });
 
   it('hands back an offer not yet accepted: declined, dispatch queued', async () => {

@@ -138,15 +138,24 @@ export async function applyOperatorUpdate(
   }
 }
 
+/** Statuses where another driver is on the way: naming one is a new assignment. */
+const REASSIGNABLE = new Set(['driver_assigned', 'driver_en_route', 'driver_arrived']);
+
 /**
- * The holding operator names another driver (or corrects the one it named): the booking shows
- * the new one, and its latest `driver_assigned` history entry by this operator records it,
- * marked `updated`. Not once the booking is cancelled, or when it is no longer this
- * operator's. True when something changed (the same driver again changes nothing).
+ * The holding operator names a driver for a booking it already holds: the first one after
+ * accepting without a name, or another one. Before the passenger is picked up this is a new
+ * assignment: the booking is `driver_assigned` again, with a history entry naming the driver
+ * (`replaced` when it replaces one), so the booker's webhooks, the tracking page and the
+ * lookup all hear of it; the new driver's progress follows. Once the passenger is on board (or
+ * the ride is over) it can only correct the details shown: the booking shows them and the
+ * latest `driver_assigned` entry records them, marked `updated`, with no new event. Nothing
+ * once the booking is cancelled or no longer this operator's, or for the same driver again.
+ * True when something changed.
  */
 async function changeDriver(db: Db, bookingId: string, partnerId: string, sent: OperatorDriver): Promise<boolean> {
   const driver = operatorDriverOf(sent);
   if (!driver) return false;
+  const actor = `partner:${partnerId}`;
   return db.transaction(async (trx) => {
     const booking = await trx('bookings')
       .where({ id: bookingId })
@@ -157,12 +166,17 @@ async function changeDriver(db: Db, bookingId: string, partnerId: string, sent: 
         'operator_driver',
       );
     if (!booking || booking.operator_partner_id !== partnerId || booking.status === 'cancelled') return false;
-    if (JSON.stringify(operatorDriverOf(booking.operator_driver)) === JSON.stringify(driver)) return false;
+    const before = operatorDriverOf(booking.operator_driver);
+    if (JSON.stringify(before) === JSON.stringify(driver)) return false;
     await trx('bookings')
       .where({ id: bookingId })
       .update({ operator_driver: JSON.stringify(driver), updated_at: trx.fn.now() });
+    if (REASSIGNABLE.has(booking.status)) {
+      await appendStatus(trx, bookingId, 'driver_assigned', actor, { driver, ...(before ? { replaced: true } : {}) });
+      return true;
+    }
     const latest = await trx('booking_status_history')
-      .where({ booking_id: bookingId, status: 'driver_assigned', actor: `partner:${partnerId}` })
+      .where({ booking_id: bookingId, status: 'driver_assigned', actor })
       .orderBy('seq', 'desc')
       .first<{ seq: number } | undefined>('seq');
     if (latest) {
