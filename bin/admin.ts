@@ -30,6 +30,7 @@ import {
   suspendDriver,
 } from '../shared/services/drivers.ts';
 import { createOperator, disableOperator, listOperators, OperatorInputError } from '../shared/services/operators.ts';
+import { reinstatePartner, suspendPartner } from '../shared/services/partner-suspension.ts';
 import { createPartner, extendPartnerTrial } from '../shared/services/partners.ts';
 import {
   type RateCardInput,
@@ -307,6 +308,31 @@ export const COMMANDS: Record<string, Command> = {
         operator: operatorFleet(v),
         actor: ctx.actor,
       }),
+  },
+  'partner suspend': {
+    usage: 'partner suspend ID [--release-jobs] [--reason TEXT]',
+    options: { 'release-jobs': { type: 'boolean' }, reason: { type: 'string' } },
+    positionals: 1,
+    run: async (v, p, ctx) => {
+      const id = uuidArg(p[0], 'ID');
+      const suspended = await suspendPartner(ctx.db, id, ctx.actor, {
+        releaseJobs: v['release-jobs'] === true,
+        ...(typeof v.reason === 'string' && v.reason.trim() !== '' ? { reason: v.reason.trim() } : {}),
+      });
+      if (!suspended) throw new CliError('not_found', `no partner ${id}`);
+      return suspended;
+    },
+  },
+  'partner reinstate': {
+    usage: 'partner reinstate ID',
+    options: {},
+    positionals: 1,
+    run: async (_v, p, ctx) => {
+      const id = uuidArg(p[0], 'ID');
+      const reinstated = await reinstatePartner(ctx.db, id, ctx.actor);
+      if (!reinstated) throw new CliError('not_found', `no partner ${id}`);
+      return reinstated;
+    },
   },
   'supplier create': {
     usage: `supplier create --slug S --adapter ${ADAPTER_NAMES.join('|')} [--external-platform] [--job-fee GBP] [--webhook-url U]`,

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unseal } from '../shared/crypto.ts';
 import { verifyPassword } from '../shared/services/operators.ts';
+import { createPartner } from '../shared/services/partners.ts';
 import { insertOfferedBooking } from './helpers/bookings.ts';
 import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
@@ -195,6 +196,99 @@ describe('admin CLI', () => {
     for (const b of [offered, assigned]) {
       expect(await db('outbox').where('job_id', 'like', `dispatch-${b.id}-released-%`).first()).toBeDefined();
     }
+  });
+
+  it('suspends a partner operator: offers withdrawn, held jobs kept or taken back on request, rides under way left; reinstates it', async () => {
+    const db = env.rt.db;
+    const ref = (s: string) => `${env.config.bookings.referencePrefix}-${s}`;
+    const partner = await createPartner(db, env.config, {
+      name: 'Paused Cars',
+      webhookUrl: 'https://paused.example/hooks',
+      operator: { fleetClasses: ['saloon'], fleetCapacity: 5 },
+      actor: 'test',
+    });
+    const offered = await insertOfferedBooking(db, ref('PZZ001'), { partnerId: partner.id });
+    const assigned = await insertOfferedBooking(db, ref('PZZ002'), { partnerId: partner.id });
+    await db('dispatch_offers').where({ id: assigned.offerId }).update({ state: 'accepted' });
+    await db('bookings')
+      .where({ id: assigned.id })
+      .update({ status: 'driver_en_route', operator_partner_id: partner.id, operator_driver: { name: 'Pat Driver' } });
+    const riding = await insertOfferedBooking(db, ref('PZZ003'), { partnerId: partner.id });
+    await db('dispatch_offers').where({ id: riding.offerId }).update({ state: 'accepted' });
+    await db('bookings')
+      .where({ id: riding.id })
+      .update({ status: 'passenger_on_board', operator_partner_id: partner.id });
+
+    // Without --release-jobs: the open offer is withdrawn and offered again, the held job stays.
+    const first = await admin('partner', 'suspend', partner.id);
+    expect(first.code, first.stderr).toBe(0);
+    expect(JSON.parse(first.stdout)).toEqual({
+      id: partner.id,
+      status: 'suspended',
+      offersWithdrawn: [ref('PZZ001')],
+      jobsHandedBack: [],
+      jobsKept: [ref('PZZ002')],
+      ridesInProgress: [ref('PZZ003')],
+    });
+    expect((await db('partners').where({ id: partner.id }).first('status')).status).toBe('suspended');
+    expect((await db('dispatch_offers').where({ id: offered.offerId }).first('state')).state).toBe('withdrawn');
+    expect(await db('outbox').where('job_id', 'like', `dispatch-${offered.id}-partner-suspended-%`)).toHaveLength(1);
+    expect(await db('bookings').where({ id: assigned.id }).first('status', 'operator_partner_id')).toEqual({
+      status: 'driver_en_route',
+      operator_partner_id: partner.id,
+    });
+    // The suspended operator cannot take a new job.
+    await db('dispatch_offers').where({ id: offered.offerId }).update({ state: 'offered' });
+    const accept = await fetch(`${http.url}/api/public/v1/jobs/${ref('PZZ001')}/accept`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${partner.apiKey}` },
+    });
+    expect(accept.status).toBe(403);
+    await db('dispatch_offers').where({ id: offered.offerId }).update({ state: 'withdrawn' });
+
+    // With --release-jobs: the held job goes back to dispatch, and the operator is told.
+    const second = await admin(
+      'partner',
+      'suspend',
+      partner.id,
+      '--release-jobs',
+      '--reason',
+      'drivers not turning up',
+    );
+    expect(second.code, second.stderr).toBe(0);
+    expect(JSON.parse(second.stdout)).toMatchObject({
+      jobsHandedBack: [ref('PZZ002')],
+      jobsKept: [],
+      ridesInProgress: [ref('PZZ003')],
+    });
+    expect(
+      await db('bookings').where({ id: assigned.id }).first('status', 'operator_partner_id', 'operator_driver'),
+    ).toEqual({ status: 'dispatching', operator_partner_id: null, operator_driver: null });
+    const last = await db('booking_status_history').where({ booking_id: assigned.id }).orderBy('seq', 'desc').first();
+    expect(last).toMatchObject({
+      status: 'dispatching',
+      details: { handedBack: true, reason: 'partner suspended by an operator: drivers not turning up' },
+    });
+    const told = await db('webhook_deliveries as w')
+      .join('webhook_endpoints as e', 'e.id', 'w.endpoint_id')
+      .where({ 'w.booking_id': assigned.id, 'e.partner_id': partner.id })
+      .select('w.payload');
+    expect(told.map((t) => t.payload.data)).toEqual([expect.objectContaining({ status: 'dispatching' })]);
+    expect(told[0]?.payload.data.driver).toBeUndefined();
+    expect(await db('outbox').where('job_id', 'like', `dispatch-${assigned.id}-partner-suspended-%`)).toHaveLength(1);
+    expect(await db('bookings').where({ id: riding.id }).first('status', 'operator_partner_id')).toEqual({
+      status: 'passenger_on_board',
+      operator_partner_id: partner.id,
+    });
+
+    const back = await admin('partner', 'reinstate', partner.id);
+    expect(back.code, back.stderr).toBe(0);
+    expect(JSON.parse(back.stdout)).toEqual({ id: partner.id, status: 'active' });
+    expect((await db('partners').where({ id: partner.id }).first('status')).status).toBe('active');
+    const actions = await db('audit_log').where({ subject_id: partner.id }).orderBy('id').pluck('action');
+    expect(actions).toEqual(['partner.create', 'partner.suspend', 'partner.suspend', 'partner.reinstate']);
+    const unknown = await admin('partner', 'suspend', '00000000-0000-4000-8000-000000000000');
+    expect(unknown.code).toBe(1);
   });
 
   it('answers mistakes with JSON on stderr and exit 1', async () => {
