@@ -35,42 +35,16 @@ const AUTH_FAILURES = { name: 'auth-failures', points: 20, durationSeconds: 600 
  * and each request adds one; the reply is every counter and its time left. This is the script
  * of rate-limiter-flexible's RateLimiterRedis (same keys, same counting), applied to many
  * counters in one call: all the limiters of all the requests that arrive together.
- *
- * A key given a limit and a member counts distinct requests instead (a set, its window set by
- * the first): a member already in the window is not counted again (its count is the set's
- * size, within the limit), and a new member past the limit is not added (its count is one
- * over). So the same request sent again, or many times at once, costs one point.
- *
- * ARGV: the windows in seconds, one per key, then a limit and a member per key ('' and '' for
- * a plain counter).
  */
 const CONSUME_LUA = `
-local n = #KEYS
 local out = {}
-for i = 1, n do
+for i = 1, #KEYS do
   local d = ARGV[i]
-  local limit = ARGV[n + 2 * i - 1]
-  local consumed
-  if limit == '' then
-    redis.call('set', KEYS[i], 0, 'EX', d, 'NX')
-    consumed = redis.call('incrby', KEYS[i], 1)
-  else
-    local member = ARGV[n + 2 * i]
-    local held = redis.call('scard', KEYS[i])
-    if redis.call('sismember', KEYS[i], member) == 1 then
-      consumed = held
-    elseif held >= tonumber(limit) then
-      consumed = held + 1
-    else
-      redis.call('sadd', KEYS[i], member)
-      consumed = held + 1
-    end
-  end
+  redis.call('set', KEYS[i], 0, 'EX', d, 'NX')
+  local consumed = redis.call('incrby', KEYS[i], 1)
   local ttl = redis.call('pttl', KEYS[i])
   if ttl == -1 then
     redis.call('expire', KEYS[i], d)
-    ttl = 1000 * d
-  elseif ttl == -2 then
     ttl = 1000 * d
   end
   out[#out + 1] = consumed
@@ -91,22 +65,11 @@ export function unavailable(): AppError {
   });
 }
 
-/** Count `member` once however often it comes, and add no new member past `limit`. */
-export interface DistinctCount {
-  member: string;
-  limit: number;
-}
-
 /**
- * Adds one to each fixed-window counter `keys[i]` (window `durations[i]` seconds), or with
- * `distinct[i]` counts distinct members in it, and answers, per key, the count after it and
- * the window's time left in ms: [count, ttl, count, ttl, ...].
+ * Adds one to each fixed-window counter `keys[i]` (window `durations[i]` seconds) and answers,
+ * per key, the count after it and the window's time left in ms: [count, ttl, count, ttl, ...].
  */
-export type FixedWindowCounter = (
-  keys: readonly string[],
-  durations: readonly string[],
-  distinct?: readonly (DistinctCount | undefined)[],
-) => Promise<number[]>;
+export type FixedWindowCounter = (keys: readonly string[], durations: readonly string[]) => Promise<number[]>;
 
 const counters = new WeakMap<Redis, FixedWindowCounter>();
 
@@ -127,8 +90,6 @@ export function fixedWindowCounter(redis: Redis): FixedWindowCounter {
   interface Pending {
     keys: string[];
     durations: string[];
-    /** A limit and a member per key, '' and '' for a plain counter. */
-    distinct: string[];
     resolve(reply: number[]): void;
     reject(err: unknown): void;
   }
@@ -144,15 +105,13 @@ export function fixedWindowCounter(redis: Redis): FixedWindowCounter {
   const send = (batch: Pending[]) => {
     const keys: string[] = [];
     const durations: string[] = [];
-    const distinct: string[] = [];
     for (const p of batch) {
       keys.push(...p.keys);
       durations.push(...p.durations);
-      distinct.push(...p.distinct);
     }
     let reply: Promise<number[]>;
     try {
-      reply = run.call(redis, keys.length, ...keys, ...durations, ...distinct);
+      reply = run.call(redis, keys.length, ...keys, ...durations);
     } catch (err) {
       reply = Promise.reject(err);
     }
@@ -173,13 +132,9 @@ export function fixedWindowCounter(redis: Redis): FixedWindowCounter {
       });
   };
 
-  const counter: FixedWindowCounter = (keys, durations, distinct = []) =>
+  const counter: FixedWindowCounter = (keys, durations) =>
     new Promise<number[]>((resolve, reject) => {
-      const pairs = keys.flatMap((_, i) => {
-        const d = distinct[i];
-        return d ? [String(d.limit), d.member] : ['', ''];
-      });
-      pending.push({ keys: [...keys], durations: [...durations], distinct: pairs, resolve, reject });
+      pending.push({ keys: [...keys], durations: [...durations], resolve, reject });
       if (!scheduled) {
         scheduled = true;
         setImmediate(flush);

@@ -7,7 +7,7 @@ import { normalisePhone, type PaymentMethod, redeemQuote } from '../../shared/se
 import { createQuote, isQuoteForNow } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
-import { bookingCaller, redeemingPassenger, requestIdentity, screen } from '../routes/bookings.ts';
+import { bookingCaller, redeemingPassenger, screen } from '../routes/bookings.ts';
 import { quoteCaller } from '../routes/quotes.ts';
 import { formToken, formTokenValid } from './csrf.ts';
 import { escapeHtml, pageHeaders, sendPage } from './layout.ts';
@@ -490,7 +490,6 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
           '/email',
           quote.test_mode,
           quote.id,
-          requestIdentity({ quoteId: quote.id }),
         );
         const view = await redeemQuote(
           deps,

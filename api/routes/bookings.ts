@@ -59,20 +59,16 @@ const UNVERIFIED_WINDOW_SECONDS = 3600;
  * An address nobody has confirmed yet gets 8 priced requests an hour (SPEC.md section 8,
  * CONTRACT.md section 5); confirming it (passenger-verify, or the link in the confirmation
  * e-mail) lifts the limit. Counted on the route limits' fixed-window counter (one Redis script
- * call for the counts of requests arriving together) as distinct requests: `request` names
- * what is asked for (the body of a priced request, the quote redeemed), and the same request
- * again, one after another or many at once, is counted once, so an agent's retries are
- * answered with the booking they made instead of using up the hour. The key,
- * `<prefix>:rl:unverified-requests:<mailbox>`, is by `mailboxKey`: `+tag` (and, at Gmail,
- * dotted) variants of one mailbox share one count rather than each starting afresh.
+ * call for the counts of requests arriving together), under the key rate-limiter-flexible
+ * used before, `<prefix>:rl:unverified-email:<mailbox>`: by `mailboxKey`, so `+tag` (and, at
+ * Gmail, dotted) variants of one mailbox share one count rather than each starting afresh.
  */
-async function limitUnverified(deps: ApiDeps, email: string, request: string): Promise<void> {
+async function limitUnverified(deps: ApiDeps, email: string): Promise<void> {
   let reply: number[];
   try {
     reply = await fixedWindowCounter(deps.redis)(
-      [`${deps.config.queuePrefix}:rl:unverified-requests:${mailboxKey(email)}`],
+      [`${deps.config.queuePrefix}:rl:unverified-email:${mailboxKey(email)}`],
       [String(UNVERIFIED_WINDOW_SECONDS)],
-      [{ member: request, limit: UNVERIFIED_POINTS }],
     );
   } catch {
     throw unavailable();
@@ -90,17 +86,6 @@ async function limitUnverified(deps: ApiDeps, email: string, request: string): P
       RateLimit: `"unverified-email";r=0;t=${retryAfter}`,
     },
   );
-}
-
-/**
- * What a request asks for, as the unconfirmed-address limit counts it: a quote's redemption by
- * the quote, a priced booking by its body as sent. Digests (SHA-256), so a member is small
- * whatever was sent.
- */
-export function requestIdentity(asked: { quoteId: string } | { body: Buffer | string }): string {
-  return 'quoteId' in asked
-    ? `quote:${sha256(asked.quoteId).toString('base64url')}`
-    : `body:${sha256(asked.body).toString('base64url')}`;
 }
 
 /** The passenger e-mail rules: malformed, disposable, role addresses, no mail server: 400. */
@@ -214,9 +199,7 @@ async function v1PassengerOrLimit(
   /** A test-mode booking: no mail-server lookup (`mxCheckFor`). */
   testMode: boolean,
   /** The quote to redeem: read with the passenger's standing (`passengerStanding`). */
-  quoteId: string | undefined,
-  /** What the request asks for (`requestIdentity`): asked again, it is counted once. */
-  request: string,
+  quoteId?: string,
 ): Promise<V1Passenger & { refusal: unknown }> {
   const passenger: Passenger = {
     name: name as string,
@@ -226,7 +209,7 @@ async function v1PassengerOrLimit(
   // The address's hourly count is taken while its standing is read, not after it: one round
   // trip less per booking. Counting a confirmed (or blocked) address's request is harmless: the
   // limit applies only while an address is unconfirmed, and a blocked one is refused anyway.
-  const limited = limitUnverified(deps, passenger.email as string, request).then(
+  const limited = limitUnverified(deps, passenger.email as string).then(
     () => null,
     (err: unknown) => err,
   );
@@ -386,17 +369,8 @@ export function bookingRoutes(): RouteDef[] {
           const phone = body.passengerPhone ?? body.passenger_phone;
           const method = payment(body.paymentMethod ?? body.payment_method);
           const emailPointer = body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email';
-          const checkPassenger = () =>
-            v1PassengerOrLimit(
-              deps,
-              name,
-              email,
-              phone,
-              emailPointer,
-              bc.testMode,
-              undefined,
-              requestIdentity({ body: req.rawBody ?? JSON.stringify(body) }),
-            );
+          const checkPassenger = (redeeming?: string) =>
+            v1PassengerOrLimit(deps, name, email, phone, emailPointer, bc.testMode, redeeming);
           if (quoteId !== undefined) {
             requireFields({ passengerName: name, passengerEmail: email, passengerPhone: phone });
             // A partner allowed to set fares may book a quote at its own fare, as it may book
@@ -410,7 +384,6 @@ export function bookingRoutes(): RouteDef[] {
               emailPointer,
               bc.testMode,
               quoteId,
-              requestIdentity({ quoteId }),
             );
             const view = await redeemQuote(
               deps,
