@@ -245,6 +245,33 @@ describe('admin CLI', () => {
     });
     expect(accept.status).toBe(403);
     await db('dispatch_offers').where({ id: offered.offerId }).update({ state: 'withdrawn' });
+    // Nor make a booking with its key (its intake is refused the same way).
+    const book = (path: string, body: unknown) =>
+      fetch(`${http.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${partner.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const redeem = {
+      quote_id: '00000000-0000-4000-8000-000000000000',
+      passenger_name: 'Ada Lovelace',
+      passenger_email: 'ada@example.com',
+      passenger_phone: '+447700900123',
+    };
+    const refused = await book('/api/public/v1/booking', redeem);
+    expect(refused.status).toBe(403);
+    expect(((await refused.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'forbidden',
+      message: expect.stringContaining('suspended'),
+    });
+    const instant = await book('/api/public/bookings/instant', {
+      pickup_address: 'Manchester Piccadilly',
+      dropoff_address: 'Manchester Airport',
+      passenger_name: 'Ada Lovelace',
+      passenger_phone_whatsapp: '+447700900123',
+      passenger_count: 1,
+    });
+    expect(instant.status).toBe(403);
 
     // With --release-jobs: the held job goes back to dispatch, and the operator is told.
     const second = await admin(
@@ -285,6 +312,9 @@ describe('admin CLI', () => {
     expect(back.code, back.stderr).toBe(0);
     expect(JSON.parse(back.stdout)).toEqual({ id: partner.id, status: 'active' });
     expect((await db('partners').where({ id: partner.id }).first('status')).status).toBe('active');
+    // Active again, its key books: this unknown quote gets as far as the quote (404).
+    const again = await book('/api/public/v1/booking', redeem);
+    expect(again.status).toBe(404);
     const actions = await db('audit_log').where({ subject_id: partner.id }).orderBy('id').pluck('action');
     expect(actions).toEqual(['partner.create', 'partner.suspend', 'partner.suspend', 'partner.reinstate']);
     const unknown = await admin('partner', 'suspend', '00000000-0000-4000-8000-000000000000');

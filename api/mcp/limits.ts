@@ -51,7 +51,7 @@ export function subjectLimiter(
     const caller = {
       kind: 'api_key',
       ip: clientIp(req),
-      key: { id: subject, name: 'MCP token', prefix: 'mcp', mode: 'live', partnerId: null },
+      key: { id: subject, name: 'MCP token', prefix: 'mcp', mode: 'live', partnerId: null, partnerSuspended: false },
     } satisfies Caller;
     const view = {
       locals: { caller },

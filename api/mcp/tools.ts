@@ -4,7 +4,7 @@ import type { Request } from 'express';
 import * as z from 'zod';
 import { VEHICLE_SEATS, VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
 import { AppError, type ErrorDetail } from '../../shared/errors.ts';
-import type { ApiKeyIdentity } from '../../shared/services/api-keys.ts';
+import { type ApiKeyIdentity, assertMayBook } from '../../shared/services/api-keys.ts';
 import {
   type BookingCaller,
   type BookingView,
@@ -306,6 +306,7 @@ function quoteCallerOf(ctx: ToolContext) {
 }
 
 function callerOf(ctx: ToolContext): BookingCaller {
+  assertMayBook(ctx.apiKey);
   const qc = quoteCallerOf(ctx);
   return { ...qc, scope: `mcp:${ctx.grant.email}`, testScenario: scenarioHeader(ctx.req, qc.testMode) };
 }

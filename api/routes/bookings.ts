@@ -24,6 +24,7 @@ import {
   V1BookingRequest,
   V1BookingResponse,
 } from '../../shared/schemas/bookings.ts';
+import { assertMayBook } from '../../shared/services/api-keys.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import {
   assertNotBlocked,
@@ -241,8 +242,12 @@ async function aliasPassenger(
   };
 }
 
-/** Who books: the key, its partner and mode; with a request, the test scenario its header names. */
+/**
+ * Who books: the key, its partner and mode; with a request, the test scenario its header names.
+ * A suspended partner's key is 403 here, before anything is priced or written.
+ */
 export function bookingCaller(caller: Caller, req?: Request): BookingCaller {
+  if (caller.kind === 'api_key') assertMayBook(caller.key);
   const qc = quoteCaller(caller);
   return {
     ...qc,

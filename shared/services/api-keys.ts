@@ -1,5 +1,6 @@
 import { randomBase62, sha256 } from '../crypto.ts';
 import type { Db, Queryable } from '../db/knex.ts';
+import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 
 /**
@@ -15,6 +16,8 @@ export interface ApiKeyIdentity {
   prefix: string;
   mode: KeyMode;
   partnerId: string | null;
+  /** The key's partner is suspended: it may look up and finish what it has, not book anew. */
+  partnerSuspended: boolean;
 }
 
 export interface ApiKeyListing {
@@ -55,18 +58,43 @@ export async function createApiKey(
 
 /** The identity behind a presented key, or null when it is unknown or revoked. */
 export async function findApiKey(db: Queryable, key: string): Promise<ApiKeyIdentity | null> {
-  const row = await db('api_keys')
-    .where({ key_hash: sha256(key) })
-    .whereNull('revoked_at')
-    .first<{ id: string; name: string; prefix: string; mode: KeyMode; partner_id: string | null } | undefined>(
-      'id',
-      'name',
-      'prefix',
-      'mode',
-      'partner_id',
-    );
+  const row = await db('api_keys as k')
+    .leftJoin('partners as p', 'p.id', 'k.partner_id')
+    .where({ 'k.key_hash': sha256(key) })
+    .whereNull('k.revoked_at')
+    .first<
+      | {
+          id: string;
+          name: string;
+          prefix: string;
+          mode: KeyMode;
+          partner_id: string | null;
+          partner_status: string | null;
+        }
+      | undefined
+    >('k.id', 'k.name', 'k.prefix', 'k.mode', 'k.partner_id', 'p.status as partner_status');
   if (!row) return null;
-  return { id: row.id, name: row.name, prefix: row.prefix, mode: row.mode, partnerId: row.partner_id };
+  return {
+    id: row.id,
+    name: row.name,
+    prefix: row.prefix,
+    mode: row.mode,
+    partnerId: row.partner_id,
+    partnerSuspended: row.partner_id !== null && row.partner_status !== 'active',
+  };
+}
+
+/**
+ * A suspended partner's key makes no new booking or quote redemption (`admin partner suspend`):
+ * 403, as its job intake is. Lookups, cancellations and the jobs it holds still work.
+ */
+export function assertMayBook(key: ApiKeyIdentity | null | undefined): void {
+  if (key?.partnerSuspended) {
+    throw new AppError(
+      'forbidden',
+      'This partner account is suspended: it cannot make bookings. Look-ups and cancellations still work; contact us to restore it.',
+    );
+  }
 }
 
 const TOUCH_EVERY_MS = 60_000;

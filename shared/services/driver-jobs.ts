@@ -244,15 +244,13 @@ export async function handBackJob(
         .where({ id: offer.id })
         .update({ state: 'declined', responded_at: now, decline_reason: why });
     }
-    await trx('bookings')
-      .where({ id: booking.id })
-      .update({
-        driver_id: null,
-        vehicle_id: null,
-        operator_partner_id: null,
-        operator_driver: null,
-        dead_miles: null,
-      });
+    await trx('bookings').where({ id: booking.id }).update({
+      driver_id: null,
+      vehicle_id: null,
+      operator_partner_id: null,
+      operator_driver: null,
+      dead_miles: null,
+    });
     await appendStatus(trx, booking.id, 'dispatching', actorOf(holder), {
       handedBack: true,
       ...(reason ? { reason: reason.slice(0, 180) } : {}),

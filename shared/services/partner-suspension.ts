@@ -6,8 +6,9 @@ import { enqueueJob } from '../db/outbox.ts';
  * Suspending and reinstating a partner (`admin partner suspend ID [--release-jobs]`,
  * `admin partner reinstate ID`).
  *
- * A suspended partner submits no jobs (intake answers 403), is offered none and accepts none
- * (dispatch passes it over; an accept is 403). Its keys still work for what it already has:
+ * A suspended partner submits no jobs and makes no bookings with its key (intake and the
+ * booking routes answer 403: `assertMayBook`), is offered none and accepts none (dispatch
+ * passes it over; an accept is 403). Its keys still work for what it already has:
  * looking up, finishing, handing back or declining its jobs. Suspension also:
  *
  * - withdraws its open offers, and dispatch asks the next operator or driver at once, instead
