@@ -23,7 +23,7 @@ import type { ErrorDetail } from '../errors.ts';
  *    (soft hyphen, Hangul fillers, ...); line and paragraph separators; two variation
  *    selectors in a row (one after a character is ordinary emoji presentation, a run of them
  *    is the "variation selector smuggling" channel); unpaired surrogates and noncharacters.
- * 3. Flight numbers only: an IATA flight designator (see `FLIGHT_NUMBER`). Nothing else is
+ * 3. Flight numbers only: an IATA or ICAO flight designator (see `FLIGHT_NUMBER`). Nothing else is
  *    checked for a flight number: the pattern leaves no room for anything else.
  * 4. Instructions aimed at a language model, looked for in normalised forms of the text (NFKC,
  *    lower case, accents, look-alike letters (Unicode's confusables, enclosed and squared
@@ -219,12 +219,13 @@ function findHidden(s: string, multiline: boolean): Refusal | null {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * An IATA flight designator: a two-character airline code (two letters, or a letter and a
- * digit either way round, as in "U2" and "9W"; never two digits), then 1 to 4 digits, then an
- * optional operational suffix letter; spaces allowed between the parts ("BA 123", "EZY" is an
- * ICAO code and not accepted). Checked after NFKC, trimming and upper-casing.
+ * A flight designator as passengers and booking systems write it: the airline's two-character
+ * IATA code (two letters, or a letter and a digit either way round, as in "U2" and "9W"; never
+ * two digits) or its three-letter ICAO code (as flight trackers show it: "EZY8123", "BAW286"),
+ * then 1 to 4 digits, then an optional operational suffix letter; spaces or one hyphen allowed
+ * between code and number ("BA 123", "BA-123"). Checked after NFKC, trimming and upper-casing.
  */
-const FLIGHT_NUMBER = /^(?:[A-Z][A-Z0-9]|[0-9][A-Z]) {0,3}[0-9]{1,4} {0,2}[A-Z]?$/;
+const FLIGHT_NUMBER = /^(?:[A-Z][A-Z0-9]|[0-9][A-Z]|[A-Z]{3})(?: {0,3}| ?- ?)[0-9]{1,4} {0,2}[A-Z]?$/;
 
 // ---------------------------------------------------------------------------------------------
 // Normalisation
