@@ -32,6 +32,20 @@ function replayable(status: number): boolean {
 }
 
 /** Whose requests these are, for idempotency keys and repeat detection: the API key, else the IP. */
+/**
+ * Where an Idempotency-Key is remembered: the operation, not the spelling of its URL. Express
+ * matches paths without regard to case or a trailing slash, so a retry sent to
+ * `/api/public/bookings/instant/` is the same operation as one sent to `.../instant`.
+ */
+export function idempotencyPathOf(
+  route: Pick<RouteDef, 'path'> & { idempotencyPath?: string | undefined },
+  requestPath: string,
+): string {
+  if (route.idempotencyPath) return route.idempotencyPath;
+  if (!route.path.includes(':')) return route.path;
+  return requestPath.length > 1 ? requestPath.replace(/\/+$/, '') : requestPath;
+}
+
 export function callerScope(caller: Caller): string {
   return caller.kind === 'api_key'
     ? `key:${caller.key.id}`
@@ -74,7 +88,7 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
               callerScope(caller),
               idemKey,
               req.method,
-              route.idempotencyPath ?? req.path,
+              idempotencyPathOf(route, req.path),
               req.rawBody,
             )
           : null;

@@ -78,7 +78,8 @@ export interface RouteDef<
   /**
    * The path an Idempotency-Key is remembered under, when this route is another spelling of
    * one operation (`/v1/bookings` for `/v1/booking`): a key used on one is replayed on the other.
-   * Default the request's path.
+   * Default the route's own path; for a path with parameters, the request's path without a
+   * trailing slash (so `/instant/` and `/INSTANT`, which Express routes alike, are one operation).
    */
   idempotencyPath?: string;
   /** Appears in the OpenAPI document (public surface). Default true. */

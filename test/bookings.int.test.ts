@@ -934,6 +934,13 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(b.status).toBe(200);
     expect(b.text).toBe(a.text);
     expect(b.headers.get('idempotency-replayed')).toBe('true');
+    // Spelt as Express routes it too (a trailing slash, another case): the same operation.
+    for (const path of ['/api/public/bookings/instant/', '/API/Public/Bookings/Instant']) {
+      const again = await post(path, body, { 'Idempotency-Key': key });
+      expect(again.status, path).toBe(200);
+      expect(again.text).toBe(a.text);
+      expect(again.headers.get('idempotency-replayed')).toBe('true');
+    }
     const c = await post('/api/public/bookings/instant', { ...body, passenger_count: 2 }, { 'Idempotency-Key': key });
     expect(c.status).toBe(422);
     expect(c.json.error?.code).toBe('idempotency_key_reused');

@@ -13,6 +13,9 @@ import { verifyWebhook } from '../../shared/services/webhooks.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { screen } from './bookings.ts';
 
+/** The route's path; also where its idempotency claims are remembered, however the URL was spelt. */
+const HOOK_PATH = '/api/public/hooks/booking-status';
+
 /**
  * Status updates from partner operators who fulfil a booking (CONTRACT.md section 6), signed
  * with Standard Webhooks like our own status fanout.
@@ -60,7 +63,7 @@ export function bookingStatusHookRoutes(): RouteDef[] {
   return [
     defineRoute({
       method: 'post',
-      path: '/api/public/hooks/booking-status',
+      path: HOOK_PATH,
       operationId: 'bookingStatusHook',
       summary: 'Status updates from a partner operator fulfilling a booking',
       description: [
@@ -95,7 +98,7 @@ export function bookingStatusHookRoutes(): RouteDef[] {
         }
 
         // A redelivered webhook-id replays the first answer (the idempotency_keys table, scope per partner).
-        const idem = await beginIdempotent(deps.db, `hook:${partnerId}`, messageId, req.method, req.path, rawBody);
+        const idem = await beginIdempotent(deps.db, `hook:${partnerId}`, messageId, req.method, HOOK_PATH, rawBody);
         if (idem.kind === 'replay') return replayedResult(idem.response);
         try {
           // The driver's details are shown to passengers and sent on to bookers (and their agents).

@@ -16,6 +16,9 @@ import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { scenarioHeader } from '../sandbox.ts';
 
+/** The route's path; also where its idempotency claims are remembered, however the URL was spelt. */
+const JOBS_PATH = '/api/public/v1/jobs';
+
 /**
  * POST /api/public/v1/jobs: partner job intake (SPEC.md 2.9, CONTRACT.md section 6).
  *
@@ -29,7 +32,7 @@ export function partnerJobRoutes(): RouteDef[] {
   return [
     defineRoute({
       method: 'post',
-      path: '/api/public/v1/jobs',
+      path: JOBS_PATH,
       // Idempotency-Key claimed in the handler, once the caller is authenticated (`underClaims`).
       idempotent: 'handler',
       operationId: 'submitPartnerJobs',
@@ -82,7 +85,7 @@ export function partnerJobRoutes(): RouteDef[] {
           key === undefined
             ? []
             : [{ scope: caller.kind === 'api_key' ? callerScope(caller) : `hmac:${partner.id}`, key }];
-        return underClaims(deps.db, claims, { method: req.method, path: req.path, rawBody: req.rawBody }, async () => {
+        return underClaims(deps.db, claims, { method: req.method, path: JOBS_PATH, rawBody: req.rawBody }, async () => {
           const results = await processJobs(
             { ...deps, logger: req.log ?? deps.logger },
             intakeCaller,

@@ -10,7 +10,10 @@ import {
   SUPPLIER_SIGNATURE_TOLERANCE_SECONDS,
 } from '../../shared/services/suppliers.ts';
 import { baseUrlFor } from '../base-url.ts';
+import { idempotencyPathOf } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
+
+const SUPPLIER_HOOK_PATH = '/api/public/hooks/:supplier-booking';
 
 const DESCRIPTION = [
   'Booking hook for configured suppliers (CONTRACT.md section 6): each supplier posts to /api/public/hooks/{supplier}-booking in its own format; an unknown or inactive supplier is 404 not_found, missing or wrong credentials 401 unauthorized (compared in constant time).',
@@ -25,7 +28,7 @@ export function supplierHookRoutes(): RouteDef[] {
     defineRoute({
       method: 'post',
       // Express 5 / path-to-regexp 8: `supplier` is the part before the literal `-booking`.
-      path: '/api/public/hooks/:supplier-booking',
+      path: SUPPLIER_HOOK_PATH,
       // Idempotency-Key claimed in the handler, once the caller is authenticated (`underClaims`).
       idempotent: 'handler',
       operationId: 'supplierBookingHook',
@@ -64,19 +67,24 @@ export function supplierHookRoutes(): RouteDef[] {
         }
         const idempotencyKey = req.get('idempotency-key');
         if (idempotencyKey !== undefined) claims.push({ scope: `supplier-key:${supplier.slug}`, key: idempotencyKey });
-        return underClaims(deps.db, claims, { method: req.method, path: req.path, rawBody: req.rawBody }, async () => {
-          const results = await processJobs(
-            { ...deps, logger: req.log ?? deps.logger },
-            { partner: null, supplier, apiKeyId: null, testMode: false, scope: `supplier:${supplier.slug}` },
-            parsed.jobs.map((j) => j.job),
-            baseUrlFor(req, deps.config),
-          );
-          const summary = summarise(results);
-          const status = parsed.single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
-          // As partner batches: an answer with a job that failed on our side or hit a limit is
-          // not replayed, so the supplier's retry runs it (the jobs that succeeded are `unchanged`).
-          return { status, body: { results, summary }, remember: !results.some(retryableJob) };
-        });
+        return underClaims(
+          deps.db,
+          claims,
+          { method: req.method, path: idempotencyPathOf({ path: SUPPLIER_HOOK_PATH }, req.path), rawBody: req.rawBody },
+          async () => {
+            const results = await processJobs(
+              { ...deps, logger: req.log ?? deps.logger },
+              { partner: null, supplier, apiKeyId: null, testMode: false, scope: `supplier:${supplier.slug}` },
+              parsed.jobs.map((j) => j.job),
+              baseUrlFor(req, deps.config),
+            );
+            const summary = summarise(results);
+            const status = parsed.single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
+            // As partner batches: an answer with a job that failed on our side or hit a limit is
+            // not replayed, so the supplier's retry runs it (the jobs that succeeded are `unchanged`).
+            return { status, body: { results, summary }, remember: !results.some(retryableJob) };
+          },
+        );
       },
     }),
   ];
