@@ -624,6 +624,23 @@ describe('POST /api/public/v1/booking', () => {
     expect(car.status).toBe(400);
     expect(car.json.error?.code).toBe('invalid_input');
     expect(car.json.error?.details[0]?.field).toBe('/vehicleType');
+
+    // A name (or an address) of white space only says nothing: 400 naming it, in either spelling.
+    const blank = await post('/api/public/v1/booking', { ...direct, passengerName: '   ', pickup: '\t ' });
+    expect(blank.status).toBe(400);
+    expect(blank.json.error?.code).toBe('invalid_input');
+    expect(blank.json.error?.details).toEqual([
+      { field: '/pickup', problem: 'must not be blank' },
+      { field: '/passengerName', problem: 'must not be blank' },
+    ]);
+    const snake = await post('/api/public/bookings/instant', {
+      pickup_address: 'Leeds station',
+      dropoff_address: 'Leeds Bradford Airport',
+      passenger_name: ' ',
+      passenger_phone_whatsapp: '+447700900321',
+    });
+    expect(snake.status).toBe(400);
+    expect(snake.json.error?.details).toEqual([{ field: '/passenger_name', problem: 'must not be blank' }]);
   });
 
   it('honours fareGBP from a partner allowed to set fares, and refuses it 403 from one that is not', async () => {

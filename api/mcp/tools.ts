@@ -72,6 +72,7 @@ const place = (what: string) =>
     .string()
     .min(1)
     .max(300)
+    .regex(/\S/, 'must not be blank')
     .describe(
       `${what}: a UK address, full or partial postcode ("M1 1AE", "SW1A"), railway or Underground station ("Manchester Piccadilly", "MAN"), airport with terminal ("Heathrow T5", "LGW") or town ("Newport, Wales")`,
     );
@@ -150,7 +151,12 @@ const bookingInput = {
     .describe('Pickup time (ISO 8601, e.g. "2026-12-01T09:30:00Z"); required without quoteId. Not in the past.'),
   passengers: passengers.optional(),
   vehicleType: vehicleType.optional(),
-  passengerName: z.string().min(1).max(100).describe("The passenger's name, for the driver"),
+  passengerName: z
+    .string()
+    .min(1)
+    .max(100)
+    .regex(/\S/, 'must not be blank')
+    .describe("The passenger's name, for the driver"),
   passengerPhone: z
     .string()
     .min(7)

@@ -1,9 +1,9 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { VEHICLE_TYPES } from '../domain/tariffs/types.ts';
-import { DateTime, StringEnum } from './common.ts';
+import { DateTime, NOT_BLANK, StringEnum } from './common.ts';
 
 const Text = (max: number, description?: string) =>
-  Type.String({ minLength: 1, maxLength: max, ...(description ? { description } : {}) });
+  Type.String({ minLength: 1, maxLength: max, pattern: NOT_BLANK, ...(description ? { description } : {}) });
 /** Checked by the e-mail acceptance rules (400 email_not_accepted, CONTRACT.md section 5), not by format. */
 const PassengerEmail = Type.String({ minLength: 1, maxLength: 254 });
 /**

@@ -20,6 +20,12 @@ export const ErrorEnvelope = Type.Object({
 });
 export type ErrorEnvelope = Static<typeof ErrorEnvelope>;
 
+/**
+ * The `pattern` of a text field that must say something: a character other than white space
+ * (a name of three spaces is no name). Validation reports it as "must not be blank".
+ */
+export const NOT_BLANK = '\\S';
+
 export const Uuid = Type.String({ format: 'uuid' });
 export const DateTime = Type.String({ format: 'date-time' });
 

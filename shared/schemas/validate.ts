@@ -2,6 +2,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { Ajv, type ErrorObject } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { ErrorDetail } from '../errors.ts';
+import { NOT_BLANK } from './common.ts';
 
 // ajv-formats is CommonJS; under ESM its default export is the plugin function.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
@@ -58,6 +59,10 @@ function problem(err: ErrorObject): string {
       return `must be one of: ${(err.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
     case 'additionalProperties':
       return 'is not allowed';
+    case 'pattern':
+      return (err.params as { pattern: string }).pattern === NOT_BLANK
+        ? 'must not be blank'
+        : (err.message ?? 'is invalid');
     default:
       return err.message ?? 'is invalid';
   }
