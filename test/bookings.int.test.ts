@@ -1497,6 +1497,32 @@ describe('passenger e-mail on bookings', () => {
     expect(mailText(afterMail)).not.toContain('Confirm your e-mail address');
   });
 
+  it('answers 50 identical requests at once from an unconfirmed address with the one booking, past the 8 too', async () => {
+    const email = `burst-${Date.now()}@example.org`;
+    const body = { ...base, departAt: inHours(15), passengerEmail: email };
+    const results = await Promise.all(Array.from({ length: 50 }, () => post('/api/public/v1/booking', body)));
+    expect(results.map((r) => r.status)).toEqual(results.map(() => 201));
+    expect(new Set(results.map((r) => r.json.bookingReference)).size).toBe(1);
+    expect(await env.rt.db('bookings').where({ passenger_email: email })).toHaveLength(1);
+    // Each was counted, so a new booking for the address is 429.
+    const next = await post('/api/public/v1/booking', { ...body, departAt: inHours(16) });
+    expect(next.status).toBe(429);
+
+    // The same for a quote redeemed 50 times at once by another unconfirmed address.
+    const q = await quote(5);
+    const other = `burst-q-${Date.now()}@example.org`;
+    const redeem = {
+      quote_id: q,
+      passenger_name: 'Burst Bea',
+      passenger_email: other,
+      passenger_phone: '+447700900444',
+    };
+    const redeemed = await Promise.all(Array.from({ length: 50 }, () => post('/api/public/v1/booking', redeem)));
+    expect(redeemed.map((r) => r.status)).toEqual(redeemed.map(() => 201));
+    expect(new Set(redeemed.map((r) => r.json.bookingReference)).size).toBe(1);
+    expect(await env.rt.db('bookings').where({ quote_id: q })).toHaveLength(1);
+  });
+
   it("signs the confirmation's link instead of storing it: nothing is written until it is opened, and it verifies only its booking's address", async () => {
     const email = `signed-${Date.now()}@example.org`;
     // A code the passenger asked for first still works after they book (the booking does not

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Request } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
@@ -180,8 +181,40 @@ export async function redeemingPassenger(
   ...args: Parameters<typeof v1PassengerOrLimit>
 ): Promise<V1Passenger & { preloaded?: { quote: QuoteRow | null } }> {
   const { refusal, ...checked } = await v1PassengerOrLimit(...args);
-  if (refusal && !checked.preloaded?.quote?.redeemed_at) throw refusal;
-  return checked;
+  if (!refusal) return checked;
+  const quote = checked.preloaded?.quote;
+  if (quote?.redeemed_at) return checked;
+  // Sent together with the request redeeming it: that one's booking is the answer once written.
+  const [deps, , , , , , quoteId] = args;
+  const redeemed =
+    quote && quoteId
+      ? await lookingAgain(() =>
+          deps.db('quotes').where({ id: quote.id }).whereNotNull('redeemed_at').first<{ id: string } | undefined>('id'),
+        )
+      : undefined;
+  if (!redeemed) throw refusal;
+  // Read again by the redemption, which answers with its booking (or 409 for another passenger).
+  const { preloaded: _stale, ...rest } = checked;
+  return rest;
+}
+
+/** Waits between looks for what an identical request sent at the same moment is writing (3.15 s in all). */
+const LOOK_AGAIN_MS = [50, 100, 200, 400, 800, 1600] as const;
+
+/**
+ * Past an unconfirmed address's hourly limit, a request is still answered with the booking
+ * already made for it. One sent at the same moment as the request making that booking (an
+ * agent's parallel retries: 50 identical at once) finds it only once that request has written
+ * it, so the look is repeated with growing waits before the 429. Nothing is written here: a
+ * request past the limit never makes a booking; a new one is answered 429 after the waits.
+ */
+async function lookingAgain<T>(look: () => Promise<T | undefined>): Promise<T | undefined> {
+  for (const wait of [0, ...LOOK_AGAIN_MS]) {
+    if (wait > 0) await sleep(wait);
+    const found = await look();
+    if (found) return found;
+  }
+  return undefined;
 }
 
 /**
@@ -453,8 +486,9 @@ export function bookingRoutes(): RouteDef[] {
             method,
           });
           if (refusal) {
-            // Past the hourly limit: the same request again still gets its booking; a new one is 429.
-            const repeat = await repeatedBooking(deps.db, hash);
+            // Past the hourly limit: the same request again (or at the same moment) still gets
+            // its booking; a new one is 429.
+            const repeat = await lookingAgain(() => repeatedBooking(deps.db, hash));
             if (!repeat) throw refusal;
             return { status: 201, body: v1Body(viewOf(repeat, base, deps.config.dataEncryptionKey, false)) };
           }
