@@ -31,11 +31,12 @@ function replayable(status: number): boolean {
   return status < 500 && status !== 401 && status !== 429;
 }
 
-/** Whose requests these are, for idempotency keys and repeat detection: the API key, else the IP. */
 /**
  * Where an Idempotency-Key is remembered: the operation, not the spelling of its URL. Express
  * matches paths without regard to case or a trailing slash, so a retry sent to
- * `/api/public/bookings/instant/` is the same operation as one sent to `.../instant`.
+ * `/api/public/bookings/instant/` is the same operation as one sent to `.../instant`. A path
+ * with parameters is the request's own without a trailing slash: its parameters name what is
+ * acted on (their case is kept, since a token's matters).
  */
 export function idempotencyPathOf(
   route: Pick<RouteDef, 'path'> & { idempotencyPath?: string | undefined },
@@ -46,6 +47,7 @@ export function idempotencyPathOf(
   return requestPath.length > 1 ? requestPath.replace(/\/+$/, '') : requestPath;
 }
 
+/** Whose requests these are, for idempotency keys and repeat detection: the API key, else the IP. */
 export function callerScope(caller: Caller): string {
   return caller.kind === 'api_key'
     ? `key:${caller.key.id}`

@@ -78,8 +78,9 @@ export interface RouteDef<
   /**
    * The path an Idempotency-Key is remembered under, when this route is another spelling of
    * one operation (`/v1/bookings` for `/v1/booking`): a key used on one is replayed on the other.
-   * Default the route's own path; for a path with parameters, the request's path without a
-   * trailing slash (so `/instant/` and `/INSTANT`, which Express routes alike, are one operation).
+   * Default the route's own path (so `/instant/` and `/INSTANT`, which Express routes alike,
+   * are one operation); for a path with parameters, the request's path without a trailing
+   * slash (`idempotencyPathOf` in mount.ts).
    */
   idempotencyPath?: string;
   /** Appears in the OpenAPI document (public surface). Default true. */

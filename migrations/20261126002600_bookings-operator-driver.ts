@@ -11,8 +11,9 @@ import type { Knex } from 'knex';
  * carries them), replaced when the operator names another driver, and cleared when it hands
  * the job back. Only a booking an operator holds may have one.
  *
- * Adding the column is a catalogue change; checking the constraint reads the table once under
- * the migration's lock (every existing row passes: the column is new).
+ * Adding the column is a catalogue change. The check is added NOT VALID, so adding it does not
+ * read the whole table under the migration's lock: it holds for every row written from now on,
+ * and every existing row satisfies it already (the column is new, so null everywhere).
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(
@@ -20,7 +21,8 @@ export async function up(knex: Knex): Promise<void> {
        add column operator_driver jsonb,
        add constraint bookings_operator_driver_check
          check (operator_driver is null
-                or (operator_partner_id is not null and jsonb_typeof(operator_driver) = 'object'))`,
+                or (operator_partner_id is not null and jsonb_typeof(operator_driver) = 'object'))
+         not valid`,
   );
   await knex.raw(
     `comment on column bookings.operator_driver is

@@ -213,6 +213,12 @@ describe('admin CLI', () => {
     await db('bookings')
       .where({ id: assigned.id })
       .update({ status: 'driver_en_route', operator_partner_id: partner.id, operator_driver: { name: 'Pat Driver' } });
+    // A ride it booked for its own customer and fulfils itself.
+    const own = await insertOfferedBooking(db, ref('PZZ004'), { partnerId: partner.id });
+    await db('dispatch_offers').where({ id: own.offerId }).update({ state: 'accepted' });
+    await db('bookings')
+      .where({ id: own.id })
+      .update({ status: 'driver_assigned', partner_id: partner.id, operator_partner_id: partner.id });
     const riding = await insertOfferedBooking(db, ref('PZZ003'), { partnerId: partner.id });
     await db('dispatch_offers').where({ id: riding.offerId }).update({ state: 'accepted' });
     await db('bookings')
@@ -227,7 +233,7 @@ describe('admin CLI', () => {
       status: 'suspended',
       offersWithdrawn: [ref('PZZ001')],
       jobsHandedBack: [],
-      jobsKept: [ref('PZZ002')],
+      jobsKept: [ref('PZZ002'), ref('PZZ004')],
       ridesInProgress: [ref('PZZ003')],
     });
     expect((await db('partners').where({ id: partner.id }).first('status')).status).toBe('suspended');
@@ -285,7 +291,7 @@ describe('admin CLI', () => {
     expect(second.code, second.stderr).toBe(0);
     expect(JSON.parse(second.stdout)).toMatchObject({
       jobsHandedBack: [ref('PZZ002')],
-      jobsKept: [],
+      jobsKept: [ref('PZZ004')],
       ridesInProgress: [ref('PZZ003')],
     });
     expect(
@@ -305,6 +311,11 @@ describe('admin CLI', () => {
     expect(await db('outbox').where('job_id', 'like', `dispatch-${assigned.id}-partner-suspended-%`)).toHaveLength(1);
     expect(await db('bookings').where({ id: riding.id }).first('status', 'operator_partner_id')).toEqual({
       status: 'passenger_on_board',
+      operator_partner_id: partner.id,
+    });
+    // Its own customer's ride stays with it.
+    expect(await db('bookings').where({ id: own.id }).first('status', 'operator_partner_id')).toEqual({
+      status: 'driver_assigned',
       operator_partner_id: partner.id,
     });
 

@@ -2,6 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
@@ -46,11 +47,11 @@ afterAll(async () => {
   await smtp?.close();
 });
 
-async function connect(token: string): Promise<Client> {
+async function connect(token: string, headers: Record<string, string> = {}): Promise<Client> {
   const client = new Client({ name: 'mcp-test', version: '1.0.0' });
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
-      requestInit: { headers: { Authorization: `Bearer ${token}` } },
+      requestInit: { headers: { Authorization: `Bearer ${token}`, ...headers } },
     }),
   );
   clients.push(client);
@@ -344,6 +345,24 @@ describe('start_booking', () => {
     );
     expect(error.code).toBe('invalid_input');
     expect(error.details.map((d) => d.field)).toEqual(['/pickup', '/dropoff', '/departAt']);
+  });
+
+  it('refuses start_booking with a suspended partner’s key beside the token: forbidden, nothing booked', async () => {
+    const partner = await createPartner(env.rt.db, env.config, { name: 'Paused Agency', actor: 'test' });
+    await env.rt.db('partners').where({ id: partner.id }).update({ status: 'suspended' });
+    const client = await connect(ada.accessToken, { [env.config.apiKeyHeader]: partner.apiKey });
+    const error = errorOf(
+      await call(client, 'start_booking', {
+        pickup: 'Leeds',
+        dropoff: 'York',
+        departAt: inHours(8),
+        passengerName: 'Ada Lovelace',
+        passengerPhone: '+447700900123',
+      }),
+    );
+    expect(error.code).toBe('forbidden');
+    expect(error.message).toContain('suspended');
+    expect(await env.rt.db('bookings').where({ partner_id: partner.id })).toEqual([]);
   });
 
   it('refuses a phone an operator blocked as account_blocked, priced or from a quote, nothing booked', async () => {

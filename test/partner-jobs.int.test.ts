@@ -562,3 +562,25 @@ describe('fares, limits and concurrency', () => {
     }
   }, 180_000);
 });
+
+describe('a suspended partner', () => {
+  it('submits no new job or amendment, but may still cancel its jobs', async () => {
+    const paused = await createPartner(env.rt.db, env.config, { name: 'Paused Travel', actor: 'test' });
+    const made = await asPartner(job('SUSP-1'), paused);
+    expect(made.status, made.text).toBe(201);
+    await env.rt.db('partners').where({ id: paused.id }).update({ status: 'suspended' });
+    const fresh = await asPartner(job('SUSP-2'), paused);
+    expect(fresh.status).toBe(403);
+    expect(fresh.json.error?.code).toBe('forbidden');
+    const amend = await asPartner([{ ...job('SUSP-1', { passengers: 3 }), action: 'amend' }], paused);
+    expect(amend.status).toBe(403);
+    // A cancellation beside a new job is refused whole; cancellations alone go through.
+    const mixed = await asPartner([{ jobRef: 'SUSP-1', action: 'cancel' }, job('SUSP-3')], paused);
+    expect(mixed.status).toBe(403);
+    const cancel = await asPartner({ jobRef: 'SUSP-1', action: 'cancel' }, paused);
+    expect(cancel.status, cancel.text).toBe(200);
+    expect(cancel.json.results[0]?.outcome).toBe('cancelled');
+    expect((await bookingByRef(made.json.results[0]?.bookingReference as string)).status).toBe('cancelled');
+    expect(await countBookings(paused.id)).toBe(1);
+  });
+});

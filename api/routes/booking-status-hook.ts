@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { AppError, errorBody } from '../../shared/errors.ts';
-import { StringEnum } from '../../shared/schemas/common.ts';
+import { NOT_BLANK, StringEnum } from '../../shared/schemas/common.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import { beginIdempotent, replayedResult } from '../../shared/services/idempotency.ts';
 import {
@@ -21,10 +21,10 @@ const HOOK_PATH = '/api/public/hooks/booking-status';
  * with Standard Webhooks like our own status fanout.
  */
 const Vehicle = Type.Object({
-  make: Type.String({ minLength: 1, maxLength: 60 }),
-  model: Type.String({ minLength: 1, maxLength: 60 }),
-  colour: Type.String({ minLength: 1, maxLength: 40 }),
-  registration: Type.String({ minLength: 1, maxLength: 16 }),
+  make: Type.String({ minLength: 1, maxLength: 60, pattern: NOT_BLANK }),
+  model: Type.String({ minLength: 1, maxLength: 60, pattern: NOT_BLANK }),
+  colour: Type.String({ minLength: 1, maxLength: 40, pattern: NOT_BLANK }),
+  registration: Type.String({ minLength: 1, maxLength: 16, pattern: NOT_BLANK }),
 });
 
 const StatusUpdate = Type.Object({
@@ -32,9 +32,9 @@ const StatusUpdate = Type.Object({
   status: StringEnum([...OPERATOR_STATUSES]),
   driver: Type.Optional(
     Type.Object({
-      name: Type.String({ minLength: 1, maxLength: 100 }),
-      phone: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
-      licensingAuthority: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+      name: Type.String({ minLength: 1, maxLength: 100, pattern: NOT_BLANK }),
+      phone: Type.Optional(Type.String({ minLength: 1, maxLength: 32, pattern: NOT_BLANK })),
+      licensingAuthority: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: NOT_BLANK })),
       vehicle: Type.Optional(Vehicle),
     }),
   ),
@@ -106,6 +106,7 @@ export function bookingStatusHookRoutes(): RouteDef[] {
           if (d) {
             screen(req, [
               { pointer: '/driver/name', kind: 'name', value: d.name },
+              { pointer: '/driver/phone', kind: 'name', value: d.phone },
               { pointer: '/driver/licensingAuthority', kind: 'name', value: d.licensingAuthority },
               { pointer: '/driver/vehicle/make', kind: 'name', value: d.vehicle?.make },
               { pointer: '/driver/vehicle/model', kind: 'name', value: d.vehicle?.model },

@@ -68,7 +68,14 @@ export function partnerJobRoutes(): RouteDef[] {
           throw new AppError('forbidden', 'Job intake is for partners: a driver token cannot submit jobs.');
         }
         if (!partner) throw new AppError('forbidden', 'This API key does not belong to a partner.');
-        assertActive(partner);
+        const single = !Array.isArray(body);
+        const jobs: unknown[] = single ? [body] : (body as unknown[]);
+        // A suspended partner may still cancel its jobs (its customers keep cancelling), in a
+        // request of cancellations only; anything else from it is 403.
+        const cancelsOnly =
+          jobs.length > 0 &&
+          jobs.every((j) => j !== null && typeof j === 'object' && (j as { action?: unknown }).action === 'cancel');
+        if (!cancelsOnly) assertActive(partner);
         const intakeCaller: IntakeCaller = {
           partner,
           apiKeyId,
@@ -76,8 +83,6 @@ export function partnerJobRoutes(): RouteDef[] {
           scope: caller.kind === 'api_key' ? callerScope(caller) : `partner:${partner.id}`,
           testScenario: scenarioHeader(req, testMode),
         };
-        const single = !Array.isArray(body);
-        const jobs: unknown[] = single ? [body] : (body as unknown[]);
         // The Idempotency-Key is claimed here, once the partner is authenticated, scoped by its
         // API key or, signing with HMAC, by the partner (whatever address it sends from).
         const key = req.get('idempotency-key');

@@ -1,11 +1,11 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { DateTime, NOT_BLANK, StringEnum } from './common.ts';
+import { DateTime, StringEnum } from './common.ts';
 
 export const PARTNER_JOB_ACTIONS = ['new', 'amend', 'cancel'] as const;
 export const MAX_JOBS_PER_REQUEST = 100;
 
 const Text = (max: number, description?: string) =>
-  Type.String({ minLength: 1, maxLength: max, pattern: NOT_BLANK, ...(description ? { description } : {}) });
+  Type.String({ minLength: 1, maxLength: max, ...(description ? { description } : {}) });
 
 /**
  * One partner job (SPEC.md 2.9). Each job of a batch is validated on its own against this

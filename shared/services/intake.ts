@@ -149,7 +149,10 @@ export async function loadPartner(db: Db, id: string): Promise<IntakePartner | u
 
 export function assertActive(partner: IntakePartner): void {
   if (partner.status !== 'active') {
-    throw new AppError('forbidden', 'This partner account is suspended: contact us to restore job intake.');
+    throw new AppError(
+      'forbidden',
+      'This partner account is suspended: it submits no new jobs or amendments (a request of cancellations only is still accepted); contact us to restore job intake.',
+    );
   }
 }
 

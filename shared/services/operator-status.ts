@@ -120,6 +120,9 @@ export async function applyOperatorUpdate(
         return { bookingId: booking.id, reference: booking.reference, status: 'driver_assigned', changed: replaced };
       }
       const accepted = await acceptOffer(deps, holder, booking.reference, prefix, now, update.driver);
+      // Accepted at the same moment by another update of ours (one without the driver, say):
+      // this one's driver is named as on a booking already held (nothing when it is the same).
+      if (update.driver) await changeDriver(deps.db, accepted.bookingId, partnerId, update.driver);
       return { bookingId: accepted.bookingId, reference: accepted.reference, status: 'driver_assigned', changed: true };
     }
     if (update.status === 'handed_back') return await handBack(deps, booking.id, partnerId, update, messageKey, now);

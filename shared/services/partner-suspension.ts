@@ -20,7 +20,9 @@ import { enqueueJob } from '../db/outbox.ts';
  *   is queued. Without it those jobs stay with the operator, listed as `jobsKept`;
  * - never touches a ride with the passenger on board (`ridesInProgress`).
  *
- * Bookings the partner made as a booker are not touched: their passengers keep their rides.
+ * Bookings the partner made as a booker are not touched, even those it fulfils itself (kept
+ * with it, `jobsKept`): their passengers keep their rides, and it may still cancel them (a
+ * job intake request of cancellations only, or the passenger's lookup and cancel).
  */
 
 export interface SuspendedPartner {
@@ -78,12 +80,15 @@ export async function suspendPartner(
       )
       .orderBy('b.id')
       .forUpdate()
-      .select<{ id: string; reference: string; status: string; operator_partner_id: string | null }[]>(
-        'b.id',
-        'b.reference',
-        'b.status',
-        'b.operator_partner_id',
-      );
+      .select<
+        {
+          id: string;
+          reference: string;
+          status: string;
+          operator_partner_id: string | null;
+          partner_id: string | null;
+        }[]
+      >('b.id', 'b.reference', 'b.status', 'b.operator_partner_id', 'b.partner_id');
 
     const withdrawn =
       locked.length === 0
@@ -109,7 +114,10 @@ export async function suspendPartner(
 
     const held = locked.filter((b) => b.operator_partner_id === id);
     const notPickedUp = held.filter((b) => NOT_PICKED_UP.includes(b.status));
-    const handedBack = opts.releaseJobs ? notPickedUp : [];
+    // Its own customers' rides, which it booked and fulfils itself, stay with it either way: they
+    // are its business, at its fares, not ours to hand to another driver.
+    const handedBack = opts.releaseJobs ? notPickedUp.filter((b) => b.partner_id !== id) : [];
+    const handedBackIds = new Set(handedBack.map((b) => b.id));
     for (const b of handedBack) {
       await trx('dispatch_offers')
         .where({ booking_id: b.id, partner_id: id, state: 'accepted' })
@@ -135,7 +143,7 @@ export async function suspendPartner(
       status: 'suspended',
       offersWithdrawn: offered.map((b) => b.reference),
       jobsHandedBack: handedBack.map((b) => b.reference),
-      jobsKept: opts.releaseJobs ? [] : notPickedUp.map((b) => b.reference),
+      jobsKept: notPickedUp.filter((b) => !handedBackIds.has(b.id)).map((b) => b.reference),
       ridesInProgress: held.filter((b) => b.status === 'passenger_on_board').map((b) => b.reference),
     };
     const { id: _id, status: _status, ...jobs } = result;
