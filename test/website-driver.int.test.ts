@@ -217,6 +217,55 @@ describe('sign-in', () => {
     expect((await getPage(api.url, '/driver', jar)).html).toContain('Driver sign-in');
   });
 
+  it('signs out every device: the token is replaced, every session ends, the new token arrives by SMS and e-mail', async () => {
+    const d = await approvedDriver(env.rt.db, { name: 'Lena Lost' });
+    const phone = await signedIn(d);
+    const laptop = await signedIn(d);
+    const home = await getPage(api.url, '/driver', laptop);
+    const path = '/driver/sign-out-everywhere';
+    // Without the form token, nothing happens.
+    expect((await postForm(api.url, path, {}, laptop)).status).toBe(403);
+    expect((await getPage(api.url, '/driver', phone)).html).toContain('Hello, Lena');
+
+    const out = await postForm(api.url, path, { csrf: csrfOf(home.html, path) }, laptop);
+    expect(out.status).toBe(200);
+    expectSafePage(out);
+    expect(out.html).toContain('Signed out on every device');
+    for (const jar of [phone, laptop])
+      expect((await getPage(api.url, '/driver', jar)).html).toContain('Driver sign-in');
+    const dashboard = (token: string) =>
+      fetch(`${api.url}/api/public/v1/driver/dashboard`, { headers: { authorization: `Bearer ${token}` } });
+    expect((await dashboard(d.token)).status).toBe(401);
+    // The new token, as the driver receives it, works on the web and in the app.
+    const sent = await env.rt
+      .db('outbound_messages')
+      .where({ driver_id: d.id, purpose: 'driver_token' })
+      .orderBy('created_at', 'desc')
+      .select('channel', 'body');
+    const token = /(dtn_drv_[0-9A-Za-z]{40})/.exec(sent.find((m) => m.channel === 'sms')?.body ?? '')?.[1] as string;
+    expect(token).toBeDefined();
+    expect(token).not.toBe(d.token);
+    expect(sent.find((m) => m.channel === 'email')?.body).toContain(token);
+    expect((await dashboard(token)).status).toBe(200);
+    expect((await signIn(new CookieJar(), token)).status).toBe(303);
+
+    // The same through the API: the answer carries the next token; the one sent stops working.
+    const replaced = await fetch(`${api.url}/api/public/v1/driver/token`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(replaced.status).toBe(200);
+    expect(replaced.headers.get('cache-control')).toBe('no-store');
+    const next = (await replaced.json()) as { token: string; tokenPrefix: string };
+    expect(next.token).toMatch(/^dtn_drv_[0-9A-Za-z]{40}$/);
+    expect(next.token.startsWith(next.tokenPrefix)).toBe(true);
+    expect((await dashboard(token)).status).toBe(401);
+    expect((await dashboard(next.token)).status).toBe(200);
+    const audit = await env.rt.db('audit_log').where({ subject_id: d.id, action: 'driver.token_replace' });
+    expect(audit).toHaveLength(2);
+    expect(JSON.stringify(audit)).not.toContain(next.token);
+  });
+
   it('a suspended driver’s session stops working at once, as does one from before a new token; a forged one never works', async () => {
     const d = await approvedDriver(env.rt.db, { name: 'Sam Suspended' });
     const jar = await signedIn(d);

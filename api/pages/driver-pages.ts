@@ -18,7 +18,7 @@ import {
   reportPresence,
   reportProgress,
 } from '../../shared/services/driver-jobs.ts';
-import { authenticateDriver, type DriverIdentity } from '../../shared/services/drivers.ts';
+import { authenticateDriver, type DriverIdentity, replaceDriverToken } from '../../shared/services/drivers.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { requestIdOf } from '../middleware/errors.ts';
@@ -38,6 +38,8 @@ import { SITE_STYLE, sendMessagePage, timeElement, VEHICLE_LABELS, websiteCaller
  *   to, Accept and Decline. Without a session it shows the offer and the sign-in form.
  * - `GET, POST /driver/sign-in` and `POST /driver/sign-out`: the driver token (issued at
  *   approval) checked as the API checks it, then a session cookie (driver-session.ts).
+ *   `POST /driver/sign-out-everywhere` replaces the token (`replaceDriverToken`), which ends
+ *   every session on every device; the new token is sent by SMS and e-mail.
  * - `GET /driver`: the job feed (offers and jobs in hand, as `GET /api/public/v1/jobs`) and the
  *   dashboard (earnings, completed rides, paid weeks, invoices, dead mileage).
  * - `GET /driver/jobs/{ref}`: a job in hand with the pickup details and progress buttons;
@@ -53,6 +55,8 @@ import { SITE_STYLE, sendMessagePage, timeElement, VEHICLE_LABELS, websiteCaller
 export const DRIVER_HOME_PATH = '/driver';
 export const DRIVER_SIGN_IN_PATH = '/driver/sign-in';
 export const DRIVER_SIGN_OUT_PATH = '/driver/sign-out';
+/** Sign out every device: the driver's token is replaced (the new one goes by SMS and e-mail). */
+export const DRIVER_SIGN_OUT_EVERYWHERE_PATH = '/driver/sign-out-everywhere';
 export const DRIVER_JOB_PATH = '/driver/jobs/:ref';
 export const DRIVER_ACCEPT_PATH = '/driver/jobs/:ref/accept';
 export const DRIVER_DECLINE_PATH = '/driver/jobs/:ref/decline';
@@ -118,6 +122,7 @@ const milesText = (m: number) => `${m.toFixed(1)} ${m === 1 ? 'mile' : 'miles'}`
 const jobAction = (driverId: string, ref: string) => `driver-job:${driverId}:${ref}`;
 const SIGN_IN_ACTION = 'driver-sign-in';
 const signOutAction = (driverId: string) => `driver-sign-out:${driverId}`;
+const signOutEverywhereAction = (driverId: string) => `driver-sign-out-everywhere:${driverId}`;
 const availabilityAction = (driverId: string) => `driver-availability:${driverId}`;
 
 const hidden = (name: string, value: string) => `<input type="hidden" name="${name}" value="${escapeHtml(value)}">`;
@@ -393,6 +398,7 @@ export interface DriverHandlers {
   signInPage(req: Request, res: Response): Promise<void>;
   signIn(req: Request, res: Response): Promise<void>;
   signOut(req: Request, res: Response): Promise<void>;
+  signOutEverywhere(req: Request, res: Response): Promise<void>;
   home(req: Request, res: Response): Promise<void>;
   job(req: Request, res: Response): Promise<void>;
   accept(req: Request, res: Response): Promise<void>;
@@ -760,6 +766,36 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
       res.redirect(303, DRIVER_HOME_PATH);
     },
 
+    /**
+     * `POST /driver/sign-out-everywhere`: a lost or shared phone. The token is replaced, so
+     * every session (this one too) and the old token end at once; the new token goes to the
+     * driver by SMS and e-mail, and they sign in with it.
+     */
+    async signOutEverywhere(req, res) {
+      await limits.page(req, res);
+      const driver = await sessionDriver(req, deps.db, key);
+      const body = (req.body ?? {}) as Record<string, unknown>;
+      if (!driver) return res.redirect(303, DRIVER_HOME_PATH);
+      if (!formTokenValid(req, key, signOutEverywhereAction(driver.id), body.csrf)) {
+        return message(
+          res,
+          403,
+          'This form could not be checked',
+          'Open your jobs page again and sign out from there.',
+        );
+      }
+      await replaceDriverToken(deps.db, driver.id, `driver:${driver.id}`);
+      req.log?.info({ driver: driver.id }, 'driver signed out everywhere: token replaced');
+      endSession(res, secure(req));
+      res.set({ 'Cache-Control': 'no-store' });
+      return message(
+        res,
+        200,
+        'Signed out on every device',
+        'Your old driver token no longer works anywhere. A new one is on its way to you by SMS and e-mail: sign in with it.',
+      );
+    },
+
     /** `GET /driver`: the feed and the dashboard, or the sign-in form. */
     async home(req, res) {
       await limits.page(req, res);
@@ -827,6 +863,10 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
         `<form method="post" action="${DRIVER_SIGN_OUT_PATH}">`,
         hidden('csrf', formToken(req, res, key, signOutAction(driver.id), secure(req))),
         `<button type="submit" class="secondary">Sign out ${escapeHtml(driver.name)}</button>`,
+        '</form>',
+        `<form method="post" action="${DRIVER_SIGN_OUT_EVERYWHERE_PATH}">`,
+        hidden('csrf', formToken(req, res, key, signOutEverywhereAction(driver.id), secure(req))),
+        '<button type="submit" class="secondary">Sign out on every device (new token by SMS and e-mail)</button>',
         '</form>',
       );
       // Always the script: it keeps reporting the location while the driver takes jobs.

@@ -14,6 +14,7 @@ import {
   DRIVER_HOME_PATH,
   DRIVER_JOB_PATH,
   DRIVER_SIGN_IN_PATH,
+  DRIVER_SIGN_OUT_EVERYWHERE_PATH,
   DRIVER_SIGN_OUT_PATH,
   DRIVER_STATUS_PATH,
   driverHandlers,
@@ -88,6 +89,7 @@ export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
   router.get(DRIVER_SIGN_IN_PATH, handle(driver.signInPage));
   router.post(DRIVER_SIGN_IN_PATH, handle(withForm(driver.signIn)));
   router.post(DRIVER_SIGN_OUT_PATH, handle(withForm(driver.signOut)));
+  router.post(DRIVER_SIGN_OUT_EVERYWHERE_PATH, handle(withForm(driver.signOutEverywhere)));
   router.get(DRIVER_HOME_PATH, handle(driver.home));
   router.get(DRIVER_JOB_PATH, handle(driver.job));
   router.post(DRIVER_ACCEPT_PATH, handle(withForm(driver.accept)));

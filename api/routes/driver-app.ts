@@ -14,9 +14,15 @@ import {
   reportProgress,
 } from '../../shared/services/driver-jobs.ts';
 import { removeMapKey, storeMapKey } from '../../shared/services/driver-map-key.ts';
+import { replaceDriverToken } from '../../shared/services/drivers.ts';
 import type { ApiDeps } from '../deps.ts';
 import type { Caller } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
+
+const NewToken = Type.Object({
+  token: Type.String({ description: 'The new driver token: keep it private' }),
+  tokenPrefix: Type.String({ description: 'Its first characters, as operators see them' }),
+});
 
 /**
  * The driver app's API (CONTRACT.md section 6): presence, the job feed, accept and decline an
@@ -294,6 +300,29 @@ export function driverAppRoutes(): RouteDef[] {
         return {
           status: 200,
           body: (await driverDashboard(deps.db, caller.driver.id)) satisfies DriverDashboard,
+          headers: { 'Cache-Control': 'no-store' },
+        };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/api/public/v1/driver/token',
+      operationId: 'replaceDriverToken',
+      summary: 'Replace your driver token, signing out every device',
+      description:
+        'For a lost, stolen or shared phone: a new token is issued, the one this request was sent with stops working at once, and so does every driver web session signed in with it, on every device. ' +
+        'The new token is in the answer (stored nowhere readable) and is sent to you by SMS and e-mail, as at approval.',
+      tags: ['drivers'],
+      auth: 'driver',
+      errors: ['forbidden'],
+      responses: { 200: { description: 'The new token', schema: NewToken } },
+      handler: async ({ deps, caller }) => {
+        if (caller.kind !== 'driver') throw new AppError('forbidden', 'Drivers only.');
+        const replaced = await replaceDriverToken(deps.db, caller.driver.id, `driver:${caller.driver.id}`);
+        if (!replaced) throw new AppError('forbidden', 'Only an approved driver has a token to replace.');
+        return {
+          status: 200,
+          body: { token: replaced.token, tokenPrefix: replaced.tokenPrefix } satisfies Static<typeof NewToken>,
           headers: { 'Cache-Control': 'no-store' },
         };
       },

@@ -432,8 +432,7 @@ export interface ApprovedDriver {
  * suspended driver) issues a new token, and the previous one stops working. Null if unknown.
  */
 export async function approveDriver(db: Db, id: string, actor: string): Promise<ApprovedDriver | null> {
-  const token = `${DRIVER_TOKEN_PREFIX}${randomBase62(40)}`;
-  const prefix = token.slice(0, TOKEN_PREFIX_LENGTH);
+  const { token, prefix } = newDriverToken();
   return db.transaction(async (trx) => {
     const [row] = await trx('drivers')
       .where({ id })
@@ -488,6 +487,63 @@ export async function approveDriver(db: Db, id: string, actor: string): Promise<
       ].join('\n'),
     });
     return { id, status: 'approved' as const, token, trialEndsAt };
+  });
+}
+
+/** A new driver bearer token and its visible prefix. */
+function newDriverToken(): { token: string; prefix: string } {
+  const token = `${DRIVER_TOKEN_PREFIX}${randomBase62(40)}`;
+  return { token, prefix: token.slice(0, TOKEN_PREFIX_LENGTH) };
+}
+
+/**
+ * An approved driver replaces their own token (a lost or shared phone): the old token stops
+ * working at once, and with it every web session signed in with it (a session's MAC covers the
+ * token's hash: `api/pages/driver-session.ts`), on every device. The new token is answered to
+ * the caller and sent by SMS and e-mail, as at approval. Null unless the driver is approved.
+ */
+export async function replaceDriverToken(
+  db: Db,
+  id: string,
+  actor: string,
+): Promise<{ id: string; token: string; tokenPrefix: string } | null> {
+  const { token, prefix } = newDriverToken();
+  return db.transaction(async (trx) => {
+    const [row] = await trx('drivers')
+      .where({ id, status: 'approved' })
+      .update({ token_hash: sha256(token), token_prefix: prefix, updated_at: trx.fn.now() })
+      .returning<Array<{ name: string; phone: string; email: string; test_mode: boolean }>>([
+        'name',
+        'phone',
+        'email',
+        'test_mode',
+      ]);
+    if (!row) return null;
+    await audit(trx, actor, 'driver.token_replace', id, { tokenPrefix: prefix });
+    const common = { purpose: 'driver_token', driverId: id, testMode: row.test_mode } as const;
+    await queueMessage(trx, {
+      ...common,
+      channel: 'sms',
+      recipient: row.phone,
+      body: `Direct Taxi Network: your driver app token was replaced and every device signed out. New token: ${token} (keep it private). Not you? Contact us.`,
+    });
+    await queueMessage(trx, {
+      ...common,
+      channel: 'email',
+      recipient: row.email,
+      subject: 'Your Direct Taxi Network driver token was replaced',
+      body: [
+        `Hello ${row.name},`,
+        '',
+        'Your driver app token was replaced, as you asked: the old one no longer works, and every device signed in with it is signed out.',
+        '',
+        'Your new driver app token (keep it private; it is not stored anywhere you can read it again):',
+        token,
+        '',
+        'If you did not ask for this, contact us: someone may have your phone.',
+      ].join('\n'),
+    });
+    return { id, token, tokenPrefix: prefix };
   });
 }
 
