@@ -264,6 +264,24 @@ describe('sign-in', () => {
     const audit = await env.rt.db('audit_log').where({ subject_id: d.id, action: 'driver.token_replace' });
     expect(audit).toHaveLength(2);
     expect(JSON.stringify(audit)).not.toContain(next.token);
+
+    // Each sends an SMS and an e-mail: five an hour, then 429 with Retry-After (the token kept).
+    let current = next.token;
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await fetch(`${api.url}/api/public/v1/driver/token`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${current}` },
+      });
+      statuses.push(r.status);
+      if (r.status === 200) current = ((await r.json()) as { token: string }).token;
+      else {
+        expect(((await r.json()) as { error: { code: string } }).error.code).toBe('rate_limited');
+        expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(3000);
+      }
+    }
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    expect((await dashboard(current)).status).toBe(200);
   });
 
   it('a suspended driver’s session stops working at once, as does one from before a new token; a forged one never works', async () => {

@@ -784,7 +784,13 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
           'Open your jobs page again and sign out from there.',
         );
       }
-      await replaceDriverToken(deps.db, driver.id, `driver:${driver.id}`);
+      try {
+        await replaceDriverToken(deps.db, driver.id, `driver:${driver.id}`);
+      } catch (err) {
+        if (!(err instanceof AppError) || err.code !== 'rate_limited') throw err;
+        for (const [k, v] of Object.entries(err.headers ?? {})) res.setHeader(k, v);
+        return message(res, 429, 'Too many new tokens', err.message);
+      }
       req.log?.info({ driver: driver.id }, 'driver signed out everywhere: token replaced');
       endSession(res, secure(req));
       res.set({ 'Cache-Control': 'no-store' });

@@ -311,10 +311,10 @@ export function driverAppRoutes(): RouteDef[] {
       summary: 'Replace your driver token, signing out every device',
       description:
         'For a lost, stolen or shared phone: a new token is issued, the one this request was sent with stops working at once, and so does every driver web session signed in with it, on every device. ' +
-        'The new token is in the answer (stored nowhere readable) and is sent to you by SMS and e-mail, as at approval.',
+        'The new token is in the answer (stored nowhere readable) and is sent to you by SMS and e-mail, as at approval. At most 5 replacements an hour (429 with Retry-After).',
       tags: ['drivers'],
       auth: 'driver',
-      errors: ['forbidden'],
+      errors: ['forbidden', 'rate_limited'],
       responses: { 200: { description: 'The new token', schema: NewToken } },
       handler: async ({ deps, caller }) => {
         if (caller.kind !== 'driver') throw new AppError('forbidden', 'Drivers only.');

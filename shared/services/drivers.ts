@@ -490,6 +490,9 @@ export async function approveDriver(db: Db, id: string, actor: string): Promise<
   });
 }
 
+/** Token replacements a driver may make in an hour (each sends an SMS and an e-mail). */
+export const TOKEN_REPLACEMENTS_PER_HOUR = 5;
+
 /** A new driver bearer token and its visible prefix. */
 function newDriverToken(): { token: string; prefix: string } {
   const token = `${DRIVER_TOKEN_PREFIX}${randomBase62(40)}`;
@@ -509,6 +512,27 @@ export async function replaceDriverToken(
 ): Promise<{ id: string; token: string; tokenPrefix: string } | null> {
   const { token, prefix } = newDriverToken();
   return db.transaction(async (trx) => {
+    // Each replacement sends an SMS and an e-mail: a few an hour, counted under the driver's
+    // row lock so replacements sent together are counted one after another.
+    const driver = await trx('drivers').where({ id, status: 'approved' }).forUpdate().first<{ id: string }>('id');
+    if (!driver) return null;
+    const recent = await trx('audit_log')
+      .where({ subject_type: 'driver', subject_id: id, action: 'driver.token_replace' })
+      .where('at', '>', trx.raw("now() - interval '1 hour'"))
+      .orderBy('at')
+      .select<{ at: Date }[]>('at');
+    if (recent.length >= TOKEN_REPLACEMENTS_PER_HOUR) {
+      const retryAfter = Math.max(
+        1,
+        Math.ceil(((recent[0] as { at: Date }).at.getTime() + 3600_000 - Date.now()) / 1000),
+      );
+      throw new AppError(
+        'rate_limited',
+        `Your token was replaced ${TOKEN_REPLACEMENTS_PER_HOUR} times in the last hour; wait before replacing it again, or contact us.`,
+        [],
+        { 'Retry-After': String(retryAfter) },
+      );
+    }
     const [row] = await trx('drivers')
       .where({ id, status: 'approved' })
       .update({ token_hash: sha256(token), token_prefix: prefix, updated_at: trx.fn.now() })
