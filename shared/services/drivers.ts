@@ -16,6 +16,7 @@ import type { Geocoder, Place } from '../geo/types.ts';
 import { uuidv7 } from '../ids.ts';
 import { normalisePhone } from './bookings.ts';
 import { queueMessage } from './messages.ts';
+import { withdrawOpenOffers } from './withdraw-offers.ts';
 
 /**
  * Drivers (CONTRACT.md section 6, SPEC.md 2.10): a driver applies, an operator approves them,
@@ -614,28 +615,8 @@ async function releaseJobs(trx: Tx, driverId: string, why: string): Promise<Rele
       'b.driver_id',
     );
   const held = locked.filter((b) => b.driver_id === driverId);
-  const withdrawn =
-    locked.length === 0
-      ? []
-      : await trx('dispatch_offers')
-          .whereIn(
-            'booking_id',
-            locked.map((b) => b.id),
-          )
-          .where({ driver_id: driverId, state: 'offered' })
-          .update({ state: 'withdrawn', responded_at: now })
-          .returning<{ booking_id: string }[]>('booking_id');
-  const withdrawnFrom = new Set(withdrawn.map((o) => o.booking_id));
-  const offered = locked.filter((b) => withdrawnFrom.has(b.id) && b.status === 'dispatching');
-  for (const b of offered) {
-    // The next candidate at once, not when the withdrawn offer would have run out.
-    await enqueueJob(
-      trx,
-      'dispatch-booking',
-      { bookingId: b.id },
-      { jobId: `dispatch-${b.id}-released-${now.getTime()}` },
-    );
-  }
+  // The next candidate at once, not when the withdrawn offer would have run out.
+  const offered = await withdrawOpenOffers(trx, { column: 'driver_id', id: driverId }, locked, now, 'released');
   const handedBack = held.filter((b) => DRIVER_HELD_STATUSES.includes(b.status));
   for (const b of handedBack) {
     await trx('dispatch_offers')

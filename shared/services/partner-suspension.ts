@@ -1,6 +1,7 @@
 import { appendStatus } from '../db/bookings.ts';
 import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
+import { withdrawOpenOffers } from './withdraw-offers.ts';
 
 /**
  * Suspending and reinstating a partner (`admin partner suspend ID [--release-jobs]`,
@@ -90,27 +91,7 @@ export async function suspendPartner(
         }[]
       >('b.id', 'b.reference', 'b.status', 'b.operator_partner_id', 'b.partner_id');
 
-    const withdrawn =
-      locked.length === 0
-        ? []
-        : await trx('dispatch_offers')
-            .whereIn(
-              'booking_id',
-              locked.map((b) => b.id),
-            )
-            .where({ partner_id: id, state: 'offered' })
-            .update({ state: 'withdrawn', responded_at: now })
-            .returning<{ booking_id: string }[]>('booking_id');
-    const withdrawnFrom = new Set(withdrawn.map((o) => o.booking_id));
-    const offered = locked.filter((b) => withdrawnFrom.has(b.id) && b.status === 'dispatching');
-    for (const b of offered) {
-      await enqueueJob(
-        trx,
-        'dispatch-booking',
-        { bookingId: b.id },
-        { jobId: `dispatch-${b.id}-partner-suspended-${now.getTime()}` },
-      );
-    }
+    const offered = await withdrawOpenOffers(trx, { column: 'partner_id', id }, locked, now, 'partner-suspended');
 
     const held = locked.filter((b) => b.operator_partner_id === id);
     const notPickedUp = held.filter((b) => NOT_PICKED_UP.includes(b.status));
