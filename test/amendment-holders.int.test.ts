@@ -1,7 +1,6 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Webhook } from 'standardwebhooks';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendStatus } from '../shared/db/bookings.ts';
@@ -10,6 +9,7 @@ import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { readSigned } from './helpers/signed-webhook.ts';
 
 /**
  * A partner's amendment reaches whoever holds the job, through partner intake over HTTP: an
@@ -31,21 +31,11 @@ let operatorSecret = '';
 beforeAll(async () => {
   env = await createTestEnv({ env: { RATE_LIMIT_PER_IP_PER_MINUTE: '100000', QUOTE_LIMIT_PER_HOUR: '100000' } });
   await syncBuiltInTariffs(env.rt.db);
-  hooks = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
-      let verified = false;
-      try {
-        new Webhook(operatorSecret).verify(body, headers);
-        verified = true;
-      } catch {}
-      received.push({ body, verified });
-      res.statusCode = 204;
-      res.end();
-    });
+  hooks = http.createServer(async (req, res) => {
+    const { body, verified } = await readSigned(req, [operatorSecret]);
+    received.push({ body, verified });
+    res.statusCode = 204;
+    res.end();
   });
   hooks.listen(0, '127.0.0.1');
   await once(hooks, 'listening');

@@ -10,6 +10,7 @@ import { createPartner } from '../shared/services/partners.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, eventually, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
+import { readSigned } from './helpers/signed-webhook.ts';
 
 /**
  * Status fanout end to end: appendStatus queues a signed delivery in its transaction, the
@@ -37,26 +38,13 @@ beforeAll(async () => {
   process.env.WEBHOOK_RETRY_BASE_MS = '50';
   process.env.WEBHOOK_RETRY_MAX_ATTEMPTS = '4';
   env = await createTestEnv();
-  server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const path = req.url ?? '/';
-      const body = Buffer.concat(chunks).toString('utf8');
-      const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
-      const r = receivers.get(path);
-      let verified = false;
-      for (const s of r?.secrets ?? []) {
-        try {
-          new Webhook(s).verify(body, headers);
-          verified = true;
-        } catch {}
-      }
-      const answered = r?.answers.shift() ?? 204;
-      received.push({ path, headers, body, verified, answered });
-      res.statusCode = answered;
-      res.end();
-    });
+  server = http.createServer(async (req, res) => {
+    const r = receivers.get(req.url ?? '/');
+    const { path, headers, body, verified } = await readSigned(req, r?.secrets ?? []);
+    const answered = r?.answers.shift() ?? 204;
+    received.push({ path, headers, body, verified, answered });
+    res.statusCode = answered;
+    res.end();
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');

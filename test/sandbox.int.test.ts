@@ -4,7 +4,6 @@ import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseWeek, weekOf } from '../shared/domain/billing/week.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
@@ -15,6 +14,7 @@ import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { freePort, obtainTokens } from './helpers/oauth-flow.ts';
+import { readSigned } from './helpers/signed-webhook.ts';
 import { startSmtpCapture } from './helpers/smtp-capture.ts';
 import { startTwilioStub } from './helpers/twilio-stub.ts';
 
@@ -53,21 +53,11 @@ beforeAll(async () => {
   process.env.WEBHOOK_RETRY_BASE_MS = '100';
   smtp = await startSmtpCapture();
   twilio = await startTwilioStub();
-  receiver = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const raw = Buffer.concat(chunks).toString('utf8');
-      const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
-      let verified = false;
-      try {
-        new Webhook(webhookSecret).verify(raw, headers);
-        verified = true;
-      } catch {}
-      received.push({ headers, body: JSON.parse(raw) as Received['body'], verified });
-      res.statusCode = 204;
-      res.end();
-    });
+  receiver = http.createServer(async (req, res) => {
+    const { headers, body, verified } = await readSigned(req, [webhookSecret]);
+    received.push({ headers, body: JSON.parse(body) as Received['body'], verified });
+    res.statusCode = 204;
+    res.end();
   });
   receiver.listen(0, '127.0.0.1');
   await once(receiver, 'listening');

@@ -7,7 +7,6 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { SMTPServer } from 'smtp-server';
-import { Webhook } from 'standardwebhooks';
 import { expect } from 'vitest';
 import type { Db } from '../../shared/db/knex.ts';
 import { type CreatedPartner, createPartner } from '../../shared/services/partners.ts';
@@ -15,6 +14,7 @@ import { syncBuiltInTariffs } from '../../shared/services/tariff-store.ts';
 import { approvedDriver, type TestDriver } from '../helpers/drivers.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from '../helpers/env.ts';
 import { type Ran, ROOT } from '../helpers/process.ts';
+import { readSigned } from '../helpers/signed-webhook.ts';
 
 /**
  * What the fault tests share: private Redis and Postgres servers they may kill and restart
@@ -307,24 +307,12 @@ export async function webhookReceiver() {
   const delivered: ReceivedWebhook[] = [];
   const secrets: string[] = [];
   const gate = holder();
-  const server = restartable((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
-      let verified = false;
-      for (const s of secrets) {
-        try {
-          new Webhook(s).verify(body, headers);
-          verified = true;
-        } catch {}
-      }
-      gate.later(res, () => {
-        delivered.push({ id: headers['webhook-id'] ?? '', body, verified });
-        res.statusCode = 204;
-        res.end();
-      });
+  const server = restartable(async (req, res) => {
+    const { headers, body, verified } = await readSigned(req, secrets);
+    gate.later(res, () => {
+      delivered.push({ id: headers['webhook-id'] ?? '', body, verified });
+      res.statusCode = 204;
+      res.end();
     });
   }, port);
   await server.start();
