@@ -39,7 +39,7 @@ import { SITE_STYLE, sendMessagePage, timeElement, VEHICLE_LABELS, websiteCaller
  * - `GET, POST /driver/sign-in` and `POST /driver/sign-out`: the driver token (issued at
  *   approval) checked as the API checks it, then a session cookie (driver-session.ts).
  *   `POST /driver/sign-out-everywhere` replaces the token (`replaceDriverToken`), which ends
- *   every session on every device; the new token is sent by SMS and e-mail.
+ *   every session on every device; the new token is sent by e-mail only (the SMS is a notice).
  * - `GET /driver`: the job feed (offers and jobs in hand, as `GET /api/public/v1/jobs`) and the
  *   dashboard (earnings, completed rides, paid weeks, invoices, dead mileage).
  * - `GET /driver/jobs/{ref}`: a job in hand with the pickup details and progress buttons;
@@ -55,7 +55,7 @@ import { SITE_STYLE, sendMessagePage, timeElement, VEHICLE_LABELS, websiteCaller
 export const DRIVER_HOME_PATH = '/driver';
 export const DRIVER_SIGN_IN_PATH = '/driver/sign-in';
 export const DRIVER_SIGN_OUT_PATH = '/driver/sign-out';
-/** Sign out every device: the driver's token is replaced (the new one goes by SMS and e-mail). */
+/** Sign out every device: the driver's token is replaced (the new one goes by e-mail only). */
 export const DRIVER_SIGN_OUT_EVERYWHERE_PATH = '/driver/sign-out-everywhere';
 export const DRIVER_JOB_PATH = '/driver/jobs/:ref';
 export const DRIVER_ACCEPT_PATH = '/driver/jobs/:ref/accept';
@@ -769,7 +769,7 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
     /**
      * `POST /driver/sign-out-everywhere`: a lost or shared phone. The token is replaced, so
      * every session (this one too) and the old token end at once; the new token goes to the
-     * driver by SMS and e-mail, and they sign in with it.
+     * driver's e-mail only (the SMS is a notice), and they sign in with it.
      */
     async signOutEverywhere(req, res) {
       await limits.page(req, res);
@@ -784,21 +784,33 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
           'Open your jobs page again and sign out from there.',
         );
       }
+      let replaced: Awaited<ReturnType<typeof replaceDriverToken>>;
       try {
-        await replaceDriverToken(deps.db, driver.id, `driver:${driver.id}`);
+        replaced = driver.tokenHash
+          ? await replaceDriverToken(deps.db, driver.id, `driver:${driver.id}`, driver.tokenHash)
+          : null;
       } catch (err) {
         if (!(err instanceof AppError) || err.code !== 'rate_limited') throw err;
         for (const [k, v] of Object.entries(err.headers ?? {})) res.setHeader(k, v);
         return message(res, 429, 'Too many new tokens', err.message);
       }
-      req.log?.info({ driver: driver.id }, 'driver signed out everywhere: token replaced');
       endSession(res, secure(req));
       res.set({ 'Cache-Control': 'no-store' });
+      if (!replaced) {
+        // The token this session holds was replaced in the meantime (another device, a form sent twice).
+        return message(
+          res,
+          409,
+          'Already signed out everywhere',
+          'Your token was replaced already, so this session had ended. The newest token is in your e-mail: sign in with it.',
+        );
+      }
+      req.log?.info({ driver: driver.id }, 'driver signed out everywhere: token replaced');
       return message(
         res,
         200,
         'Signed out on every device',
-        'Your old driver token no longer works anywhere. A new one is on its way to you by SMS and e-mail: sign in with it.',
+        'Your old driver token no longer works anywhere. A new one is on its way to your e-mail address (we sent your phone a notice only): sign in with it.',
       );
     },
 
@@ -872,7 +884,7 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
         '</form>',
         `<form method="post" action="${DRIVER_SIGN_OUT_EVERYWHERE_PATH}">`,
         hidden('csrf', formToken(req, res, key, signOutEverywhereAction(driver.id), secure(req))),
-        '<button type="submit" class="secondary">Sign out on every device (new token by SMS and e-mail)</button>',
+        '<button type="submit" class="secondary">Sign out on every device (new token by e-mail)</button>',
         '</form>',
       );
       // Always the script: it keeps reporting the location while the driver takes jobs.

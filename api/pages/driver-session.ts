@@ -80,7 +80,14 @@ export async function verifySession(
   const given = Buffer.from(mac);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
   // As authenticateDriver answers: a sandbox driver stays one on the web (its own presence index).
-  return { id: row.id, name: row.name, status: row.status, partnerId: row.partner_id, testMode: row.test_mode };
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    partnerId: row.partner_id,
+    testMode: row.test_mode,
+    tokenHash: row.token_hash,
+  };
 }
 
 /** The signed-in driver of a request (the `dtn_driver` cookie), or null. */

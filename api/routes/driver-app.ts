@@ -20,8 +20,10 @@ import type { Caller } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 
 const NewToken = Type.Object({
-  token: Type.String({ description: 'The new driver token: keep it private' }),
-  tokenPrefix: Type.String({ description: 'Its first characters, as operators see them' }),
+  tokenPrefix: Type.String({ description: "The new token's first characters, as operators see them" }),
+  sentTo: Type.Literal('email', {
+    description: "Where the new token went: the driver's e-mail address only (the SMS is a notice without it)",
+  }),
 });
 
 /**
@@ -311,18 +313,29 @@ export function driverAppRoutes(): RouteDef[] {
       summary: 'Replace your driver token, signing out every device',
       description:
         'For a lost, stolen or shared phone: a new token is issued, the one this request was sent with stops working at once, and so does every driver web session signed in with it, on every device. ' +
-        'The new token is in the answer (stored nowhere readable) and is sent to you by SMS and e-mail, as at approval. At most 5 replacements an hour (429 with Retry-After).',
+        'The new token is sent to your e-mail address only: not in the answer, and not by SMS (the SMS is a notice), because whoever sends this may be the one holding the lost phone. ' +
+        'A request sent with a token already replaced answers 401 and replaces nothing. At most 5 replacements an hour (429 with Retry-After).',
       tags: ['drivers'],
       auth: 'driver',
-      errors: ['forbidden', 'rate_limited'],
-      responses: { 200: { description: 'The new token', schema: NewToken } },
+      errors: ['forbidden', 'unauthorized', 'rate_limited'],
+      responses: { 200: { description: 'Replaced: the new token is on its way by e-mail', schema: NewToken } },
       handler: async ({ deps, caller }) => {
-        if (caller.kind !== 'driver') throw new AppError('forbidden', 'Drivers only.');
-        const replaced = await replaceDriverToken(deps.db, caller.driver.id, `driver:${caller.driver.id}`);
-        if (!replaced) throw new AppError('forbidden', 'Only an approved driver has a token to replace.');
+        if (caller.kind !== 'driver' || !caller.driver.tokenHash) throw new AppError('forbidden', 'Drivers only.');
+        const replaced = await replaceDriverToken(
+          deps.db,
+          caller.driver.id,
+          `driver:${caller.driver.id}`,
+          caller.driver.tokenHash,
+        );
+        if (!replaced) {
+          throw new AppError(
+            'unauthorized',
+            'This token was replaced already (or the driver is no longer approved): sign in with the newest token, sent to your e-mail.',
+          );
+        }
         return {
           status: 200,
-          body: { token: replaced.token, tokenPrefix: replaced.tokenPrefix } satisfies Static<typeof NewToken>,
+          body: { tokenPrefix: replaced.tokenPrefix, sentTo: 'email' } satisfies Static<typeof NewToken>,
           headers: { 'Cache-Control': 'no-store' },
         };
       },

@@ -48,6 +48,8 @@ export interface DriverIdentity {
   partnerId: string | null;
   /** A sandbox driver (applied with a test key, or one of the simulator's fleet): offered test-mode bookings only. */
   testMode?: boolean;
+  /** SHA-256 of the token this request was signed in with (never logged): replacing the token checks it is still current. */
+  tokenHash?: Buffer;
 }
 
 export interface DriverApplication {
@@ -503,39 +505,49 @@ function newDriverToken(): { token: string; prefix: string } {
 /**
  * An approved driver replaces their own token (a lost or shared phone): the old token stops
  * working at once, and with it every web session signed in with it (a session's MAC covers the
- * token's hash: `api/pages/driver-session.ts`), on every device. The new token is answered to
- * the caller and sent by SMS and e-mail, as at approval. Null unless the driver is approved.
+ * token's hash: `api/pages/driver-session.ts`), on every device.
+ *
+ * The new token goes by e-mail only, never in the answer and never by SMS: whoever asks may be
+ * the person holding the lost phone (the old token, the SMS inbox), and must not be handed the
+ * token that shuts them out. The SMS is a notice only, so a driver who did not ask learns of it.
+ * `currentTokenHash` is the hash of the token the request was signed in with: a request still
+ * carrying a token already replaced (sent together with the replacement, or a stale session)
+ * replaces nothing. Null unless the driver is approved and that token is still theirs.
  */
 export async function replaceDriverToken(
   db: Db,
   id: string,
   actor: string,
-): Promise<{ id: string; token: string; tokenPrefix: string } | null> {
+  currentTokenHash: Buffer,
+): Promise<{ id: string; tokenPrefix: string } | null> {
   const { token, prefix } = newDriverToken();
   return db.transaction(async (trx) => {
     // Each replacement sends an SMS and an e-mail: a few an hour, counted under the driver's
     // row lock so replacements sent together are counted one after another.
-    const driver = await trx('drivers').where({ id, status: 'approved' }).forUpdate().first<{ id: string }>('id');
+    const driver = await trx('drivers')
+      .where({ id, status: 'approved', token_hash: currentTokenHash })
+      .forUpdate()
+      .first<{ id: string }>('id');
     if (!driver) return null;
     const recent = await trx('audit_log')
       .where({ subject_type: 'driver', subject_id: id, action: 'driver.token_replace' })
       .where('at', '>', trx.raw("now() - interval '1 hour'"))
       .orderBy('at')
-      .select<{ at: Date }[]>('at');
-    if (recent.length >= TOKEN_REPLACEMENTS_PER_HOUR) {
-      const retryAfter = Math.max(
-        1,
-        Math.ceil(((recent[0] as { at: Date }).at.getTime() + 3600_000 - Date.now()) / 1000),
+      .select<{ at: Date; retry_after: number }[]>(
+        'at',
+        // Seconds until the oldest of the hour's replacements drops out, on the database's clock (the one `at` is on).
+        trx.raw("greatest(1, ceil(extract(epoch from (at + interval '1 hour' - now()))))::int as retry_after"),
       );
+    if (recent.length >= TOKEN_REPLACEMENTS_PER_HOUR) {
       throw new AppError(
         'rate_limited',
         `Your token was replaced ${TOKEN_REPLACEMENTS_PER_HOUR} times in the last hour; wait before replacing it again, or contact us.`,
         [],
-        { 'Retry-After': String(retryAfter) },
+        { 'Retry-After': String((recent[0] as { retry_after: number }).retry_after) },
       );
     }
     const [row] = await trx('drivers')
-      .where({ id, status: 'approved' })
+      .where({ id, status: 'approved', token_hash: currentTokenHash })
       .update({ token_hash: sha256(token), token_prefix: prefix, updated_at: trx.fn.now() })
       .returning<Array<{ name: string; phone: string; email: string; test_mode: boolean }>>([
         'name',
@@ -550,7 +562,7 @@ export async function replaceDriverToken(
       ...common,
       channel: 'sms',
       recipient: row.phone,
-      body: `Direct Taxi Network: your driver app token was replaced and every device signed out. New token: ${token} (keep it private). Not you? Contact us.`,
+      body: 'Direct Taxi Network: your driver app token was replaced and every device signed out. The new token is in your e-mail. Not you? Contact us.',
     });
     await queueMessage(trx, {
       ...common,
@@ -560,15 +572,15 @@ export async function replaceDriverToken(
       body: [
         `Hello ${row.name},`,
         '',
-        'Your driver app token was replaced, as you asked: the old one no longer works, and every device signed in with it is signed out.',
+        'Your driver app token was replaced: the old one no longer works, and every device signed in with it is signed out.',
         '',
-        'Your new driver app token (keep it private; it is not stored anywhere you can read it again):',
+        'Your new driver app token (keep it private; it is sent only here, and is not stored anywhere you can read it again):',
         token,
         '',
-        'If you did not ask for this, contact us: someone may have your phone.',
+        'If you did not ask for this, contact us: someone may have your phone or your old token.',
       ].join('\n'),
     });
-    return { id, token, tokenPrefix: prefix };
+    return { id, tokenPrefix: prefix };
   });
 }
 
@@ -750,5 +762,12 @@ export async function authenticateDriver(db: Queryable, token: string): Promise<
       { id: string; name: string; status: DriverStatus; partner_id: string | null; test_mode: boolean } | undefined
     >('id', 'name', 'status', 'partner_id', 'test_mode');
   if (!row) return null;
-  return { id: row.id, name: row.name, status: row.status, partnerId: row.partner_id, testMode: row.test_mode };
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    partnerId: row.partner_id,
+    testMode: row.test_mode,
+    tokenHash: sha256(token),
+  };
 }
