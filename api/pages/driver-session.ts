@@ -1,7 +1,12 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Request, Response } from 'express';
 import type { Queryable } from '../../shared/db/knex.ts';
-import type { DriverIdentity, DriverStatus } from '../../shared/services/drivers.ts';
+import {
+  type DriverIdentity,
+  driverIdentityOf,
+  IDENTITY_COLUMNS,
+  type IdentityRow,
+} from '../../shared/services/drivers.ts';
 import { cookieValue } from './csrf.ts';
 
 /**
@@ -45,12 +50,7 @@ export function sessionValue(key: Buffer, driverId: string, tokenHash: Buffer, n
   return `${driverId}.${expiry}.${macOf(key, driverId, expiry, tokenHash).toString('base64url')}`;
 }
 
-interface SessionRow {
-  id: string;
-  name: string;
-  status: DriverStatus;
-  partner_id: string | null;
-  test_mode: boolean;
+interface SessionRow extends IdentityRow {
   token_hash: Buffer | null;
 }
 
@@ -72,7 +72,7 @@ export async function verifySession(
   const row = await db('drivers')
     .where({ id: driverId, status: 'approved' })
     .whereNotNull('token_hash')
-    .first<SessionRow | undefined>('id', 'name', 'status', 'partner_id', 'test_mode', 'token_hash');
+    .first<SessionRow | undefined>(...IDENTITY_COLUMNS, 'token_hash');
   if (!row?.token_hash) return null;
   // Compared as text: base64url has more than one spelling of some byte strings (the last
   // character's spare bits), and only the one we issue counts.
@@ -80,14 +80,7 @@ export async function verifySession(
   const given = Buffer.from(mac);
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
   // As authenticateDriver answers: a sandbox driver stays one on the web (its own presence index).
-  return {
-    id: row.id,
-    name: row.name,
-    status: row.status,
-    partnerId: row.partner_id,
-    testMode: row.test_mode,
-    tokenHash: row.token_hash,
-  };
+  return driverIdentityOf(row, row.token_hash);
 }
 
 /** The signed-in driver of a request (the `dtn_driver` cookie), or null. */

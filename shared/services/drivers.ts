@@ -756,18 +756,31 @@ export async function extendDriverTrial(
  */
 export async function authenticateDriver(db: Queryable, token: string): Promise<DriverIdentity | null> {
   if (!DRIVER_TOKEN.test(token)) return null;
+  const tokenHash = sha256(token);
   const row = await db('drivers')
-    .where({ token_hash: sha256(token), status: 'approved' })
-    .first<
-      { id: string; name: string; status: DriverStatus; partner_id: string | null; test_mode: boolean } | undefined
-    >('id', 'name', 'status', 'partner_id', 'test_mode');
-  if (!row) return null;
+    .where({ token_hash: tokenHash, status: 'approved' })
+    .first<IdentityRow | undefined>(...IDENTITY_COLUMNS);
+  return row ? driverIdentityOf(row, tokenHash) : null;
+}
+
+/** The columns of a signed-in driver's identity (`driverIdentityOf`). */
+export const IDENTITY_COLUMNS = ['id', 'name', 'status', 'partner_id', 'test_mode'] as const;
+export interface IdentityRow {
+  id: string;
+  name: string;
+  status: DriverStatus;
+  partner_id: string | null;
+  test_mode: boolean;
+}
+
+/** The identity of a driver signed in (by token or web session) with the token whose hash is `tokenHash`. */
+export function driverIdentityOf(row: IdentityRow, tokenHash: Buffer): DriverIdentity {
   return {
     id: row.id,
     name: row.name,
     status: row.status,
     partnerId: row.partner_id,
     testMode: row.test_mode,
-    tokenHash: sha256(token),
+    tokenHash,
   };
 }
