@@ -278,6 +278,7 @@ describe('admin CLI', () => {
       passenger_count: 1,
     });
     expect(instant.status).toBe(403);
+    expect(((await instant.json()) as { error: { code: string } }).error.code).toBe('forbidden');
 
     // With --release-jobs: the held job goes back to dispatch, and the operator is told.
     const second = await admin(

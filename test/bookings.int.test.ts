@@ -600,6 +600,48 @@ describe('POST /api/public/v1/booking', () => {
     expect(await bookingRow(snake.json.bookingReference as string)).toMatchObject({ quote_id: q2 });
   });
 
+  it('answers the quote errors on the prose shape as bookings/create does: 404, 410, 409 for another passenger; fields as that shape spells them', async () => {
+    // An address of its own: the other tests' unconfirmed ada@ has its hourly limit to keep.
+    const email = `prose-errors-${Date.now()}@example.org`;
+    const prose = (quoteId: string, extra: Record<string, unknown> = {}) =>
+      post('/api/public/v1/booking', {
+        quoteId,
+        passenger_name: 'Ada',
+        passenger_email: email,
+        passenger_phone: '+447700900123',
+        ...extra,
+      });
+    for (const id of ['01930000-0000-7000-8000-000000000000', '<QUOTE_ID>']) {
+      const unknown = await prose(id);
+      expect(unknown.status, id).toBe(404);
+      expect(unknown.json.error?.code).toBe('quote_not_found');
+    }
+    const old = await quote();
+    await env.rt
+      .db('quotes')
+      .where({ id: old })
+      .update({ expires_at: new Date(Date.now() - 1000) });
+    const expired = await prose(old);
+    expect(expired.status).toBe(410);
+    expect(expired.json.error?.code).toBe('quote_expired');
+
+    const q = await quote();
+    expect((await prose(q)).status).toBe(201);
+    const other = await prose(q, { passenger_name: 'Grace Hopper', passenger_phone: '+447700900456' });
+    expect(other.status).toBe(409);
+    expect(other.json.error?.code).toBe('quote_already_redeemed');
+
+    // A missing phone is named as this shape spells it (passenger_phone: v1 has no _whatsapp spelling).
+    const noPhone = await post('/api/public/v1/booking', {
+      quote_id: await quote(),
+      passenger_name: 'Ada',
+      passenger_email: email,
+    });
+    expect(noPhone.status).toBe(400);
+    expect(noPhone.json.error?.code).toBe('invalid_input');
+    expect(noPhone.json.error?.details.map((d) => d.field)).toEqual(['/passenger_phone']);
+  });
+
   it('answers the v1 errors of SPEC.md section 7', async () => {
     const past = await post('/api/public/v1/booking', { ...direct, departAt: '2024-01-01T09:00:00Z' });
     expect(past.status).toBe(400);
@@ -728,7 +770,9 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(((await wrong.json()) as Json).error?.code).toBe('forbidden');
     const neither = await fetch(`${api.url}${statusUrl.pathname}`);
     expect(neither.status).toBe(400);
-    expect(((await neither.json()) as Json).error?.details[0]?.field).toBe('/email');
+    const neitherError = ((await neither.json()) as Json).error;
+    expect(neitherError?.code).toBe('invalid_input');
+    expect(neitherError?.details[0]?.field).toBe('/email');
     // An e-mail never matches a booking that has none.
     const byEmail = await fetch(`${api.url}${statusUrl.pathname}?email=tom@example.org`);
     expect(byEmail.status).toBe(403);
@@ -825,6 +869,9 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(nowhere.status).toBe(422);
     expect(nowhere.json.error?.code).toBe('address_not_found');
     expect(nowhere.json.error?.details).toEqual([{ field: '/pickup_address', problem: expect.any(String) }]);
+    const past = await post('/api/public/bookings/instant', { ...instant, depart_at: inHours(-1) });
+    expect(past.status).toBe(400);
+    expect(past.json.error?.code).toBe('pickup_in_past');
   });
 
   it('accepts passenger_phone for passenger_phone_whatsapp and card_to_driver for card', async () => {
@@ -1096,6 +1143,34 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(await env.rt.db('bookings').where({ quote_id: q }).count({ n: '*' })).toEqual([{ n: 1 }]);
   });
 
+  it('one key is one request across both v1 spellings: 409 on /v1/bookings while /v1/booking still runs with it', async () => {
+    const q = await quote(8);
+    const key = `idem-held-v1-${randomBytes(6).toString('hex')}`;
+    const body = {
+      quoteId: q,
+      passenger_name: 'Held Hana',
+      passenger_email: 'hana@example.org',
+      passenger_phone: '+447700900123',
+    };
+    const trx = await env.rt.db.transaction();
+    let first: ReturnType<typeof post> | undefined;
+    try {
+      await trx.raw('select 1 from quotes where id = ? for update', [q]);
+      first = post('/api/public/v1/booking', body, { 'Idempotency-Key': key });
+      expect(await blockedBy(trx)).toBe(true);
+      const meanwhile = await post('/api/public/v1/bookings', body, { 'Idempotency-Key': key });
+      expect(meanwhile.status).toBe(409);
+      expect(meanwhile.json.error?.code).toBe('idempotency_in_progress');
+    } finally {
+      await trx.rollback();
+    }
+    const done = await first;
+    expect(done?.status, done?.text).toBe(201);
+    const after = await post('/api/public/v1/bookings', body, { 'Idempotency-Key': key });
+    expect(after.text).toBe(done?.text);
+    expect(await env.rt.db('bookings').where({ quote_id: q }).count({ n: '*' })).toEqual([{ n: 1 }]);
+  });
+
   it('lets a retry run in place of a first request that never answered, once its claim on the key has lapsed, with no second booking', async () => {
     const q = await quote(8);
     const key = `idem-lost-${randomBytes(6).toString('hex')}`;
@@ -1278,6 +1353,7 @@ describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
       email: 'olly@example.org',
     });
     expect(bad.status).toBe(400);
+    expect(bad.json.error?.code).toBe('invalid_input');
   });
 });
 
@@ -1464,6 +1540,9 @@ describe('passenger e-mail on bookings', () => {
       if (i === 8) {
         expect(r.json.error?.code).toBe('rate_limited');
         expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
+        // CONTRACT.md section 1: every 429 names its policy and what is left.
+        expect(r.headers.get('ratelimit-policy')).toMatch(/^"?[\w-]+"?;\s*q=8;\s*w=3600/);
+        expect(r.headers.get('ratelimit')).toMatch(/r=0/);
       }
     }
     expect(statuses).toEqual([201, 201, 201, 201, 201, 201, 201, 201, 429]);

@@ -327,6 +327,7 @@ describe('operator CLI: drivers and trials', () => {
       status: 'approved',
       partnerId: null,
       testMode: false,
+      tokenHash: sha256(approved.token),
     });
 
     const again = JSON.parse((await admin('driver', 'approve', id)).stdout);

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { TObject } from '@sinclair/typebox';
 import type { Request } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
@@ -136,10 +137,11 @@ const SNAKE_SPELLINGS: Readonly<Record<string, readonly string[]>> = {
 /**
  * Run a booking route's work; an error whose details point at a camelCase field the caller
  * did not send (a phone refused as `/passengerPhone` on `bookings/create`, say) points at the
- * spelling it did send instead, or, when it sent neither, at the snake_case one if the route
- * or shape is snake_case (`snakeFirst`).
+ * spelling it did send instead, or, when it sent neither, at the first snake_case one the
+ * route's schema has, if the route or shape is snake_case (`snakeSchema`, the route's body
+ * schema; null for a camelCase shape).
  */
-async function pointersAsSent<T>(body: object, snakeFirst: boolean, work: () => Promise<T>): Promise<T> {
+async function pointersAsSent<T>(body: object, snakeSchema: TObject | null, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (err) {
@@ -150,7 +152,8 @@ async function pointersAsSent<T>(body: object, snakeFirst: boolean, work: () => 
       const name = d.field.slice(1);
       const snakes = SNAKE_SPELLINGS[name];
       if (!d.field.startsWith('/') || !snakes || sent[name] !== undefined) return d;
-      const snake = snakes.find((k) => sent[k] !== undefined) ?? (snakeFirst ? snakes[0] : undefined);
+      const snake =
+        snakes.find((k) => sent[k] !== undefined) ?? snakes.find((k) => snakeSchema?.properties[k] !== undefined);
       if (!snake) return d;
       changed = true;
       return { ...d, field: `/${snake}` };
@@ -368,6 +371,10 @@ const V1_ERRORS = [
   'idempotency_key_reused',
 ] as const;
 
+/** The v1 booking's prose shape (a quote to redeem, snake_case passenger fields) or null for the camelCase one. */
+const snakeShapeOf = (body: { quote_id?: unknown; quoteId?: unknown }): TObject | null =>
+  body.quote_id !== undefined || body.quoteId !== undefined ? V1BookingRequest : null;
+
 export function bookingRoutes(): RouteDef[] {
   const v1 = (path: string, operationId: string, documented: boolean) =>
     defineRoute({
@@ -387,7 +394,7 @@ export function bookingRoutes(): RouteDef[] {
       errors: [...V1_ERRORS],
       responses: { 201: { description: 'The booking', schema: V1BookingResponse } },
       handler: async ({ body, deps, caller, req }) =>
-        pointersAsSent(body, body.quote_id !== undefined || body.quoteId !== undefined, async () => {
+        pointersAsSent(body, snakeShapeOf(body), async () => {
           screen(req, [
             { pointer: '/pickup', kind: 'address', value: body.pickup },
             { pointer: '/dropoff', kind: 'address', value: body.dropoff },
@@ -543,7 +550,7 @@ export function bookingRoutes(): RouteDef[] {
       ],
       responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
       handler: async ({ body, deps, caller, req }) =>
-        pointersAsSent(body, true, async () => {
+        pointersAsSent(body, CreateBookingRequest, async () => {
           screen(req, [
             { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
             { pointer: '/notes', kind: 'notes', value: body.notes },
@@ -592,7 +599,7 @@ export function bookingRoutes(): RouteDef[] {
       ],
       responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
       handler: async ({ body, deps, caller, req }) =>
-        pointersAsSent(body, true, async () => {
+        pointersAsSent(body, InstantBookingRequest, async () => {
           screen(req, [
             { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
             { pointer: '/dropoff_address', kind: 'address', value: body.dropoff_address },
