@@ -615,7 +615,16 @@ describe('POST /api/public/v1/booking', () => {
       const unknown = await prose(id);
       expect(unknown.status, id).toBe(404);
       expect(unknown.json.error?.code).toBe('quote_not_found');
+      // Named as sent: quoteId here, quote_id to a caller who spells it so.
+      expect(unknown.json.error?.details.map((d) => d.field)).toEqual(['/quoteId']);
     }
+    const snakeUnknown = await post('/api/public/v1/booking', {
+      quote_id: '01930000-0000-7000-8000-000000000000',
+      passenger_name: 'Ada',
+      passenger_email: email,
+      passenger_phone: '+447700900123',
+    });
+    expect(snakeUnknown.json.error?.details.map((d) => d.field)).toEqual(['/quote_id']);
     const old = await quote();
     await env.rt
       .db('quotes')

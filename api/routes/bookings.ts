@@ -133,11 +133,12 @@ const SNAKE_SPELLINGS: Readonly<Record<string, readonly string[]>> = {
   vehicleType: ['vehicle_type'],
   quoteId: ['quote_id'],
 };
+const CAMEL_OF = new Map(Object.entries(SNAKE_SPELLINGS).flatMap(([camel, snakes]) => snakes.map((k) => [k, camel])));
 
 /**
- * Run a booking route's work; an error whose details point at a camelCase field the caller
- * did not send (a phone refused as `/passengerPhone` on `bookings/create`, say) points at the
- * spelling it did send instead, or, when it sent neither, at the first snake_case one the
+ * Run a booking route's work; an error whose details point at a spelling the caller did not
+ * send (a phone refused as `/passengerPhone` on `bookings/create`, say, or a quote as
+ * `/quote_id` to a caller who sent `quoteId`) points at the spelling it did send instead, or, when it sent neither, at the first snake_case one the
  * route's schema has, if the route or shape is snake_case (`snakeSchema`, the route's body
  * schema; null for a camelCase shape).
  */
@@ -149,9 +150,16 @@ async function pointersAsSent<T>(body: object, snakeSchema: TObject | null, work
     const sent = body as Record<string, unknown>;
     let changed = false;
     const details = err.details.map((d) => {
-      const name = d.field.slice(1);
+      const given = d.field.slice(1);
+      // A pointer at a snake_case spelling (`/quote_id` from the redemption) is read as its camelCase name.
+      const name = CAMEL_OF.get(given) ?? given;
       const snakes = SNAKE_SPELLINGS[name];
-      if (!d.field.startsWith('/') || !snakes || sent[name] !== undefined) return d;
+      if (!d.field.startsWith('/') || !snakes || sent[given] !== undefined) return d;
+      if (sent[name] !== undefined) {
+        if (name === given) return d;
+        changed = true;
+        return { ...d, field: `/${name}` };
+      }
       const snake =
         snakes.find((k) => sent[k] !== undefined) ?? snakes.find((k) => snakeSchema?.properties[k] !== undefined);
       if (!snake) return d;
