@@ -13,11 +13,16 @@ function validator(schema: RouteDef['body'], coerce: boolean): Validator | null 
   return schema ? compileSchema(schema, { coerce }) : null;
 }
 
-function check(v: Validator | null, data: unknown, where: string): void {
+function check(v: Validator | null, data: unknown, where: string, req: Request): void {
   if (!v) return;
   const details = v(data);
   if (details.length > 0) {
     const summary = details.map((d) => `${d.field} ${d.problem}`).join('; ');
+    if (details.contentRejected) {
+      // Over-long free text is refused as the content screen refuses it, and logged as it logs.
+      req.log?.warn({ reasons: details.map((d) => `${d.field}: too_long`) }, 'content rejected');
+      throw new AppError('content_rejected', `Some fields cannot be accepted: ${summary}.`, details);
+    }
     throw new AppError('invalid_input', `The ${where} is not valid: ${summary}.`, details);
   }
 }
@@ -78,9 +83,9 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
       assertStorableText(q, 'query string');
       // Job intake checks each job itself, so one bad job is rejected alone (not the batch).
       if (!route.textCheckedPerJob) assertStorableText(b, 'request body');
-      check(params, p, 'path');
-      check(query, q, 'query string');
-      check(body, b, 'request body');
+      check(params, p, 'path', req);
+      check(query, q, 'query string', req);
+      check(body, b, 'request body', req);
       const idemKey = route.idempotent === true ? req.get('idempotency-key') : undefined;
       const caller = res.locals.caller as Caller;
       const idem =

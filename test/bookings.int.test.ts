@@ -1724,6 +1724,52 @@ describe('content screen on bookings', () => {
     expect(instant.json.error?.details[0]?.field).toBe('/agent');
     expect(await env.rt.db('bookings').count({ n: '*' })).toEqual(before);
   });
+
+  it('refuses over-long free text as the screen does: 400 content_rejected naming the field, on every booking route', async () => {
+    const before = await env.rt.db('bookings').count({ n: '*' });
+    const longer = (n: number) => 'a'.repeat(n + 1);
+    const refused = async (path: string, sent: Record<string, unknown>, field: string, limit: number) => {
+      const r = await post(path, sent);
+      expect(r.status, `${path} ${field}: ${r.text}`).toBe(400);
+      expect(r.json.error?.code, field).toBe('content_rejected');
+      expect(r.json.error?.details).toEqual([{ field, problem: `is longer than ${limit} characters` }]);
+    };
+    await refused('/api/public/v1/booking', body({ notes: longer(500) }), '/notes', 500);
+    await refused('/api/public/v1/booking', body({ passengerName: longer(100) }), '/passengerName', 100);
+    await refused('/api/public/v1/booking', body({ pickup: longer(300) }), '/pickup', 300);
+    await refused('/api/public/v1/booking', body({ flightNumber: 'BA12345678X' }), '/flightNumber', 10);
+    const instantBody = {
+      pickup_address: 'Leeds',
+      dropoff_address: 'York',
+      passenger_name: 'Agent Al',
+      passenger_phone_whatsapp: '+447700900444',
+    };
+    await refused('/api/public/bookings/instant', { ...instantBody, agent: longer(80) }, '/agent', 80);
+    await refused(
+      '/api/public/bookings/instant',
+      { ...instantBody, dropoff_address: longer(300) },
+      '/dropoff_address',
+      300,
+    );
+    await refused(
+      '/api/public/bookings/create',
+      { ...ada, quote_id: await quote(), flight_number: 'BA12345678X' },
+      '/flight_number',
+      10,
+    );
+    // With another fault as well, the request is invalid input, and says both.
+    const both = await post('/api/public/bookings/instant', { ...instantBody, agent: longer(80), passenger_count: 12 });
+    expect(both.status).toBe(400);
+    expect(both.json.error?.code).toBe('invalid_input');
+    expect(both.json.error?.details.map((d) => d.field).sort()).toEqual(['/agent', '/passenger_count']);
+    // At the limit, the text is accepted.
+    const atLimit = await post(
+      '/api/public/v1/booking',
+      body({ notes: 'a'.repeat(500), passengerEmail: `at-limit-${Date.now()}@example.org` }),
+    );
+    expect(atLimit.status, atLimit.text).toBe(201);
+    expect(Number((await env.rt.db('bookings').count({ n: '*' }))[0]?.n)).toBe(Number(before[0]?.n) + 1);
+  });
 });
 
 describe('cancellation reaches whoever holds the job', () => {

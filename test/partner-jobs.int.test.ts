@@ -121,6 +121,7 @@ describe('POST /api/public/v1/jobs batches', () => {
       'not a job',
       job('B-0'),
       job('M-6', { unknownField: 'ignored' }),
+      job('M-7', { notes: 'x'.repeat(501) }),
     ]);
     expect(r.status, r.text).toBe(207);
     const by = r.json.results.map((x) => [x.outcome, x.status, x.error?.code ?? null]);
@@ -135,8 +136,11 @@ describe('POST /api/public/v1/jobs batches', () => {
       ['rejected', 400, 'invalid_input'],
       ['unchanged', 200, null],
       ['created', 201, null],
+      ['rejected', 400, 'content_rejected'],
     ]);
-    expect(r.json.summary).toEqual({ received: 10, succeeded: 3, failed: 7 });
+    expect(r.json.summary).toEqual({ received: 11, succeeded: 3, failed: 8 });
+    // Over-long text is refused as the screen refuses it, naming the field.
+    expect(r.json.results[10]?.error?.details).toEqual([{ field: '/notes', problem: 'is longer than 500 characters' }]);
     expect(r.json.results[1]?.error?.details).toContainEqual({ field: '/passengers', problem: 'must be <= 8' });
   });
 

@@ -330,6 +330,12 @@ describe('quote addresses', () => {
       { field: '/dropoff_address', problem: instructions },
     ]);
 
+    // Over-long, as the screen refuses it.
+    const long = await post('/api/public/v1/quote', { pickup: 'L'.repeat(301), dropoff: 'York', departAt });
+    expect(long.status).toBe(400);
+    expect(long.json.error?.code).toBe('content_rejected');
+    expect(long.json.error?.details).toEqual([{ field: '/pickup', problem: 'is longer than 300 characters' }]);
+
     // Nothing was priced or stored; an ordinary address still is.
     expect(Number((await env.rt.db('quotes').count({ n: '*' }).first())?.n)).toBe(quotesBefore);
     const fine = await post('/api/public/quotes/estimate', {

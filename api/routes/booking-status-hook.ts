@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { AppError, errorBody } from '../../shared/errors.ts';
-import { NOT_BLANK, StringEnum } from '../../shared/schemas/common.ts';
+import { NOT_BLANK, ScreenedText, StringEnum } from '../../shared/schemas/common.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import { beginIdempotent, replayedResult } from '../../shared/services/idempotency.ts';
 import {
@@ -32,9 +32,9 @@ const StatusUpdate = Type.Object({
   status: StringEnum([...OPERATOR_STATUSES]),
   driver: Type.Optional(
     Type.Object({
-      name: Type.String({ minLength: 1, maxLength: 100, pattern: NOT_BLANK }),
+      name: ScreenedText('name', { required: true }),
       phone: Type.Optional(Type.String({ minLength: 1, maxLength: 32, pattern: NOT_BLANK })),
-      licensingAuthority: Type.Optional(Type.String({ minLength: 1, maxLength: 100, pattern: NOT_BLANK })),
+      licensingAuthority: Type.Optional(ScreenedText('name', { required: true })),
       vehicle: Type.Optional(Vehicle),
     }),
   ),

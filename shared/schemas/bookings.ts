@@ -1,9 +1,12 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { VEHICLE_TYPES } from '../domain/tariffs/types.ts';
-import { DateTime, NOT_BLANK, StringEnum } from './common.ts';
+import { DateTime, ScreenedText, StringEnum } from './common.ts';
 
-const Text = (max: number, description?: string) =>
-  Type.String({ minLength: 1, maxLength: max, pattern: NOT_BLANK, ...(description ? { description } : {}) });
+/** Free text the content screen reads: over its kind's length is 400 content_rejected (common.ts). */
+const Address = ScreenedText('address', { required: true });
+const Name = ScreenedText('name', { required: true });
+const FlightNumber = ScreenedText('flightNumber');
+const Notes = ScreenedText('notes');
 /** Checked by the e-mail acceptance rules (400 email_not_accepted, CONTRACT.md section 5), not by format. */
 const PassengerEmail = Type.String({ minLength: 1, maxLength: 254 });
 /**
@@ -42,20 +45,20 @@ const Payment = StringEnum(Object.keys(PAYMENT_SPELLINGS) as (keyof typeof PAYME
 /** POST /api/public/bookings/create (SPEC.md 2.5), with the spellings its samples use. */
 export const CreateBookingRequest = Type.Object({
   quote_id: QuoteRef,
-  passenger_name: Text(100),
+  passenger_name: Name,
   passenger_phone_whatsapp: Type.Optional(Phone),
   passenger_phone: Type.Optional({ ...Phone, description: 'Same as passenger_phone_whatsapp' }),
   payment_method: Payment,
   passenger_email: Type.Optional(PassengerEmail),
-  flight_number: Type.Optional(Type.String({ maxLength: 10 })),
-  notes: Type.Optional(Type.String({ maxLength: 500 })),
+  flight_number: Type.Optional(FlightNumber),
+  notes: Type.Optional(Notes),
 });
 
 /** POST /api/public/bookings/instant (SPEC.md 2.6). */
 export const InstantBookingRequest = Type.Object({
-  pickup_address: Text(300),
-  dropoff_address: Text(300),
-  passenger_name: Text(100),
+  pickup_address: Address,
+  dropoff_address: Address,
+  passenger_name: Name,
   passenger_phone_whatsapp: Type.Optional(Phone),
   passenger_phone: Type.Optional({ ...Phone, description: 'Same as passenger_phone_whatsapp' }),
   passenger_count: Type.Optional(Passengers),
@@ -63,9 +66,9 @@ export const InstantBookingRequest = Type.Object({
   depart_at: Type.Optional(DateTime),
   vehicle_type: Type.Optional(StringEnum(VEHICLE_TYPES)),
   payment_method: Type.Optional(Payment),
-  flight_number: Type.Optional(Type.String({ maxLength: 10 })),
-  notes: Type.Optional(Type.String({ maxLength: 500 })),
-  agent: Type.Optional(Type.String({ maxLength: 80, description: 'Name of the calling assistant' })),
+  flight_number: Type.Optional(FlightNumber),
+  notes: Type.Optional(Notes),
+  agent: Type.Optional(ScreenedText('agent', { description: 'Name of the calling assistant' })),
 });
 
 /**
@@ -74,10 +77,10 @@ export const InstantBookingRequest = Type.Object({
  * Which fields are required depends on the shape, so the service checks them.
  */
 export const V1BookingRequest = Type.Object({
-  pickup: Type.Optional(Text(300)),
-  dropoff: Type.Optional(Text(300)),
+  pickup: Type.Optional(Address),
+  dropoff: Type.Optional(Address),
   departAt: Type.Optional(DateTime),
-  passengerName: Type.Optional(Text(100)),
+  passengerName: Type.Optional(Name),
   passengerEmail: Type.Optional(PassengerEmail),
   passengerPhone: Type.Optional(Phone),
   passengers: Type.Optional(Passengers),
@@ -87,8 +90,8 @@ export const V1BookingRequest = Type.Object({
       description: 'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav',
     }),
   ),
-  flightNumber: Type.Optional(Type.String({ maxLength: 10 })),
-  notes: Type.Optional(Type.String({ maxLength: 500 })),
+  flightNumber: Type.Optional(FlightNumber),
+  notes: Type.Optional(Notes),
   fareGBP: Type.Optional(
     Type.Number({
       minimum: 0,
@@ -99,7 +102,7 @@ export const V1BookingRequest = Type.Object({
   paymentMethod: Type.Optional(Payment),
   quote_id: Type.Optional(QuoteRef),
   quoteId: Type.Optional(QuoteRef),
-  passenger_name: Type.Optional(Text(100)),
+  passenger_name: Type.Optional(Name),
   passenger_email: Type.Optional(PassengerEmail),
   passenger_phone: Type.Optional(Phone),
   payment_method: Type.Optional(Payment),
@@ -119,7 +122,7 @@ export const CancelRequest = Type.Object({
   action: StringEnum(['cancel'] as const),
   email: Type.Optional(Email),
   t: Type.Optional(TrackingTokenParam),
-  reason: Type.Optional(Type.String({ maxLength: 500 })),
+  reason: Type.Optional(Notes),
 });
 
 // Responses: the document shows them, and the handlers check their bodies against the types.

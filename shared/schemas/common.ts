@@ -1,4 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
+import { FIELD_LIMITS, type FieldKind } from '../domain/content-screen.ts';
 import { ERROR_STATUS } from '../errors.ts';
 
 /** The error envelope of CONTRACT.md section 1, as it appears in the OpenAPI document. */
@@ -25,6 +26,28 @@ export type ErrorEnvelope = Static<typeof ErrorEnvelope>;
  * (a name of three spaces is no name). Validation reports it as "must not be blank".
  */
 export const NOT_BLANK = '\\S';
+
+/**
+ * The schema annotation on free text the content screen reads (shared/domain/content-screen.ts):
+ * its `maxLength` is the screen's limit for the field's kind, and a value over it is refused as
+ * the screen refuses it, 400 `content_rejected` naming the field (issue 4), not `invalid_input`.
+ */
+export const SCREENED = 'x-content-screened';
+
+/** Free text of a screened kind, at most the screen's limit for it (`FIELD_LIMITS`). */
+export function ScreenedText(
+  kind: FieldKind,
+  /** `required`: at least one character other than white space; `nonEmpty`: at least one character. */
+  opts: { required?: boolean; nonEmpty?: boolean; description?: string } = {},
+): ReturnType<typeof Type.String> {
+  return Type.String({
+    ...(opts.required || opts.nonEmpty ? { minLength: 1 } : {}),
+    ...(opts.required ? { pattern: NOT_BLANK } : {}),
+    maxLength: FIELD_LIMITS[kind],
+    ...(opts.description ? { description: opts.description } : {}),
+    [SCREENED]: kind,
+  });
+}
 
 export const Uuid = Type.String({ format: 'uuid' });
 export const DateTime = Type.String({ format: 'date-time' });

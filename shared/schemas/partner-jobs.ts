@@ -1,11 +1,8 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { DateTime, StringEnum } from './common.ts';
+import { DateTime, ScreenedText, StringEnum } from './common.ts';
 
 export const PARTNER_JOB_ACTIONS = ['new', 'amend', 'cancel'] as const;
 export const MAX_JOBS_PER_REQUEST = 100;
-
-const Text = (max: number, description?: string) =>
-  Type.String({ minLength: 1, maxLength: max, ...(description ? { description } : {}) });
 
 /**
  * One partner job (SPEC.md 2.9). Each job of a batch is validated on its own against this
@@ -15,19 +12,22 @@ const Text = (max: number, description?: string) =>
  */
 export const PartnerJob = Type.Object(
   {
-    jobRef: Text(64, "The partner's own unique reference: idempotency, amendments and cancellations"),
+    jobRef: ScreenedText('reference', {
+      nonEmpty: true,
+      description: "The partner's own unique reference: idempotency, amendments and cancellations",
+    }),
     action: Type.Optional(StringEnum(PARTNER_JOB_ACTIONS, { default: 'new' })),
-    pickup: Type.Optional(Text(300)),
-    dropoff: Type.Optional(Text(300)),
+    pickup: Type.Optional(ScreenedText('address', { nonEmpty: true })),
+    dropoff: Type.Optional(ScreenedText('address', { nonEmpty: true })),
     pickupTime: Type.Optional(DateTime),
-    passengerName: Type.Optional(Text(100, 'Default "Passenger"')),
+    passengerName: Type.Optional(ScreenedText('name', { nonEmpty: true, description: 'Default "Passenger"' })),
     passengerPhone: Type.Optional(
       Type.String({ minLength: 5, maxLength: 32, description: 'Mobile number, international format' }),
     ),
     passengerEmail: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
     passengers: Type.Optional(Type.Integer({ minimum: 1, maximum: 8, default: 1 })),
     vehicleType: Type.Optional(Type.String({ minLength: 1, maxLength: 20 })),
-    flightNumber: Type.Optional(Type.String({ maxLength: 10 })),
+    flightNumber: Type.Optional(ScreenedText('flightNumber')),
     fare: Type.Optional(
       Type.Number({
         exclusiveMinimum: 0,
@@ -35,7 +35,7 @@ export const PartnerJob = Type.Object(
         description: 'Agreed fare in GBP; only for partners allowed to set fares',
       }),
     ),
-    notes: Type.Optional(Type.String({ maxLength: 500 })),
+    notes: Type.Optional(ScreenedText('notes')),
   },
   { title: 'PartnerJob' },
 );

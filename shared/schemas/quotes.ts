@@ -1,8 +1,9 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { VEHICLE_TYPES } from '../domain/tariffs/types.ts';
-import { DateTime, StringEnum, Uuid } from './common.ts';
+import { DateTime, ScreenedText, StringEnum, Uuid } from './common.ts';
 
-const Address = (description: string) => Type.String({ minLength: 1, maxLength: 300, description });
+/** Free text the content screen reads: over 300 characters is 400 content_rejected (common.ts). */
+const Address = (description: string) => ScreenedText('address', { nonEmpty: true, description });
 const Passengers = Type.Integer({ minimum: 1, maximum: 8, description: 'Passengers, 1 to 8' });
 const Vehicle = StringEnum(VEHICLE_TYPES, {
   description:

@@ -2,7 +2,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { Ajv, type ErrorObject } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { ErrorDetail } from '../errors.ts';
-import { NOT_BLANK } from './common.ts';
+import { NOT_BLANK, SCREENED } from './common.ts';
 
 // ajv-formats is CommonJS; under ESM its default export is the plugin function.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
@@ -19,6 +19,9 @@ function makeAjv(coerceTypes: boolean): Ajv {
     // `multipleOf: 0.01` means two decimals: 19.99 / 0.01 is 1998.9999999999998 in binary
     // floating point, which ajv would otherwise refuse as "not a multiple".
     multipleOfPrecision: 9,
+    // Each error carries the schema it failed (`parentSchema`): a screened text over its
+    // length is a content refusal (`SCREENED`).
+    verbose: true,
   });
   addFormats(ajv);
   // ajv's date-time also passes forms JavaScript's Date cannot read (a leap second, `23:59:60`;
@@ -38,7 +41,20 @@ function makeAjv(coerceTypes: boolean): Ajv {
 const bodyAjv = makeAjv(false);
 const paramAjv = makeAjv(true);
 
-export type Validator = (data: unknown) => ErrorDetail[];
+/**
+ * A validator's findings. `contentRejected` is set when every one is a screened text over its
+ * length (`SCREENED`): the request is refused as the content screen refuses it, 400
+ * `content_rejected`, rather than `invalid_input`.
+ */
+export type Findings = ErrorDetail[] & { contentRejected?: boolean };
+export type Validator = (data: unknown) => Findings;
+
+/** A screened text over its length: the screen's wording, or null for any other error. */
+function overLongScreened(err: ErrorObject): string | null {
+  if (err.keyword !== 'maxLength' || !(err.parentSchema as Record<string, unknown> | undefined)?.[SCREENED])
+    return null;
+  return `is longer than ${(err.params as { limit: number }).limit} characters`;
+}
 
 function pointer(err: ErrorObject): string {
   const base = err.instancePath || '';
@@ -59,6 +75,8 @@ function problem(err: ErrorObject): string {
       return `must be one of: ${(err.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
     case 'additionalProperties':
       return 'is not allowed';
+    case 'maxLength':
+      return overLongScreened(err) ?? err.message ?? 'is invalid';
     case 'pattern':
       return (err.params as { pattern: string }).pattern === NOT_BLANK
         ? 'must not be blank'
@@ -69,9 +87,9 @@ function problem(err: ErrorObject): string {
 }
 
 /** ajv errors as `details` with JSON pointers; one entry per field and problem. */
-export function toDetails(errors: readonly ErrorObject[] | null | undefined): ErrorDetail[] {
+export function toDetails(errors: readonly ErrorObject[] | null | undefined): Findings {
   const seen = new Set<string>();
-  const out: ErrorDetail[] = [];
+  const out: Findings = [];
   // A union of literals fails as one `const` error per literal: say it once, as an enum.
   const constsAt = new Map<string, unknown[]>();
   for (const err of errors ?? []) {
@@ -95,6 +113,7 @@ export function toDetails(errors: readonly ErrorObject[] | null | undefined): Er
       out.push(d);
     }
   }
+  if (errors && errors.length > 0 && errors.every((e) => overLongScreened(e) !== null)) out.contentRejected = true;
   return out;
 }
 

@@ -264,11 +264,13 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, t
   assertStorableText(raw, 'job');
   const details = validateJob(raw);
   if (details.length > 0) {
-    throw new AppError(
-      'invalid_input',
-      `The job is not valid: ${details.map((d) => `${d.field} ${d.problem}`).join('; ')}.`,
-      details,
-    );
+    const summary = details.map((d) => `${d.field} ${d.problem}`).join('; ');
+    // Over-long free text is refused as the content screen below refuses it.
+    if (details.contentRejected) {
+      deps.logger?.warn({ reasons: details.map((d) => `${d.field}: too_long`) }, 'partner job content rejected');
+      throw new AppError('content_rejected', `Some fields cannot be accepted: ${summary}.`, details);
+    }
+    throw new AppError('invalid_input', `The job is not valid: ${summary}.`, details);
   }
   const job = raw as PartnerJob;
   const screened = screenFields([
