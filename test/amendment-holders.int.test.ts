@@ -287,4 +287,36 @@ describe('an amendment reaches whoever holds the job', () => {
       { n: 3 },
     ]);
   });
+
+  it('sends a partner operator holding the job a signed booking.status webhook when the passenger cancels it', async () => {
+    const operator = await createPartner(env.rt.db, env.config, {
+      name: 'Cancelled Operator',
+      webhookUrl: hooksUrl,
+      operator: { fleetClasses: ['saloon'], fleetCapacity: 5 },
+      actor: 'test',
+    });
+    operatorSecret = operator.webhookSecret as string;
+    received.length = 0;
+    const booking = await bookingOf('CANCEL-OPERATOR', { passengerEmail: 'ada.cancels@example.org' });
+    await env.rt.db.transaction(async (trx) => {
+      await trx('bookings').where({ id: booking.id }).update({ operator_partner_id: operator.id, dispatch_tier: 3 });
+      await appendStatus(trx, booking.id, 'driver_assigned', 'test');
+    });
+    await eventually(async () => expect(received).toHaveLength(1));
+
+    // The passenger cancels through the lookup-and-cancel route, with the e-mail in another case.
+    const cancel = await fetch(`${api.url}/api/public/v1/booking/${booking.reference}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ action: 'cancel', email: 'Ada.Cancels@Example.org' }),
+    });
+    expect(cancel.status, await cancel.clone().text()).toBe(200);
+    await eventually(async () => expect(received).toHaveLength(2));
+    expect(received[1]?.verified).toBe(true);
+    const event = JSON.parse(received[1]?.body as string);
+    expect(event.type).toBe('booking.status');
+    expect(event.data).toMatchObject({ bookingReference: booking.reference, status: 'cancelled' });
+    const deliveries = await env.rt.db('webhook_deliveries').where({ booking_id: booking.id }).orderBy('created_at');
+    expect(deliveries.map((d) => d.event_type)).toEqual(['booking.status', 'booking.status']);
+  });
 });
