@@ -7,6 +7,7 @@ import { processJobs, retryableJob, summarise } from '../../shared/services/inta
 import {
   ADAPTERS,
   activeSupplierBySlug,
+  asSupplierSent,
   SUPPLIER_SIGNATURE_TOLERANCE_SECONDS,
 } from '../../shared/services/suppliers.ts';
 import { baseUrlFor } from '../base-url.ts';
@@ -72,12 +73,14 @@ export function supplierHookRoutes(): RouteDef[] {
           claims,
           { method: req.method, path: idempotencyPathOf({ path: SUPPLIER_HOOK_PATH }, req.path), rawBody: req.rawBody },
           async () => {
-            const results = await processJobs(
-              { ...deps, logger: req.log ?? deps.logger },
-              { partner: null, supplier, apiKeyId: null, testMode: false, scope: `supplier:${supplier.slug}` },
-              parsed.jobs.map((j) => j.job),
-              baseUrlFor(req, deps.config),
-            );
+            const results = (
+              await processJobs(
+                { ...deps, logger: req.log ?? deps.logger },
+                { partner: null, supplier, apiKeyId: null, testMode: false, scope: `supplier:${supplier.slug}` },
+                parsed.jobs.map((j) => j.job),
+                baseUrlFor(req, deps.config),
+              )
+            ).map((r) => asSupplierSent(adapter.fields, r));
             const summary = summarise(results);
             const status = parsed.single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
             // As partner batches: an answer with a job that failed on our side or hit a limit is

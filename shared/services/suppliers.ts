@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { Config } from '../config.ts';
 import { randomBase62, safeEqual, seal } from '../crypto.ts';
 import type { Db } from '../db/knex.ts';
+import type { ErrorDetail } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
 import type { IntakeSupplier } from './intake.ts';
@@ -44,6 +45,12 @@ export type AuthResult = { ok: true; messageId?: string } | { ok: false; message
 export interface SupplierAdapter {
   name: string;
   /**
+   * Where each partner-job field is in the supplier's own job (a path of keys): the parser reads
+   * the job through it, and a refusal names the field as the supplier sent it (`comments`, not
+   * our `notes`), relative to the job as partner-job refusals are.
+   */
+  fields: FieldPaths;
+  /**
    * Whether the request carries the supplier's credentials; secrets and signatures are compared
    * in constant time. `nowMs` is the server clock (for signed timestamps).
    */
@@ -54,9 +61,46 @@ export interface SupplierAdapter {
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const obj = (v: unknown): Record<string, unknown> => (isObject(v) ? v : {});
 
-/** Drop undefined and null so the intake's schema sees only what the supplier sent. */
-function defined(o: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined && v !== null));
+/** The partner-job fields a supplier's format carries, each at a path of keys in its job. */
+export type FieldPaths = Readonly<Record<string, readonly string[]>>;
+
+/**
+ * The partner job in a supplier's job (`fields`), undefined and null dropped so the intake's
+ * schema sees only what the supplier sent. `jobRef` and `action` are the adapter's own reading.
+ */
+function jobOf(source: unknown, fields: FieldPaths, own: { jobRef: string | null; action: unknown }) {
+  const job: Record<string, unknown> = {};
+  for (const [field, path] of Object.entries(fields)) {
+    if (field === 'jobRef' || field === 'action') continue;
+    const v = path.reduce<unknown>((at, key) => (isObject(at) ? at[key] : undefined), source);
+    if (v !== undefined && v !== null) job[field] = v;
+  }
+  if (own.jobRef !== null) job.jobRef = own.jobRef;
+  if (own.action !== undefined && own.action !== null) job.action = own.action;
+  return job;
+}
+
+/** A refusal's pointer at a partner-job field (`/notes`), as the supplier's format names it (`/comments`). */
+export function supplierPointer(fields: FieldPaths, pointer: string): string {
+  const [, field, ...rest] = pointer.split('/');
+  const path = field === undefined ? undefined : fields[field];
+  return path ? `/${[...path, ...rest].join('/')}` : pointer;
+}
+
+/** A job's refusal with its pointers (and the message's mentions of them) in the supplier's names. */
+export function asSupplierSent<R extends { error: { message: string; details: ErrorDetail[] } | null }>(
+  fields: FieldPaths,
+  result: R,
+): R {
+  if (!result.error || result.error.details.length === 0) return result;
+  let message = result.error.message;
+  const details = result.error.details.map((d) => {
+    const field = supplierPointer(fields, d.field);
+    // "/notes contains ..." in the message: the pointer followed by its problem.
+    message = message.split(`${d.field} ${d.problem}`).join(`${field} ${d.problem}`);
+    return { ...d, field };
+  });
+  return { ...result, error: { ...result.error, message, details } };
 }
 
 const refOf = (v: unknown): string | null =>
@@ -73,8 +117,25 @@ const SECRET_HEADER_EVENTS: Record<string, SupplierAction> = {
  * `{event: "booking.created"|"booking.updated"|"booking.cancelled", booking: {id, pickup_address,
  * dropoff_address, pickup_at, passenger: {name, phone, email}, pax, vehicle, flight, price?, notes}}`.
  */
+const SECRET_HEADER_FIELDS: FieldPaths = {
+  jobRef: ['booking', 'id'],
+  action: ['event'],
+  pickup: ['booking', 'pickup_address'],
+  dropoff: ['booking', 'dropoff_address'],
+  pickupTime: ['booking', 'pickup_at'],
+  passengerName: ['booking', 'passenger', 'name'],
+  passengerPhone: ['booking', 'passenger', 'phone'],
+  passengerEmail: ['booking', 'passenger', 'email'],
+  passengers: ['booking', 'pax'],
+  vehicleType: ['booking', 'vehicle'],
+  flightNumber: ['booking', 'flight'],
+  fare: ['booking', 'price'],
+  notes: ['booking', 'notes'],
+};
+
 export const secretHeaderAdapter: SupplierAdapter = {
   name: 'secret-header',
+  fields: SECRET_HEADER_FIELDS,
   authenticate(req, supplier, secret) {
     const given = req.header(`x-${supplier.slug}-secret`)?.trim() ?? '';
     // Compared in constant time even when missing, so a missing header costs as much as a wrong one.
@@ -93,33 +154,11 @@ export const secretHeaderAdapter: SupplierAdapter = {
     if (!action) {
       return { ok: false, message: 'event must be one of booking.created, booking.updated, booking.cancelled.' };
     }
-    const b = body.booking;
-    const p = obj(b.passenger);
-    const ref = refOf(b.id);
+    const ref = refOf(body.booking.id);
     return {
       ok: true,
       single: true,
-      jobs: [
-        {
-          ref,
-          action,
-          job: defined({
-            jobRef: ref ?? undefined,
-            action,
-            pickup: b.pickup_address,
-            dropoff: b.dropoff_address,
-            pickupTime: b.pickup_at,
-            passengerName: p.name,
-            passengerPhone: p.phone,
-            passengerEmail: p.email,
-            passengers: b.pax,
-            vehicleType: b.vehicle,
-            flightNumber: b.flight,
-            fare: b.price,
-            notes: b.notes,
-          }),
-        },
-      ],
+      jobs: [{ ref, action, job: jobOf(body, SECRET_HEADER_FIELDS, { jobRef: ref, action }) }],
     };
   },
 };
@@ -144,8 +183,25 @@ const UNIX_SECONDS = /^[0-9]{1,15}$/;
  * `{jobs: [job, ...]}` or one job, each `{reference, type: "new"|"amend"|"cancel", from, to,
  * when, passengers, customer: {name, phone, email}, vehicle_class, flight_no, fare, comments}`.
  */
+const HMAC_FIELDS: FieldPaths = {
+  jobRef: ['reference'],
+  action: ['type'],
+  pickup: ['from'],
+  dropoff: ['to'],
+  pickupTime: ['when'],
+  passengerName: ['customer', 'name'],
+  passengerPhone: ['customer', 'phone'],
+  passengerEmail: ['customer', 'email'],
+  passengers: ['passengers'],
+  vehicleType: ['vehicle_class'],
+  flightNumber: ['flight_no'],
+  fare: ['fare'],
+  notes: ['comments'],
+};
+
 export const hmacAdapter: SupplierAdapter = {
   name: 'hmac',
+  fields: HMAC_FIELDS,
   authenticate(req, supplier, secret, nowMs = Date.now()) {
     const tsHeader = `x-${supplier.slug}-timestamp`;
     const sigHeader = `x-${supplier.slug}-signature`;
@@ -188,30 +244,11 @@ export const hmacAdapter: SupplierAdapter = {
       single: !Array.isArray(body.jobs),
       jobs: list.map((raw) => {
         const j = obj(raw);
-        const c = obj(j.customer);
         const ref = refOf(j.reference);
         const type = j.type === undefined ? 'new' : j.type;
         const action = typeof type === 'string' && HMAC_TYPES.has(type) ? (type as SupplierAction) : null;
-        return {
-          ref,
-          action,
-          job: defined({
-            jobRef: ref ?? undefined,
-            // An unknown type is passed on so the intake rejects this job (and only this one).
-            action: type,
-            pickup: j.from,
-            dropoff: j.to,
-            pickupTime: j.when,
-            passengerName: c.name,
-            passengerPhone: c.phone,
-            passengerEmail: c.email,
-            passengers: j.passengers,
-            vehicleType: j.vehicle_class,
-            flightNumber: j.flight_no,
-            fare: j.fare,
-            notes: j.comments,
-          }),
-        };
+        // An unknown type is passed on so the intake rejects this job (and only this one).
+        return { ref, action, job: jobOf(j, HMAC_FIELDS, { jobRef: ref, action: type }) };
       }),
     };
   },
