@@ -26,7 +26,7 @@ type Result = {
   outcome: string;
   status: number;
   bookingReference: string | null;
-  error: { code: string; details: Array<{ field: string; problem: string }> } | null;
+  error: { code: string; message: string; details: Array<{ field: string; problem: string }> } | null;
 };
 type Json = {
   results: Result[];
