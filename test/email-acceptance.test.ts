@@ -1,3 +1,4 @@
+import { disposableEmailBlocklistSet } from 'disposable-email-domains-js';
 import { describe, expect, it, vi } from 'vitest';
 import {
   type CheckEmailOptions,
@@ -190,6 +191,17 @@ describe('disposable', () => {
       expect(isDisposableDomain(d), d).toBe(false);
     }
     expect(await checkEmail('ada@gmail.com', off)).toEqual({ accepted: true, email: 'ada@gmail.com' });
+  });
+
+  it('is the npm package’s whole list (updated with the package), not a list of our own', async () => {
+    const listed = [...disposableEmailBlocklistSet()];
+    expect(listed.length).toBeGreaterThan(1000);
+    // Every hundredth entry, from one end to the other.
+    for (let i = 0; i < listed.length; i += 100) {
+      const domain = listed[i] as string;
+      expect(isDisposableDomain(domain), domain).toBe(true);
+      expect(await checkEmail(`ada@${domain}`, off), domain).toMatchObject({ accepted: false, problem: 'disposable' });
+    }
   });
 
   it('is checked before the role rule', async () => {
