@@ -16,6 +16,10 @@ describe('config', () => {
       seedDemo: false,
     });
     expect(Object.isFrozen(c)).toBe(true);
+    // The mail-server check is on, softly: only a domain that certainly has no mail server is refused.
+    expect(c.bookings.emailMxCheck).toBe('soft');
+    expect(() => loadConfig({ EMAIL_MX_CHECK: 'sometimes' })).toThrow(ConfigError);
+    expect(loadConfig({ EMAIL_MX_CHECK: 'strict' }).bookings.emailMxCheck).toBe('strict');
   });
 
   it('reads the environment, the first base URL being primary', () => {
