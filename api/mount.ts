@@ -1,5 +1,5 @@
 import type { Express, NextFunction, Request, Response } from 'express';
-import { AppError, errorBody } from '../shared/errors.ts';
+import { AppError, detailsText, errorBody } from '../shared/errors.ts';
 import { assertStorableText } from '../shared/schemas/text.ts';
 import { compileSchema, type Validator } from '../shared/schemas/validate.ts';
 import { beginIdempotent } from '../shared/services/idempotency.ts';
@@ -17,7 +17,7 @@ function check(v: Validator | null, data: unknown, where: string, req: Request):
   if (!v) return;
   const details = v(data);
   if (details.length > 0) {
-    const summary = details.map((d) => `${d.field} ${d.problem}`).join('; ');
+    const summary = detailsText(details);
     if (details.contentRejected) {
       // Over-long free text is refused as the content screen refuses it, and logged as it logs.
       req.log?.warn({ reasons: details.map((d) => `${d.field}: too_long`) }, 'content rejected');

@@ -42,6 +42,13 @@ export interface ErrorDetail {
   problem: string;
 }
 
+/**
+ * Details as an error message names them, `/pickup is required; /notes is too long`: each
+ * pointer followed by its problem, so a message can be re-pointed with its details.
+ */
+export const detailsText = (details: readonly ErrorDetail[]): string =>
+  details.map((d) => `${d.field} ${d.problem}`).join('; ');
+
 export class AppError extends Error {
   readonly status: number;
   constructor(

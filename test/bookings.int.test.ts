@@ -649,6 +649,8 @@ describe('POST /api/public/v1/booking', () => {
     expect(noPhone.status).toBe(400);
     expect(noPhone.json.error?.code).toBe('invalid_input');
     expect(noPhone.json.error?.details.map((d) => d.field)).toEqual(['/passenger_phone']);
+    expect(noPhone.json.error?.message).toContain('/passenger_phone');
+    expect(noPhone.json.error?.message).not.toContain('passengerPhone');
   });
 
   it('answers the v1 errors of SPEC.md section 7', async () => {
@@ -870,6 +872,19 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(noPhone.status).toBe(400);
     expect(noPhone.json.error?.code).toBe('invalid_input');
     expect(noPhone.json.error?.details).toEqual([{ field: '/passenger_phone_whatsapp', problem: expect.any(String) }]);
+    // A camelCase phone is not a spelling this route reads: the refusal names the one it does, message and all.
+    const camelPhone = await post('/api/public/bookings/instant', {
+      pickup_address: 'Leeds',
+      dropoff_address: 'York',
+      passenger_name: 'Al',
+      passengerPhone: '+447700900123',
+    });
+    expect(camelPhone.status).toBe(400);
+    expect(camelPhone.json.error?.details).toEqual([
+      { field: '/passenger_phone_whatsapp', problem: expect.any(String) },
+    ]);
+    expect(camelPhone.json.error?.message).toContain('/passenger_phone_whatsapp');
+    expect(camelPhone.json.error?.message).not.toContain('passengerPhone');
     const nowhere = await post('/api/public/bookings/instant', {
       ...instant,
       pickup_address: 'Qzxv Nowhere Lane, Xyzzyshire',

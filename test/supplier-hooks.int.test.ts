@@ -258,6 +258,14 @@ describe('hmac adapter', () => {
         (j) => j.job_ref,
       ),
     ).toEqual(['JN-1']);
+    // A missing field is named as the supplier's format names it, in the details and the message.
+    const noTo = await jetSend({ jobs: [jetJob('JN-4', { to: undefined })] });
+    expect(noTo.json.results[0]?.error).toMatchObject({
+      code: 'invalid_input',
+      details: [{ field: '/to', problem: 'is required for action new' }],
+    });
+    expect(noTo.json.results[0]?.error?.message).toContain('/to is required');
+    expect(noTo.json.results[0]?.error?.message).not.toContain('dropoff');
     const single = await cabcoSend({ event: 'booking.created', booking: cabcoBooking('CN-1', { notes: '\u0000' }) });
     expect(single.status, single.text).toBe(400);
     expect(single.json.results[0]?.error?.code).toBe('invalid_input');

@@ -3,7 +3,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Request } from 'express';
 import * as z from 'zod';
 import { VEHICLE_SEATS, VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
-import { AppError, type ErrorDetail } from '../../shared/errors.ts';
+import { AppError, detailsText, type ErrorDetail } from '../../shared/errors.ts';
 import { type ApiKeyIdentity, assertMayBook } from '../../shared/services/api-keys.ts';
 import {
   type BookingCaller,
@@ -284,7 +284,7 @@ function stableSdkErrors(server: McpServer): void {
           ? { field: `/${(m[2] ?? '').replace(/\[(\d+)\]/g, '.$1').replace(/\./g, '/')}`, problem: m[1] ?? line }
           : { field: '/', problem: line };
       });
-    const summary = details.map((d) => `${d.field} ${d.problem}`).join('; ');
+    const summary = detailsText(details);
     return errorResult(new AppError('invalid_input', `The arguments are not valid: ${summary}.`, details));
   };
 }

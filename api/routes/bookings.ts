@@ -12,7 +12,7 @@ import {
 import { operatorDriverOf } from '../../shared/domain/operator-driver.ts';
 import { paymentState } from '../../shared/domain/payment-state.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
-import { AppError, type ErrorDetail } from '../../shared/errors.ts';
+import { AppError, detailsText, type ErrorDetail } from '../../shared/errors.ts';
 import {
   AliasBookingResponse,
   BookingLookupResponse,
@@ -113,7 +113,7 @@ export function screen(req: Request, fields: ScreenField[]): void {
     req.log?.warn({ reasons: result.reasons }, 'content rejected');
     throw new AppError(
       'content_rejected',
-      `Some fields cannot be accepted: ${result.details.map((d) => `${d.field} ${d.problem}`).join('; ')}.`,
+      `Some fields cannot be accepted: ${detailsText(result.details)}.`,
       result.details,
     );
   }
@@ -147,28 +147,34 @@ async function pointersAsSent<T>(body: object, snakeSchema: TObject | null, work
     return await work();
   } catch (err) {
     if (!(err instanceof AppError) || err.details.length === 0) throw err;
-    const sent = body as Record<string, unknown>;
     let changed = false;
+    let message = err.message;
     const details = err.details.map((d) => {
-      const given = d.field.slice(1);
-      // A pointer at a snake_case spelling (`/quote_id` from the redemption) is read as its camelCase name.
-      const name = CAMEL_OF.get(given) ?? given;
-      const snakes = SNAKE_SPELLINGS[name];
-      if (!d.field.startsWith('/') || !snakes || sent[given] !== undefined) return d;
-      if (sent[name] !== undefined) {
-        if (name === given) return d;
-        changed = true;
-        return { ...d, field: `/${name}` };
-      }
-      const snake =
-        snakes.find((k) => sent[k] !== undefined) ?? snakes.find((k) => snakeSchema?.properties[k] !== undefined);
-      if (!snake) return d;
+      const field = pointerAsSent(body as Record<string, unknown>, snakeSchema, d.field);
+      if (field === d.field) return d;
       changed = true;
-      return { ...d, field: `/${snake}` };
+      // "/passenger_phone must be ..." in the message: the pointer followed by its problem.
+      message = message.split(`${d.field} ${d.problem}`).join(`${field} ${d.problem}`);
+      return { ...d, field };
     });
     if (!changed) throw err;
-    throw new AppError(err.code, err.message, details, err.headers);
+    throw new AppError(err.code, message, details, err.headers);
   }
+}
+
+/** One pointer as `pointersAsSent` reads it. */
+function pointerAsSent(sent: Record<string, unknown>, snakeSchema: TObject | null, pointer: string): string {
+  const given = pointer.slice(1);
+  // A pointer at a snake_case spelling (`/quote_id` from the redemption) is read as its camelCase name.
+  const name = CAMEL_OF.get(given) ?? given;
+  const snakes = SNAKE_SPELLINGS[name];
+  if (!pointer.startsWith('/') || !snakes || sent[given] !== undefined) return pointer;
+  // The camelCase spelling counts only where the route reads it (v1's shapes, not the alias routes).
+  const readsCamel = snakeSchema === null || Object.hasOwn(snakeSchema.properties, name);
+  if (readsCamel && sent[name] !== undefined) return `/${name}`;
+  const snake =
+    snakes.find((k) => sent[k] !== undefined) ?? snakes.find((k) => snakeSchema?.properties[k] !== undefined);
+  return snake ? `/${snake}` : pointer;
 }
 
 /** A synchronous step's value or its error, to be thrown later than it happened. */
@@ -312,7 +318,7 @@ function requireFields(fields: Record<string, unknown>): void {
     .filter(([, v]) => v === undefined || v === null || v === '')
     .map(([k]) => ({ field: `/${k}`, problem: 'is required' }));
   if (missing.length > 0) {
-    throw new AppError('invalid_input', `Missing: ${missing.map((m) => m.field.slice(1)).join(', ')}.`, missing);
+    throw new AppError('invalid_input', `Missing: ${detailsText(missing)}.`, missing);
   }
 }
 

@@ -10,7 +10,7 @@ import {
   normaliseEmail,
 } from '../domain/email-acceptance.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
-import { AppError, type ErrorDetail } from '../errors.ts';
+import { AppError, detailsText, type ErrorDetail } from '../errors.ts';
 import { defaultGazetteer } from '../geo/gazetteer.ts';
 import type { Geocoder, Place } from '../geo/types.ts';
 import { uuidv7 } from '../ids.ts';
@@ -176,7 +176,7 @@ export async function applyDriver(
     opts.onContentRejected?.(screened.reasons);
     throw new AppError(
       'content_rejected',
-      `Some fields cannot be accepted: ${screened.details.map((d) => `${d.field} ${d.problem}`).join('; ')}.`,
+      `Some fields cannot be accepted: ${detailsText(screened.details)}.`,
       screened.details,
     );
   }
@@ -210,11 +210,7 @@ export async function applyDriver(
   if (licenceNumber === '') invalid.push({ field: '/licenceNumber', problem: 'must not be blank' });
   if (collapse(input.name) === '') invalid.push({ field: '/name', problem: 'must not be blank' });
   if (invalid.length > 0) {
-    throw new AppError(
-      'invalid_input',
-      `The application is not valid: ${invalid.map((d) => `${d.field} ${d.problem}`).join('; ')}.`,
-      invalid,
-    );
+    throw new AppError('invalid_input', `The application is not valid: ${detailsText(invalid)}.`, invalid);
   }
 
   const email = normaliseEmail(input.email);

@@ -13,7 +13,7 @@ import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../domain/e
 import type { TestScenario } from '../domain/sandbox.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { parseVehicleType } from '../domain/tariffs/vehicle.ts';
-import { AppError, type ErrorDetail } from '../errors.ts';
+import { AppError, detailsText, type ErrorDetail } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
@@ -264,7 +264,7 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, t
   assertStorableText(raw, 'job');
   const details = validateJob(raw);
   if (details.length > 0) {
-    const summary = details.map((d) => `${d.field} ${d.problem}`).join('; ');
+    const summary = detailsText(details);
     // Over-long free text is refused as the content screen below refuses it.
     if (details.contentRejected) {
       deps.logger?.warn({ reasons: details.map((d) => `${d.field}: too_long`) }, 'partner job content rejected');
@@ -285,7 +285,7 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, t
     deps.logger?.warn({ reasons: screened.reasons }, 'partner job content rejected');
     throw new AppError(
       'content_rejected',
-      `Some fields cannot be accepted: ${screened.details.map((d) => `${d.field} ${d.problem}`).join('; ')}.`,
+      `Some fields cannot be accepted: ${detailsText(screened.details)}.`,
       screened.details,
     );
   }
@@ -295,7 +295,7 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, t
       .filter((k) => job[k] === undefined || String(job[k]).trim() === '')
       .map((k) => ({ field: `/${k}`, problem: `is required for action ${action}` }));
     if (missing.length > 0) {
-      throw new AppError('invalid_input', `Missing: ${missing.map((m) => m.field.slice(1)).join(', ')}.`, missing);
+      throw new AppError('invalid_input', `Missing: ${detailsText(missing)}.`, missing);
     }
   }
   const passengerPhone = job.passengerPhone?.trim() ? normalisePhone(job.passengerPhone) : null;
