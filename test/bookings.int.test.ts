@@ -1,5 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Knex } from 'knex';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enqueueJob } from '../shared/db/outbox.ts';
@@ -15,7 +14,7 @@ import { IN_PROGRESS_LEASE_MS } from '../shared/services/idempotency.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
-import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { appFor, blockedBy, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { INJECTION_ATTEMPTS, ORDINARY_NOTES } from './helpers/screen-samples.ts';
 import { mailText, startSmtpCapture } from './helpers/smtp-capture.ts';
 
@@ -89,20 +88,6 @@ const ada = {
   passenger_email: 'ada@example.org',
 };
 const bookingRow = (ref: string) => env.rt.db('bookings').where({ reference: ref }).first();
-
-/** Whether a backend comes to wait for a lock `trx` holds (and not some other test's), within 5 s. */
-async function blockedBy(trx: Knex.Transaction): Promise<boolean> {
-  const { rows: me } = await trx.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
-  for (let i = 0; i < 200; i++) {
-    const { rows } = await env.rt.db.raw<{ rows: unknown[] }>(
-      'select 1 from pg_stat_activity where ? = any(pg_blocking_pids(pid))',
-      [me[0]?.pid ?? 0],
-    );
-    if (rows.length > 0) return true;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return false;
-}
 
 describe('dispatch through the outbox', () => {
   it('dispatches a booking made while the relay was stopped exactly once when it starts', async () => {
@@ -266,7 +251,7 @@ describe('POST /api/public/bookings/create', () => {
     try {
       await trx.raw('select 1 from quotes where id = ? for update', [stuck]);
       const first = post('/api/public/bookings/create', { ...ada, quote_id: stuck });
-      expect(await blockedBy(trx)).toBe(true);
+      expect(await blockedBy(env.rt.db, trx)).toBe(true);
       const second = await Promise.race([
         post('/api/public/bookings/create', { ...ada, passenger_phone_whatsapp: '+447700900124', quote_id: free }),
         new Promise<null>((r) => setTimeout(() => r(null), 10_000)),
@@ -1153,7 +1138,7 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     try {
       await trx.raw('select 1 from quotes where id = ? for update', [q]);
       first = post('/api/public/bookings/create', body, { 'Idempotency-Key': key });
-      expect(await blockedBy(trx)).toBe(true);
+      expect(await blockedBy(env.rt.db, trx)).toBe(true);
       const meanwhile = await post('/api/public/bookings/create', body, { 'Idempotency-Key': key });
       expect(meanwhile.status).toBe(409);
       expect(meanwhile.json.error?.code).toBe('idempotency_in_progress');
@@ -1181,7 +1166,7 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     try {
       await trx.raw('select 1 from quotes where id = ? for update', [q]);
       first = post('/api/public/v1/booking', body, { 'Idempotency-Key': key });
-      expect(await blockedBy(trx)).toBe(true);
+      expect(await blockedBy(env.rt.db, trx)).toBe(true);
       const meanwhile = await post('/api/public/v1/bookings', body, { 'Idempotency-Key': key });
       expect(meanwhile.status).toBe(409);
       expect(meanwhile.json.error?.code).toBe('idempotency_in_progress');

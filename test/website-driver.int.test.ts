@@ -6,7 +6,7 @@ import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { bookThroughApi } from './helpers/bookings.ts';
 import { approvedDriver, type TestDriver, withPresenceUnreadable } from './helpers/drivers.ts';
-import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { appFor, blockedBy, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { CookieJar, csrfOf, expectSafePage, getPage, type Page, postForm } from './helpers/pages.ts';
 
 /**
@@ -278,7 +278,14 @@ describe('sign-in', () => {
     expect(JSON.stringify(audit)).not.toContain(next);
 
     // Two requests with the same token sent together replace it once: the second finds it replaced (401).
-    const pair = await Promise.all([replace(next as string), replace(next as string)]);
+    // Both are signed in and waiting on the driver's row before either goes on.
+    let sent: Promise<Response[]> | undefined;
+    await env.rt.db.transaction(async (trx) => {
+      await trx('drivers').where({ id: d.id }).forUpdate().first('id');
+      sent = Promise.all([replace(next as string), replace(next as string)]);
+      expect(await blockedBy(env.rt.db, trx, 2)).toBe(true);
+    });
+    const pair = await (sent as Promise<Response[]>);
     expect(pair.map((r) => r.status).sort()).toEqual([200, 401]);
     expect(await env.rt.db('audit_log').where({ subject_id: d.id, action: 'driver.token_replace' })).toHaveLength(3);
 
@@ -297,6 +304,29 @@ describe('sign-in', () => {
     }
     expect(statuses).toEqual([200, 200, 429]);
     expect((await dashboard(current as string)).status).toBe(200);
+  });
+
+  it('signs out everywhere once when two devices ask together: the later finds its session ended (409)', async () => {
+    const d = await approvedDriver(env.rt.db, { name: 'Tess Twice' });
+    const path = '/driver/sign-out-everywhere';
+    const devices = await Promise.all([signedIn(d), signedIn(d)]);
+    const forms = await Promise.all(
+      devices.map(async (jar) => csrfOf((await getPage(api.url, '/driver', jar)).html, path)),
+    );
+    // Both pass the session check and wait on the driver's row before either replaces the token.
+    let sent: Promise<Page[]> | undefined;
+    await env.rt.db.transaction(async (trx) => {
+      await trx('drivers').where({ id: d.id }).forUpdate().first('id');
+      sent = Promise.all(devices.map((jar, i) => postForm(api.url, path, { csrf: forms[i] as string }, jar)));
+      expect(await blockedBy(env.rt.db, trx, 2)).toBe(true);
+    });
+    const pages = await (sent as Promise<Page[]>);
+    expect(pages.map((p) => p.status).sort()).toEqual([200, 409]);
+    const later = pages.find((p) => p.status === 409) as Page;
+    expectSafePage(later);
+    expect(later.html).toContain('Already signed out everywhere');
+    expect(await env.rt.db('audit_log').where({ subject_id: d.id, action: 'driver.token_replace' })).toHaveLength(1);
+    for (const jar of devices) expect((await getPage(api.url, '/driver', jar)).html).toContain('Driver sign-in');
   });
 
   it('a suspended driver’s session stops working at once, as does one from before a new token; a forged one never works', async () => {

@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
 import { Redis } from 'ioredis';
+import type { Knex } from 'knex';
 import { buildApp } from '../../api/app.ts';
 import { answerClientErrors } from '../../api/client-errors.ts';
 import type { RouteDef } from '../../api/route.ts';
@@ -113,4 +114,27 @@ export async function eventually<T>(fn: () => Promise<T | undefined | null | fal
     if (Date.now() > until) throw new Error(`condition not met in ${timeoutMs} ms${last ? `: ${String(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * Whether `waiters` other sessions come (within 5 s) to wait on a lock `trx` holds, directly or
+ * behind another waiter (and not on some other test's):
+ * a test holds a row lock, sends requests, and releases it only once they all wait on it.
+ */
+export async function blockedBy(db: Knex, trx: Knex.Transaction, waiters = 1): Promise<boolean> {
+  const { rows: me } = await trx.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
+  for (let i = 0; i < 200; i++) {
+    // A second waiter on a row waits on the first (it queues for the tuple lock): count them all.
+    const { rows } = await db.raw<{ rows: unknown[] }>(
+      `with recursive waiting(pid) as (
+         select pid from pg_stat_activity where ? = any(pg_blocking_pids(pid))
+         union
+         select a.pid from pg_stat_activity a join waiting w on w.pid = any(pg_blocking_pids(a.pid))
+       ) select pid from waiting`,
+      [me[0]?.pid ?? 0],
+    );
+    if (rows.length >= waiters) return true;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return false;
 }
