@@ -119,5 +119,11 @@ export function toDetails(errors: readonly ErrorObject[] | null | undefined): Fi
 
 export function compileSchema(schema: TSchema, opts: { coerce?: boolean } = {}): Validator {
   const validate = (opts.coerce ? paramAjv : bodyAjv).compile(schema);
-  return (data) => (validate(data) ? [] : toDetails(validate.errors));
+  return (data) => {
+    if (validate(data)) return [];
+    const details = toDetails(validate.errors);
+    // Verbose errors hold the request's values (`data`): not kept past the request that sent them.
+    validate.errors = null;
+    return details;
+  };
 }
