@@ -214,7 +214,7 @@ describe('POST /api/public/v1/drivers/apply', () => {
         'invalid_input',
         '/nationalNetwork/corridors',
       ],
-      [{ name: 'x'.repeat(101) }, 'invalid_input', '/name'],
+      [{ vehicle: { ...(base.vehicle as object), registration: 'A' } }, 'invalid_input', '/vehicle/registration'],
       [{ email: 'not-an-address' }, 'email_not_accepted', '/email'],
       [{ email: 'driver@mailinator.com' }, 'email_not_accepted', '/email'],
     ];
@@ -248,6 +248,27 @@ describe('POST /api/public/v1/drivers/apply', () => {
     expect(corridor.status).toBe(400);
     expect(corridor.json.error?.code).toBe('content_rejected');
     expect(corridor.json.error?.details.map((d) => d.field)).toEqual(['/nationalNetwork/corridors/0/to']);
+  });
+
+  it('refuses over-long free text as the screen does: content_rejected naming the field, nothing stored', async () => {
+    const base = application();
+    const cases: Array<[Record<string, unknown>, string, number]> = [
+      [{ name: 'x'.repeat(101) }, '/name', 100],
+      [{ licensingAuthority: 'x'.repeat(101) }, '/licensingAuthority', 100],
+      [{ licenceNumber: '9'.repeat(41) }, '/licenceNumber', 40],
+      [{ vehicle: { ...(base.vehicle as object), make: 'x'.repeat(41) } }, '/vehicle/make', 40],
+      [{ vehicle: { ...(base.vehicle as object), colour: 'x'.repeat(31) } }, '/vehicle/colour', 30],
+      [{ vehicle: { ...(base.vehicle as object), registration: 'AB12 CDE'.repeat(3) } }, '/vehicle/registration', 16],
+      [{ homeCity: 'x'.repeat(201) }, '/homeCity', 200],
+      [{ paymentLink: `https://pay.example/${'x'.repeat(300)}` }, '/paymentLink', 300],
+    ];
+    for (const [overrides, field, limit] of cases) {
+      const r = await apply({ ...base, ...overrides });
+      expect(r.status, field).toBe(400);
+      expect(r.json.error?.code, field).toBe('content_rejected');
+      expect(r.json.error?.details, field).toEqual([{ field, problem: `is longer than ${limit} characters` }]);
+    }
+    expect(await env.rt.db('drivers').where({ licence_number: base.licenceNumber }).first()).toBeUndefined();
   });
 
   it('answers 409 conflict when the same licence applies again, however it is typed', async () => {

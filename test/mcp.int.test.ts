@@ -361,6 +361,20 @@ describe('start_booking', () => {
       expect(error.code, field).toBe('content_rejected');
       expect(error.details.map((d) => d.field)).toEqual([field]);
     }
+    // Over-long text is refused as the screen refuses it (the input schema's limit is the screen's).
+    for (const [extra, field, limit] of [
+      [{ notes: 'Gate code 1234. '.repeat(32) }, '/notes', 500],
+      [{ passengerName: 'Ada '.repeat(26) }, '/passengerName', 100],
+      [{ dropoff: `York ${'Road '.repeat(60)}` }, '/dropoff', 300],
+    ] as const) {
+      const error = errorOf(await call(client, 'start_booking', { ...base, ...extra }));
+      expect(error.code, field).toBe('content_rejected');
+      expect(error.details, field).toEqual([{ field, problem: `is longer than ${limit} characters` }]);
+    }
+    // With another fault as well, all of them are invalid_input.
+    const both = errorOf(await call(client, 'start_booking', { ...base, notes: 'x'.repeat(501), passengers: 0 }));
+    expect(both.code).toBe('invalid_input');
+    expect(both.details.map((d) => d.field).sort()).toEqual(['/notes', '/passengers']);
     expect(await env.rt.db('bookings').count({ n: '*' })).toEqual(before);
     for (const [extra, field] of [
       [{ pickup: `Leeds. ${attempt}` }, '/pickup'],

@@ -2,6 +2,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Request } from 'express';
 import * as z from 'zod';
+import { FIELD_LIMITS } from '../../shared/domain/content-screen.ts';
 import { VEHICLE_SEATS, VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
 import { AppError, detailsText, type ErrorDetail } from '../../shared/errors.ts';
 import { type ApiKeyIdentity, assertMayBook } from '../../shared/services/api-keys.ts';
@@ -71,7 +72,7 @@ const place = (what: string) =>
   z
     .string()
     .min(1)
-    .max(300)
+    .max(FIELD_LIMITS.address)
     .regex(/\S/, 'must not be blank')
     .describe(
       `${what}: a UK address, full or partial postcode ("M1 1AE", "SW1A"), railway or Underground station ("Manchester Piccadilly", "MAN"), airport with terminal ("Heathrow T5", "LGW") or town ("Newport, Wales")`,
@@ -154,7 +155,7 @@ const bookingInput = {
   passengerName: z
     .string()
     .min(1)
-    .max(100)
+    .max(FIELD_LIMITS.name)
     .regex(/\S/, 'must not be blank')
     .describe("The passenger's name, for the driver"),
   passengerPhone: z
@@ -172,10 +173,14 @@ const bookingInput = {
     ),
   flightNumber: z
     .string()
-    .max(10)
+    .max(FIELD_LIMITS.flightNumber)
     .optional()
     .describe('For airport pickups, e.g. "BA 123": the driver follows the flight'),
-  notes: z.string().max(500).optional().describe('Anything the driver should know: luggage, child seat, where to wait'),
+  notes: z
+    .string()
+    .max(FIELD_LIMITS.notes)
+    .optional()
+    .describe('Anything the driver should know: luggage, child seat, where to wait'),
 };
 
 const bookingOutput = {
@@ -284,10 +289,26 @@ function stableSdkErrors(server: McpServer): void {
           ? { field: `/${(m[2] ?? '').replace(/\[(\d+)\]/g, '.$1').replace(/\./g, '/')}`, problem: m[1] ?? line }
           : { field: '/', problem: line };
       });
+    // Screened free text over its length (the schema's max is the screen's limit) is refused as
+    // the screen refuses it, as the HTTP routes do; with any other fault, all are invalid_input.
+    const overLong = details.map((d) =>
+      SCREENED_ARGUMENTS.has(d.field)
+        ? /^Too big: expected string to have <=(\d+) characters$/.exec(d.problem)?.[1]
+        : undefined,
+    );
+    if (details.length > 0 && overLong.every((limit) => limit !== undefined)) {
+      const screened = details.map((d, i) => ({ field: d.field, problem: `is longer than ${overLong[i]} characters` }));
+      return errorResult(
+        new AppError('content_rejected', `Some fields cannot be accepted: ${detailsText(screened)}.`, screened),
+      );
+    }
     const summary = detailsText(details);
     return errorResult(new AppError('invalid_input', `The arguments are not valid: ${summary}.`, details));
   };
 }
+
+/** The tools' free-text arguments the content screen reads (`estimateFare`, `startBooking`). */
+const SCREENED_ARGUMENTS = new Set(['/pickup', '/dropoff', '/passengerName', '/notes', '/flightNumber']);
 
 // ---------------------------------------------------------------------------------------------
 // Tools

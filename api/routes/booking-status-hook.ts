@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { AppError, errorBody } from '../../shared/errors.ts';
-import { NOT_BLANK, ScreenedText, StringEnum } from '../../shared/schemas/common.ts';
+import { ScreenedText, StringEnum } from '../../shared/schemas/common.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import { beginIdempotent, replayedResult } from '../../shared/services/idempotency.ts';
 import {
@@ -21,10 +21,10 @@ const HOOK_PATH = '/api/public/hooks/booking-status';
  * with Standard Webhooks like our own status fanout.
  */
 const Vehicle = Type.Object({
-  make: Type.String({ minLength: 1, maxLength: 60, pattern: NOT_BLANK }),
-  model: Type.String({ minLength: 1, maxLength: 60, pattern: NOT_BLANK }),
-  colour: Type.String({ minLength: 1, maxLength: 40, pattern: NOT_BLANK }),
-  registration: Type.String({ minLength: 1, maxLength: 16, pattern: NOT_BLANK }),
+  make: ScreenedText('name', { required: true, max: 60 }),
+  model: ScreenedText('name', { required: true, max: 60 }),
+  colour: ScreenedText('name', { required: true, max: 40 }),
+  registration: ScreenedText('reference', { required: true, max: 16 }),
 });
 
 const StatusUpdate = Type.Object({
@@ -33,7 +33,7 @@ const StatusUpdate = Type.Object({
   driver: Type.Optional(
     Type.Object({
       name: ScreenedText('name', { required: true }),
-      phone: Type.Optional(Type.String({ minLength: 1, maxLength: 32, pattern: NOT_BLANK })),
+      phone: Type.Optional(ScreenedText('name', { required: true, max: 32 })),
       licensingAuthority: Type.Optional(ScreenedText('name', { required: true })),
       vehicle: Type.Optional(Vehicle),
     }),

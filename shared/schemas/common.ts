@@ -29,21 +29,25 @@ export const NOT_BLANK = '\\S';
 
 /**
  * The schema annotation on free text the content screen reads (shared/domain/content-screen.ts):
- * its `maxLength` is the screen's limit for the field's kind, and a value over it is refused as
- * the screen refuses it, 400 `content_rejected` naming the field (issue 4), not `invalid_input`.
+ * its `maxLength` is the screen's limit for the field's kind or a tighter one, and a value over it
+ * is refused as the screen refuses it, 400 `content_rejected` naming the field (issue 4), not
+ * `invalid_input`.
  */
 export const SCREENED = 'x-content-screened';
 
-/** Free text of a screened kind, at most the screen's limit for it (`FIELD_LIMITS`). */
+/**
+ * Free text of a screened kind, at most the screen's limit for it (`FIELD_LIMITS`), or `max`
+ * where the field is shorter than its kind (a car's colour is a name, but 30 characters).
+ */
 export function ScreenedText(
   kind: FieldKind,
   /** `required`: at least one character other than white space; `nonEmpty`: at least one character. */
-  opts: { required?: boolean; nonEmpty?: boolean; description?: string } = {},
+  opts: { required?: boolean; nonEmpty?: boolean; max?: number; description?: string } = {},
 ): ReturnType<typeof Type.String> {
   return Type.String({
     ...(opts.required || opts.nonEmpty ? { minLength: 1 } : {}),
     ...(opts.required ? { pattern: NOT_BLANK } : {}),
-    maxLength: FIELD_LIMITS[kind],
+    maxLength: Math.min(opts.max ?? FIELD_LIMITS[kind], FIELD_LIMITS[kind]),
     ...(opts.description ? { description: opts.description } : {}),
     [SCREENED]: kind,
   });

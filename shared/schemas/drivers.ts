@@ -1,11 +1,17 @@
 import { type Static, Type } from '@sinclair/typebox';
+import type { FieldKind } from '../domain/content-screen.ts';
 import { VEHICLE_TYPES } from '../domain/tariffs/types.ts';
-import { StringEnum, Uuid } from './common.ts';
+import { ScreenedText, StringEnum, Uuid } from './common.ts';
 
-const Text = (max: number, description: string) => Type.String({ minLength: 1, maxLength: max, description });
+/**
+ * Free text the application's content screen reads (`screenApplication`): over its length it is
+ * refused as the screen refuses it, 400 `content_rejected` naming the field.
+ */
+const Text = (kind: FieldKind, max: number, description: string) =>
+  ScreenedText(kind, { nonEmpty: true, max, description });
 
 /** A place the geocoder resolves: a UK town or city, a postcode, a station or an airport. */
-const PlaceText = (description: string) => Text(200, description);
+const PlaceText = (description: string) => Text('address', 200, description);
 
 export const DriverCorridor = Type.Object({
   from: PlaceText('One end of the corridor: a UK town or city, postcode, station or airport ("Manchester")'),
@@ -19,14 +25,13 @@ export const DriverCorridor = Type.Object({
 export type DriverCorridor = Static<typeof DriverCorridor>;
 
 export const DriverVehicle = Type.Object({
-  make: Text(40, 'Manufacturer, e.g. "Toyota"'),
-  model: Text(60, 'Model, e.g. "Corolla"'),
-  colour: Text(30, 'Colour as a passenger would describe it, e.g. "Silver"'),
-  registration: Type.String({
+  make: Text('name', 40, 'Manufacturer, e.g. "Toyota"'),
+  model: Text('name', 60, 'Model, e.g. "Corolla"'),
+  colour: Text('name', 30, 'Colour as a passenger would describe it, e.g. "Silver"'),
+  registration: {
+    ...ScreenedText('reference', { max: 16, description: 'Registration mark as on the plate, e.g. "AB12 CDE"' }),
     minLength: 2,
-    maxLength: 16,
-    description: 'Registration mark as on the plate, e.g. "AB12 CDE"',
-  }),
+  },
   class: StringEnum(VEHICLE_TYPES, { description: 'Vehicle class, from the v1 vehicle list' }),
   seats: Type.Integer({ minimum: 1, maximum: 16, description: 'Passenger seats (1 to 16)' }),
   wheelchairAccessible: Type.Boolean({ description: 'Carries a passenger in a wheelchair (required for class wav)' }),
@@ -40,15 +45,19 @@ export type DriverVehicle = Static<typeof DriverVehicle>;
  * application details only (content screen).
  */
 export const DriverApplyRequest = Type.Object({
-  name: Text(100, "The driver's full name"),
+  name: Text('name', 100, "The driver's full name"),
   phone: Type.String({
     minLength: 5,
     maxLength: 32,
     description: 'Mobile number, international format (+447700900123); UK numbers as typed are accepted',
   }),
   email: Type.String({ minLength: 3, maxLength: 254, description: "The driver's e-mail address" }),
-  licensingAuthority: Text(100, 'The council that issued the private hire or hackney licence, e.g. "Manchester"'),
-  licenceNumber: Text(40, 'The driver licence number issued by that authority'),
+  licensingAuthority: Text(
+    'name',
+    100,
+    'The council that issued the private hire or hackney licence, e.g. "Manchester"',
+  ),
+  licenceNumber: Text('reference', 40, 'The driver licence number issued by that authority'),
   licenceExpiry: Type.String({
     format: 'date',
     description: 'Expiry date of the driver licence, YYYY-MM-DD; an expired licence is refused',
@@ -72,11 +81,7 @@ export const DriverApplyRequest = Type.Object({
     ),
   ),
   paymentLink: Type.Optional(
-    Type.String({
-      minLength: 1,
-      maxLength: 300,
-      description: "The driver's own https payment link, shown to passengers who pay the driver directly",
-    }),
+    Text('address', 300, "The driver's own https payment link, shown to passengers who pay the driver directly"),
   ),
 });
 export type DriverApplyRequest = Static<typeof DriverApplyRequest>;
