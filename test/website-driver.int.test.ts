@@ -329,6 +329,25 @@ describe('sign-in', () => {
     for (const jar of devices) expect((await getPage(api.url, '/driver', jar)).html).toContain('Driver sign-in');
   });
 
+  it('a driver suspended while signing out everywhere is sent to the sign-in form, the token kept', async () => {
+    const d = await approvedDriver(env.rt.db, { name: 'Sid Stopped' });
+    const path = '/driver/sign-out-everywhere';
+    const jar = await signedIn(d);
+    const csrf = csrfOf((await getPage(api.url, '/driver', jar)).html, path);
+    let sent: Promise<Page> | undefined;
+    await env.rt.db.transaction(async (trx) => {
+      await trx('drivers').where({ id: d.id }).forUpdate().first('id');
+      sent = postForm(api.url, path, { csrf }, jar);
+      expect(await blockedBy(env.rt.db, trx)).toBe(true);
+      await trx('drivers').where({ id: d.id }).update({ status: 'suspended' });
+    });
+    const page = await (sent as Promise<Page>);
+    expect(page.status).toBe(303);
+    expect(page.location).toBe('/driver');
+    expect(await env.rt.db('audit_log').where({ subject_id: d.id, action: 'driver.token_replace' })).toEqual([]);
+    expect((await getPage(api.url, '/driver', jar)).html).toContain('Driver sign-in');
+  });
+
   it('a suspended driver’s session stops working at once, as does one from before a new token; a forged one never works', async () => {
     const d = await approvedDriver(env.rt.db, { name: 'Sam Suspended' });
     const jar = await signedIn(d);

@@ -797,6 +797,9 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
       endSession(res, secure(req));
       res.set({ 'Cache-Control': 'no-store' });
       if (!replaced) {
+        // Suspended in the meantime: the session has ended as any of theirs has (to the sign-in form).
+        const now = await deps.db('drivers').where({ id: driver.id }).first<{ status: string } | undefined>('status');
+        if (now?.status !== 'approved') return res.redirect(303, DRIVER_HOME_PATH);
         // The token this session holds was replaced in the meantime (another device, a form sent twice).
         return message(
           res,

@@ -83,7 +83,7 @@ function jobOf(source: unknown, fields: FieldPaths, own: { jobRef: string | null
 /** A refusal's pointer at a partner-job field (`/notes`), as the supplier's format names it (`/comments`). */
 export function supplierPointer(fields: FieldPaths, pointer: string): string {
   const [, field, ...rest] = pointer.split('/');
-  const path = field === undefined ? undefined : fields[field];
+  const path = field !== undefined && Object.hasOwn(fields, field) ? fields[field] : undefined;
   return path ? `/${[...path, ...rest].join('/')}` : pointer;
 }
 
