@@ -211,6 +211,13 @@ describe('blocks by mailbox and by number', () => {
     expect(normalisePhone('07700 900123')).toBe('+447700900123');
     expect(normalisePhone('whatsapp:+440 7700 900123')).toBe('+447700900123');
     expect(normalisePhone('+33 6 12 34 56 78')).toBe('+33612345678');
+    // A zero where the country code starts is no number (E.164): refused, not read past the block.
+    for (const phone of ['+0044 7700 900456', '000447700900456', '+0 7700 900456']) {
+      const r = await book(`phone.${hours}@example.org`, phone);
+      expect(r.status, `${phone}: ${r.text}`).toBe(400);
+      expect(r.json.error?.code).toBe('invalid_input');
+      expect(r.json.error?.details).toEqual([{ field: '/passengerPhone', problem: expect.any(String) }]);
+    }
   });
 
   it('matches by the same keys in the direct and batch checks', async () => {

@@ -65,12 +65,14 @@ const UNVERIFIED_WINDOW_SECONDS = 3600;
  * call for the counts of requests arriving together), under the key rate-limiter-flexible
  * used before, `<prefix>:rl:unverified-email:<mailbox>`: by `mailboxKey`, so `+tag` (and, at
  * Gmail, dotted) variants of one mailbox share one count rather than each starting afresh.
+ * Test-mode requests (a test key) count under `<prefix>:rl:unverified-email:test:<mailbox>`.
  */
-async function limitUnverified(deps: ApiDeps, email: string): Promise<void> {
+async function limitUnverified(deps: ApiDeps, email: string, testMode: boolean): Promise<void> {
   let reply: number[];
   try {
     reply = await fixedWindowCounter(deps.redis)(
-      [`${deps.config.queuePrefix}:rl:unverified-email:${mailboxKey(email)}`],
+      // Test-mode requests count apart: a test key cannot use up a real passenger's hour.
+      [`${deps.config.queuePrefix}:rl:unverified-email:${testMode ? 'test:' : ''}${mailboxKey(email)}`],
       [String(UNVERIFIED_WINDOW_SECONDS)],
     );
   } catch {
@@ -260,7 +262,7 @@ async function v1PassengerOrLimit(
   // The address's hourly count is taken while its standing is read, not after it: one round
   // trip less per booking. Counting a confirmed (or blocked) address's request is harmless: the
   // limit applies only while an address is unconfirmed, and a blocked one is refused anyway.
-  const limited = limitUnverified(deps, passenger.email as string).then(
+  const limited = limitUnverified(deps, passenger.email as string, testMode).then(
     () => null,
     (err: unknown) => err,
   );

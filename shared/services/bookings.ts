@@ -66,8 +66,10 @@ export function normalisePhone(raw: string): string {
     .replace(/^whatsapp:/i, '')
     .replace(/[\s().-]/g, '');
   const ukTrunk = (e164: string) => e164.replace(/^\+440/, '+44');
-  if (/^\+\d{7,15}$/.test(digits)) return ukTrunk(digits);
-  if (/^00\d{7,15}$/.test(digits)) return ukTrunk(`+${digits.slice(2)}`);
+  // A country code never starts with 0 (E.164): "+0044…" or "000044…" is no number at all,
+  // and read as one it would slip past an operator's block on the number it spells.
+  if (/^\+[1-9]\d{6,14}$/.test(digits)) return ukTrunk(digits);
+  if (/^00[1-9]\d{6,14}$/.test(digits)) return ukTrunk(`+${digits.slice(2)}`);
   if (/^0\d{9,10}$/.test(digits)) return `+44${digits.slice(1)}`;
   throw new AppError('invalid_input', 'The phone number is not a valid mobile number in international format.', [
     { field: '/passengerPhone', problem: 'must be a mobile number such as +447700900123' },
