@@ -1,10 +1,14 @@
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import type { Job } from 'bullmq';
 import pino from 'pino';
+import { SMTPServer } from 'smtp-server';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enqueueJob } from '../shared/db/outbox.ts';
+import { createMailer } from '../shared/providers/mailer.ts';
 import { builtinPaymentProvider } from '../shared/providers/payments.ts';
-import { createTwilioSender, TemporarySendError } from '../shared/providers/sms.ts';
+import { createTwilioSender, PermanentSendError, TemporarySendError } from '../shared/providers/sms.ts';
 import { messageRows, queueMessage } from '../shared/services/messages.ts';
 import type { WorkerContext } from '../workers/context.ts';
 import { sendMessage } from '../workers/notify/send-message.ts';
@@ -243,6 +247,49 @@ describe('notify: send-message', () => {
     const sent = await eventually(async () => ((await row(id))?.state === 'sent' ? row(id) : null));
     expect(sent.attempts).toBe(2);
     expect(twilio.requests.filter((r) => r.form.To === '+447700900777')).toHaveLength(2);
+  });
+
+  it('keeps the recipient out of the error of a refused e-mail (it is logged and kept by BullMQ)', async () => {
+    // A real SMTP server that greylists one recipient (450) and refuses another (550), naming them.
+    const server = new SMTPServer({
+      authOptional: true,
+      disabledCommands: ['STARTTLS'],
+      onRcptTo(address, _session, callback) {
+        const refusal = Object.assign(
+          new Error(`<${address.address}>: ${address.address.startsWith('grey') ? 'Greylisted' : 'No such user'}`),
+          {
+            responseCode: address.address.startsWith('grey') ? 450 : 550,
+          },
+        );
+        callback(refusal);
+      },
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server.server, 'listening');
+    const mailer = createMailer({
+      smtpUrl: `smtp://127.0.0.1:${(server.server.address() as AddressInfo).port}`,
+      mailFrom: 'Direct Taxi Network <bookings@dtn.test>',
+    });
+    try {
+      for (const [to, kind] of [
+        ['grey.person@example.com', TemporarySendError],
+        ['gone.person@example.com', PermanentSendError],
+      ] as const) {
+        const err = await mailer.send({ to, subject: 'Your ride', text: 'See you' }).then(
+          () => null,
+          (e: unknown) => e as Error,
+        );
+        expect(err, to).toBeInstanceOf(kind);
+        expect(err?.message).toMatch(/\b(450|550)\b/);
+        // As the worker's log would print it (pino's error serializer), and as BullMQ keeps it.
+        const logged = JSON.stringify(pino.stdSerializers.err(err as Error));
+        expect(logged).not.toContain('person@example.com');
+        expect(logged).not.toContain('person');
+      }
+    } finally {
+      mailer.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 
   it('sends a message once even when its job is delivered twice', async () => {
