@@ -523,6 +523,27 @@ describe('POST /api/public/v1/booking', () => {
     expect(a.status).toBe(201);
     expect(b.status).toBe(201);
     expect(b.json.bookingReference).toBe(a.json.bookingReference);
+    // Absent and empty notes are one; what the driver is told, changed, is a new booking, kept as sent.
+    const empty = await post('/api/public/v1/booking', { ...body, notes: '  ' });
+    expect(empty.json.bookingReference).toBe(a.json.bookingReference);
+    const notes = await post('/api/public/v1/booking', { ...body, notes: 'Two large suitcases' });
+    const flight = await post('/api/public/v1/booking', { ...body, flightNumber: 'BA 123' });
+    const refs = [notes, flight].map((r) => r.json.bookingReference as string);
+    expect(new Set([a.json.bookingReference, ...refs]).size).toBe(3);
+    expect(await bookingRow(refs[0] as string)).toMatchObject({ notes: 'Two large suitcases' });
+    expect(await bookingRow(refs[1] as string)).toMatchObject({ flight_number: 'BA 123' });
+    const instantBody = {
+      pickup_address: 'Leeds station',
+      dropoff_address: 'Leeds Bradford Airport',
+      passenger_name: 'Repeat Ivan',
+      passenger_phone_whatsapp: '+447700900331',
+      depart_at: inHours(5),
+    };
+    const i1 = await post('/api/public/bookings/instant', instantBody);
+    const i2 = await post('/api/public/bookings/instant', { ...instantBody, notes: 'Meet at the taxi rank' });
+    expect(i1.status, i1.text).toBe(200);
+    expect(i2.status, i2.text).toBe(200);
+    expect(i2.json.booking_reference).not.toBe(i1.json.booking_reference);
   });
 
   it('books again when the first of two identical requests was cancelled in between, on the v1 and instant paths', async () => {

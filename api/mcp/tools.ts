@@ -430,6 +430,8 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     vehicleType: input.vehicleType,
     fare: null,
     method: paymentMethod,
+    flightNumber: a.flightNumber ?? null,
+    notes: a.notes ?? null,
   });
   // Priced while the passenger is checked, as v1 bookings are: the refusal of a blocked
   // passenger still answers first, and their price is dropped unused.

@@ -324,9 +324,13 @@ function requireFields(fields: Record<string, unknown>): void {
   }
 }
 
-/** Normalised content of a booking request, for the 15-minute repeat rule. */
+/** Normalised content of a booking request (with what the driver is told), for the 15-minute repeat rule. */
 export function contentHash(scope: string, parts: Record<string, unknown>): Buffer {
-  const norm = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase().replace(/\s+/g, ' ') : v);
+  // Case and spacing aside; an empty or missing field is one absent field.
+  const norm = (v: unknown) => {
+    const text = typeof v === 'string' ? v.trim().toLowerCase().replace(/\s+/g, ' ') : v;
+    return text === '' || text === undefined ? null : text;
+  };
   const entries = Object.keys(parts)
     .sort()
     .map((k) => [k, norm(parts[k])]);
@@ -507,6 +511,9 @@ export function bookingRoutes(): RouteDef[] {
             vehicleType,
             fare,
             method,
+            // What the driver is told is part of the request: a change is a new request, not a repeat.
+            flightNumber: body.flightNumber ?? null,
+            notes: body.notes ?? null,
           });
           if (refusal) {
             // Past the hourly limit: the same request again (or at the same moment) still gets
@@ -657,6 +664,9 @@ export function bookingRoutes(): RouteDef[] {
             passengers: body.passenger_count ?? 1,
             vehicleType: body.vehicle_type,
             method,
+            flightNumber: body.flight_number ?? null,
+            notes: body.notes ?? null,
+            agent: body.agent ?? null,
           });
           const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
           if (pricing.repeat)
