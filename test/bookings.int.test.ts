@@ -730,6 +730,14 @@ describe('POST /api/public/v1/booking', () => {
       fare_pence: 4250,
       partner_id: partner.id,
     });
+    // Pounds and pence: a third decimal is refused, not rounded one way or the other.
+    const fraction = await post(
+      '/api/public/v1/booking',
+      { ...direct, departAt: inHours(7), fareGBP: 10.005 },
+      { 'x-api-key': partner.apiKey },
+    );
+    expect(fraction.status).toBe(400);
+    expect(fraction.json.error?.details.map((d) => d.field)).toEqual(['/fareGBP']);
     // With quote_id too: refused from the partner that may not set fares, the quote left
     // unredeemed; honoured from the one that may, in place of the quote's fare.
     const q = await quote(5);

@@ -385,6 +385,9 @@ describe('fares, limits and concurrency', () => {
     const refused = await asPartner(job('F-2', { fare: 55.5 }));
     expect(refused.status).toBe(403);
     expect(refused.json.results[0]?.error?.code).toBe('forbidden');
+    // A third decimal is no fare in pounds and pence: that job is refused, not rounded.
+    const fraction = await asPartner(job('F-3', { fare: 10.005 }), farePartner);
+    expect(fraction.json.results[0]?.error).toMatchObject({ code: 'invalid_input', details: [{ field: '/fare' }] });
   });
 
   it('applies the daily job limit: per-job 429 beyond the allowance, then 429 with Retry-After', async () => {

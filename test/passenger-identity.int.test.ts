@@ -201,7 +201,14 @@ describe('blocks by mailbox and by number', () => {
     expect(await admin(['block', '--phone', '+44 (0)7700 900456'])).toEqual({
       blocked: { kind: 'phone', value: '+447700900456' },
     });
-    for (const phone of ['+447700900456', '+44 (0)7700 900456', '07700 900456', '0044 (0) 7700 900456']) {
+    for (const phone of [
+      '+447700900456',
+      '+44 (0)7700 900456',
+      '07700 900456',
+      '0044 (0) 7700 900456',
+      '+44 00 7700 900456',
+      '0044 0 0 7700 900456',
+    ]) {
       const r = await book(`phone.${hours}@example.org`, phone);
       expect(r.status, `${phone}: ${r.text}`).toBe(403);
       expect(r.json.error?.code).toBe('account_blocked');

@@ -96,7 +96,8 @@ export const V1BookingRequest = Type.Object({
     Type.Number({
       minimum: 0,
       maximum: 10_000,
-      description: 'Partner-supplied fare; only for partners allowed to set fares',
+      multipleOf: 0.01,
+      description: 'Partner-supplied fare in pounds, at most two decimals; only for partners allowed to set fares',
     }),
   ),
   paymentMethod: Type.Optional(Payment),

@@ -32,7 +32,8 @@ export const PartnerJob = Type.Object(
       Type.Number({
         exclusiveMinimum: 0,
         maximum: 100_000,
-        description: 'Agreed fare in GBP; only for partners allowed to set fares',
+        multipleOf: 0.01,
+        description: 'Agreed fare in GBP, at most two decimals; only for partners allowed to set fares',
       }),
     ),
     notes: Type.Optional(ScreenedText('notes')),

@@ -65,7 +65,8 @@ export function normalisePhone(raw: string): string {
     .trim()
     .replace(/^whatsapp:/i, '')
     .replace(/[\s().-]/g, '');
-  const ukTrunk = (e164: string) => e164.replace(/^\+440/, '+44');
+  // However many trunk zeros were written ("+44 (0)(0)7700…"): no UK number starts with 0 after +44.
+  const ukTrunk = (e164: string) => e164.replace(/^\+440+/, '+44');
   // A country code never starts with 0 (E.164): "+0044…" or "000044…" is no number at all,
   // and read as one it would slip past an operator's block on the number it spells.
   if (/^\+[1-9]\d{6,14}$/.test(digits)) return ukTrunk(digits);
