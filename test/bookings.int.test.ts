@@ -333,6 +333,19 @@ describe('POST /api/public/bookings/create', () => {
     });
     expect(other.status).toBe(409);
     expect(other.json.error?.code).toBe('quote_already_redeemed');
+    // The same passenger, sent again without the (optional) e-mail: the same booking; with
+    // another e-mail address: another passenger, 409.
+    const { passenger_email: _email, ...withoutEmail } = ada;
+    const first = await post('/api/public/bookings/create', { ...ada, quote_id: q });
+    const again = await post('/api/public/bookings/create', { ...withoutEmail, quote_id: q });
+    expect(again.status, again.text).toBe(200);
+    expect(again.json.booking_reference).toBe(first.json.booking_reference);
+    const otherEmail = await post('/api/public/bookings/create', {
+      ...ada,
+      passenger_email: 'not.ada@example.org',
+      quote_id: q,
+    });
+    expect(otherEmail.status).toBe(409);
 
     // Not a UUID, however long (the body limit bounds it): 404, not 400 (CONTRACT.md section 0).
     for (const id of ['01930000-0000-7000-8000-000000000000', '<QUOTE_ID>', 'qt_123', `q-${'x'.repeat(300)}`]) {

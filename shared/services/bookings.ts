@@ -91,10 +91,13 @@ function samePassenger(
   p: Passenger,
 ): boolean {
   const norm = (s: string | null) => (s ?? '').trim().toLowerCase().replace(/\s+/g, ' ');
+  // The e-mail is optional on the alias routes: a retry that adds or leaves it out is the same
+  // passenger (name and phone say so); two different addresses are not.
+  const emails = [norm(row.passenger_email), norm(p.email)];
   return (
     norm(row.passenger_name) === norm(p.name) &&
     (row.passenger_phone ?? '') === p.phone &&
-    norm(row.passenger_email) === norm(p.email)
+    (emails.includes('') || emails[0] === emails[1])
   );
 }
 
