@@ -1314,6 +1314,20 @@ describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
     const wrong = await fetch(`${api.url}/api/public/v1/booking/${ref}?email=someone@example.org`);
     expect(wrong.status).toBe(403);
     expect(((await wrong.json()) as Json).error?.code).toBe('email_mismatch');
+    // A plus-tagged address in a URL built by joining strings (its + not encoded, so a space): still found.
+    const tagged = await post('/api/public/v1/booking', {
+      pickup: 'Cardiff Central',
+      dropoff: 'Cardiff Bay',
+      passengerPhone: '+447700900998',
+      departAt: inHours(9),
+      passengerName: 'Tagged Tia',
+      passengerEmail: 'tia+taxi@example.org',
+    });
+    expect(tagged.status, tagged.text).toBe(201);
+    for (const email of ['tia+taxi@example.org', 'tia%2Btaxi@example.org']) {
+      const r = await fetch(`${api.url}/api/public/v1/booking/${tagged.json.bookingReference}?email=${email}`);
+      expect(r.status, email).toBe(200);
+    }
     const unknown = await fetch(`${api.url}/api/public/v1/booking/DTN-ZZZZZZ?email=lou@example.org`);
     expect(unknown.status).toBe(404);
     expect(((await unknown.json()) as Json).error?.code).toBe('booking_not_found');

@@ -179,6 +179,14 @@ function pointerAsSent(sent: Record<string, unknown>, snakeSchema: TObject | nul
   return snake ? `/${snake}` : pointer;
 }
 
+/**
+ * An e-mail in a query string as it was meant: a `+` not percent-encoded (`?email=anna+taxi@…`,
+ * a URL built by joining strings) arrives as a space, and an address has no spaces inside it.
+ */
+function plusRestored(email: string | undefined): string | undefined {
+  return email?.trim().replace(/ /g, '+');
+}
+
 /** A synchronous step's value or its error, to be thrown later than it happened. */
 function settle<T>(step: () => T): { ok: true; value: T } | { ok: false; error: unknown } {
   try {
@@ -706,7 +714,7 @@ export function bookingRoutes(): RouteDef[] {
         const row = await bookingForPassenger(
           deps.db,
           params.ref,
-          { email: query.email, token: query.t },
+          { email: plusRestored(query.email), token: query.t },
           deps.config.bookings.referencePrefix,
           testModeOf(caller),
         );
