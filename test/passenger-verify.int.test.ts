@@ -407,6 +407,20 @@ describe('POST /api/public/v1/passenger-verify', () => {
     ]);
   });
 
+  it('counts the 5 an hour per mailbox: +tag variants of an address are one inbox', async () => {
+    const variants = ['tess@example.com', 'tess+1@example.com', 'TESS+2@example.com', 'tess+3@example.com'];
+    for (const email of [...variants, 'tess+4@example.com']) {
+      expect((await post({ email }, await caller())).json.verificationSent, email).toBe(true);
+    }
+    for (const email of ['tess+5@example.com', 'tess@example.com']) {
+      const limited = await post({ email }, await caller());
+      expect(limited.status, email).toBe(429);
+      expect(limited.json.error?.code).toBe('rate_limited');
+    }
+    // Another mailbox at the same domain is not held back.
+    expect((await post({ email: 'tessa@example.com' }, await caller())).json.verificationSent).toBe(true);
+  });
+
   it('holds to 5 an hour when the requests for one address arrive together', async () => {
     const callers = await Promise.all(Array.from({ length: 10 }, () => caller()));
     const answers = await Promise.all(callers.map((h) => post({ email: 'parallel.pat@example.com' }, h)));

@@ -3,6 +3,7 @@ import {
   type CheckEmailOptions,
   checkEmail,
   EMAIL_PROBLEM_MESSAGES,
+  mailboxKey,
   mxCheckFor,
   normaliseEmail,
 } from '../../shared/domain/email-acceptance.ts';
@@ -172,7 +173,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
         await deps.db.transaction(async (trx) => {
           // Counted and started under one lock per address: requests for the same address in
           // parallel would otherwise each count the same few and all send.
-          await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`passenger-verify:${email}`]);
+          await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`passenger-verify:${mailboxKey(email)}`]);
           const recent = await countVerificationsSince(trx, email, new Date(Date.now() - HOUR_MS));
           if (recent.count >= perAddress) throw tooManyForAddress(res, perAddress, recent.oldest);
           const started = await startVerification(trx, { email });

@@ -1,7 +1,7 @@
 import { createHmac, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { sha256 } from '../crypto.ts';
 import type { Queryable, Tx } from '../db/knex.ts';
-import { normaliseEmail } from '../domain/email-acceptance.ts';
+import { mailboxKey, normaliseEmail } from '../domain/email-acceptance.ts';
 import { uuidv7 } from '../ids.ts';
 import { queueMessage } from './messages.ts';
 
@@ -181,6 +181,7 @@ export function verificationRow(input: { email: string; purpose?: string; now?: 
     row: {
       id: verificationId,
       email: normaliseEmail(input.email),
+      mailbox_key: mailboxKey(input.email),
       code_hash: codeHash(verificationId, code),
       link_token_hash: sha256(linkToken),
       purpose: input.purpose ?? DEFAULT_PURPOSE,
@@ -316,6 +317,7 @@ async function verifyBookingLink(
     .insert({
       id,
       email: link.email,
+      mailbox_key: mailboxKey(link.email),
       // No code goes with this link: the hash of random bytes matches none.
       code_hash: sha256(randomBytes(32)),
       link_token_hash: sha256(token),
@@ -365,14 +367,15 @@ export async function isEmailVerified(db: Queryable, email: string): Promise<boo
   return row !== undefined;
 }
 
-/** Verifications started for the address since `since` (to bound how many e-mails one address gets). */
+/** Verifications started for the address's mailbox since `since` (to bound how many e-mails one inbox gets). */
 export async function countVerificationsSince(
   db: Queryable,
   email: string,
   since: Date,
 ): Promise<{ count: number; oldest: Date | null }> {
   const row = await db('email_verifications')
-    .where({ email: normaliseEmail(email) })
+    // By mailbox: `+tag` (and Gmail's dotted) variants of an address are one inbox, one count.
+    .where({ mailbox_key: mailboxKey(email) })
     .whereNot({ purpose: BOOKING_LINK_PURPOSE })
     .where('created_at', '>=', since)
     .first<{ count: number; oldest: Date | null }>(
