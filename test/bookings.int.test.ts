@@ -697,6 +697,22 @@ describe('POST /api/public/v1/booking', () => {
     expect(car.status).toBe(400);
     expect(car.json.error?.code).toBe('invalid_input');
     expect(car.json.error?.details[0]?.field).toBe('/vehicleType');
+    // vehicle_type too, as v1 quote takes it: a wheelchair booking is not silently a saloon.
+    const snakeCar = await post('/api/public/v1/booking', {
+      ...direct,
+      passengerEmail: `hover.${Date.now()}@example.org`,
+      vehicle_type: 'hovercraft',
+    });
+    expect(snakeCar.status).toBe(400);
+    expect(snakeCar.json.error?.details[0]?.field).toBe('/vehicle_type');
+    const wav = await post('/api/public/v1/booking', {
+      ...direct,
+      departAt: inHours(11),
+      passengerEmail: `wav.${Date.now()}@example.org`,
+      vehicle_type: 'wav',
+    });
+    expect(wav.status, wav.text).toBe(201);
+    expect(await bookingRow(wav.json.bookingReference as string)).toMatchObject({ vehicle_type: 'wav' });
 
     // A name (or an address) of white space only says nothing: 400 naming it, in either spelling.
     const blank = await post('/api/public/v1/booking', { ...direct, passengerName: '   ', pickup: '\t ' });

@@ -415,6 +415,31 @@ describe('sandbox: test keys and the simulator', () => {
     });
     expect(redeem.status).toBe(404);
     expect(redeem.json).toMatchObject({ error: { code: 'quote_not_found' } });
+    // Nor without a key, on either redeeming route: its booking would be one no lookup reaches.
+    for (const [path, body] of [
+      [
+        '/api/public/bookings/create',
+        {
+          quote_id: quote.json.quote_id,
+          passenger_name: p.name,
+          passenger_phone_whatsapp: p.phone,
+          payment_method: 'cash_to_driver',
+        },
+      ],
+      [
+        '/api/public/v1/booking',
+        {
+          quote_id: quote.json.quote_id,
+          passenger_name: p.name,
+          passenger_phone: p.phone,
+          passenger_email: 'keyless.sandbox@example.org',
+        },
+      ],
+    ] as const) {
+      const keyless = await request('POST', path, { key: null, body });
+      expect(keyless.status, path).toBe(404);
+      expect(keyless.json, path).toMatchObject({ error: { code: 'quote_not_found' } });
+    }
     // A live key cannot touch the test job's jobRef.
     const amend = await request('POST', '/api/public/v1/jobs', {
       key: liveKey,

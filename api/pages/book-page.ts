@@ -501,7 +501,7 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
             emailVerified,
             confirmByEmail: true,
           },
-          bookingCaller(websiteCaller(req)),
+          { ...bookingCaller(websiteCaller(req)), followsQuoteMode: true },
           base,
           preloaded,
         );

@@ -488,7 +488,12 @@ export function bookingRoutes(): RouteDef[] {
           // Priced while the passenger is checked (standing, hourly limit, fare permission), not
           // after: one stage less in every booking's wait. A refused passenger's price is dropped
           // unused. The errors keep their order: the passenger's refusal, then the vehicle type.
-          const vehicle = settle(() => parseVehicleType(body.vehicleType));
+          // `vehicle_type` too, as v1 quote takes it: an agent quoting with it books with it.
+          const vehicle = settle(() =>
+            body.vehicleType === undefined && body.vehicle_type !== undefined
+              ? parseVehicleType(body.vehicle_type, '/vehicle_type')
+              : parseVehicleType(body.vehicleType),
+          );
           const priced = vehicle.ok
             ? priceQuote(
                 deps,

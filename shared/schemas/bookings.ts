@@ -90,6 +90,9 @@ export const V1BookingRequest = Type.Object({
       description: 'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav',
     }),
   ),
+  vehicle_type: Type.Optional(
+    Type.String({ maxLength: 20, description: 'Same as vehicleType (the spelling v1 quote also takes)' }),
+  ),
   flightNumber: Type.Optional(FlightNumber),
   notes: Type.Optional(Notes),
   fareGBP: Type.Optional(

@@ -33,6 +33,12 @@ export interface BookingCaller {
   scope: string;
   /** Test mode: the scenario the request asked for (X-Test-Scenario); else `scenario:<name>` in the notes. */
   testScenario?: TestScenario | null;
+  /**
+   * The website's booking page: it has no key and follows the quote's mode (a sandbox quote's
+   * booking page books in test mode). Everyone else redeems quotes of their own mode only, and
+   * without a key that is live.
+   */
+  followsQuoteMode?: boolean;
 }
 
 export interface BookingView {
@@ -232,8 +238,9 @@ export async function redeemQuote(
 
   let quote = preloaded ? (preloaded.quote ?? undefined) : await readQuote();
   for (let attempt = 0; ; attempt++) {
-    // Test and live are kept apart: a key never redeems a quote of the other mode.
-    if (!quote || (caller.apiKeyId !== null && quote.test_mode !== caller.testMode)) throw quoteNotFound(input.quoteId);
+    // Test and live are kept apart: a caller never redeems a quote of the other mode (without a
+    // key, live), but for the booking page, which follows the quote's.
+    if (!quote || (!caller.followsQuoteMode && quote.test_mode !== caller.testMode)) throw quoteNotFound(input.quoteId);
     if (quote.redeemed_at) {
       const existing = await db<BookingRow>('bookings').where({ quote_id: quote.id }).first();
       if (existing && samePassenger(existing, input.passenger))
