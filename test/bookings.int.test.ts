@@ -270,7 +270,7 @@ describe('POST /api/public/bookings/create', () => {
   it('reads the standing of passengers asked together in one query, each its own answer', async () => {
     const q = await quote(3);
     await env.rt.db('blocked_contacts').insert({ kind: 'phone', value: '+447700900911', reason: 'test' });
-    const verified = verificationRow({ email: 'verified.vera@example.org' });
+    const verified = verificationRow({ email: 'verified.vera@example.org', key: env.config.dataEncryptionKey });
     await env.rt.db('email_verifications').insert({ ...verified.row, verified_at: new Date() });
     const statements: string[] = [];
     const watch = (x: { sql: string }) => statements.push(x.sql);

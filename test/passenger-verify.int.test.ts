@@ -120,6 +120,11 @@ describe('POST /api/public/v1/passenger-verify', () => {
     expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(Buffer.compare(row.link_token_hash, sha256(token))).toBe(0);
     expect(JSON.stringify(row)).not.toContain(code);
+    // Under the service's key: a plain hash of a six-digit code (and the row's id beside it) would
+    // give the code back to whoever reads the table, by trying the million codes.
+    const guessable = (c: string) => sha256(`${row.id}:${c}`);
+    expect(Buffer.compare(row.code_hash, guessable(code))).not.toBe(0);
+    expect(row.code_hash).toHaveLength(32);
     expect(row.verified_at).toBeNull();
     const expiresIn = new Date(row.expires_at).getTime() - Date.now();
     expect(expiresIn).toBeGreaterThan(29 * 60_000);

@@ -405,7 +405,7 @@ export function emailSubmitted(deps: ApiDeps): Step {
     }
     await deps.db.transaction(async (trx) => {
       // The code only: no link (see the top of this file). The row's link token is never sent.
-      const started = await startVerification(trx, { email, purpose: 'oauth' });
+      const started = await startVerification(trx, { email, purpose: 'oauth', key: deps.config.dataEncryptionKey });
       await sendSignInCodeEmail(trx, {
         email,
         code: started.code,
@@ -444,6 +444,7 @@ export function codeSubmitted(deps: ApiDeps): Step {
       } else {
         // This sign-in's own code (the latest it sent), not the address's newest from any sign-in.
         const result = await verifyByCode(deps.db, pending.email, code, {
+          key: deps.config.dataEncryptionKey,
           purpose: 'oauth',
           verificationId: pending.verificationId,
         });

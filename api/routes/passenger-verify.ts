@@ -133,7 +133,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
               { field: '/code', problem: 'must be 6 digits' },
             ]);
           }
-          const result = await verifyByCode(deps.db, body.email, code);
+          const result = await verifyByCode(deps.db, body.email, code, { key: deps.config.dataEncryptionKey });
           if (!result.verified) {
             const problem = codeProblem(result);
             if (result.reason === 'too_many_today') {
@@ -176,7 +176,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
           await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`passenger-verify:${mailboxKey(email)}`]);
           const recent = await countVerificationsSince(trx, email, new Date(Date.now() - HOUR_MS));
           if (recent.count >= perAddress) throw tooManyForAddress(res, perAddress, recent.oldest);
-          const started = await startVerification(trx, { email });
+          const started = await startVerification(trx, { email, key: deps.config.dataEncryptionKey });
           await sendVerificationEmail(trx, {
             email,
             code: started.code,

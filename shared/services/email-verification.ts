@@ -95,8 +95,13 @@ export type CodeCheck =
       retryAfterSeconds?: number;
     };
 
-function codeHash(verificationId: string, code: string): Buffer {
-  return sha256(`${verificationId}:${code}`);
+/**
+ * A code as stored: an HMAC with the service's key, not a plain hash. Six digits are a million
+ * values, so a plain hash of a row's id and code gives the code back to anyone who can read the
+ * table, in milliseconds; without the key it gives nothing.
+ */
+function codeHash(key: Buffer, verificationId: string, code: string): Buffer {
+  return createHmac('sha256', key).update(`verification-code:${verificationId}:${code}`).digest();
 }
 
 /** `123 456` and `123-456` are read as `123456`; anything else that is not 6 digits is no code. */
@@ -108,7 +113,7 @@ export function normaliseCode(raw: string): string | null {
 /** Start a verification for an address: store the hashes, return the secrets to e-mail. */
 export async function startVerification(
   db: Queryable,
-  input: { email: string; purpose?: string; now?: Date },
+  input: { email: string; purpose?: string; now?: Date; key: Buffer },
 ): Promise<StartedVerification> {
   const { row, started } = verificationRow(input);
   await db('email_verifications').insert(row);
@@ -169,7 +174,7 @@ async function bookingLinkAddress(
 }
 
 /** A new verification's row (to insert) and what to send: the code and link token are never stored. */
-export function verificationRow(input: { email: string; purpose?: string; now?: Date }): {
+export function verificationRow(input: { email: string; purpose?: string; now?: Date; key: Buffer }): {
   row: Record<string, unknown>;
   started: StartedVerification;
 } {
@@ -182,7 +187,7 @@ export function verificationRow(input: { email: string; purpose?: string; now?: 
       id: verificationId,
       email: normaliseEmail(input.email),
       mailbox_key: mailboxKey(input.email),
-      code_hash: codeHash(verificationId, code),
+      code_hash: codeHash(input.key, verificationId, code),
       link_token_hash: sha256(linkToken),
       purpose: input.purpose ?? DEFAULT_PURPOSE,
       expires_at: expiresAt,
@@ -201,6 +206,8 @@ export async function verifyByCode(
   email: string,
   code: string,
   opts: {
+    /** The service's key (`dataEncryptionKey`), which codes are stored under (`codeHash`). */
+    key: Buffer;
     purpose?: string;
     now?: Date;
     /**
@@ -210,7 +217,7 @@ export async function verifyByCode(
      * after another sign-in sent the address a newer one.
      */
     verificationId?: string;
-  } = {},
+  },
 ): Promise<CodeCheck> {
   const address = normaliseEmail(email);
   const now = opts.now ?? new Date();
@@ -229,7 +236,7 @@ export async function verifyByCode(
       .forUpdate()
       .first();
     if (!row) return { verified: false, reason: 'no_verification', attemptsLeft: 0 };
-    const matches = given !== null && timingSafeEqual(row.code_hash, codeHash(row.id, given));
+    const matches = given !== null && timingSafeEqual(row.code_hash, codeHash(opts.key, row.id, given));
     if (row.verified_at) {
       return matches
         ? { verified: true, email: address, verificationId: row.id }
