@@ -97,6 +97,7 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
               req.method,
               idempotencyPathOf(route, req.path),
               req.rawBody,
+              deps.config.dataEncryptionKey,
             )
           : null;
       if (idem?.kind === 'replay') {

@@ -1066,6 +1066,12 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(b.status).toBe(200);
     expect(b.text).toBe(a.text);
     expect(b.headers.get('idempotency-replayed')).toBe('true');
+    // The stored answer is sealed: the table alone gives away no tracking or pay link.
+    const token = String(a.json.tracking_url).split('/track/')[1] as string;
+    expect(token.length).toBeGreaterThan(20);
+    const stored = await env.rt.db('idempotency_keys').where({ key }).first<{ response_body: Buffer }>('response_body');
+    expect(stored.response_body.includes(token)).toBe(false);
+    expect(stored.response_body.includes('/track/')).toBe(false);
     // Spelt as Express routes it too (a trailing slash, another case): the same operation.
     for (const path of ['/api/public/bookings/instant/', '/API/Public/Bookings/Instant']) {
       const again = await post(path, body, { 'Idempotency-Key': key });

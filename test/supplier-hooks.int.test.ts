@@ -174,7 +174,12 @@ describe('secret-header adapter', () => {
   });
 
   it('keeps a signed message answered even when its jobs are to be sent again (a captured copy stays refused)', async () => {
-    const request = { method: 'POST', path: '/api/public/hooks/x-booking', rawBody: Buffer.from('{"jobs":[]}') };
+    const request = {
+      method: 'POST',
+      path: '/api/public/hooks/x-booking',
+      rawBody: Buffer.from('{"jobs":[]}'),
+      sealKey: env.config.dataEncryptionKey,
+    };
     const claims = [
       { scope: 'supplier-message:x', key: `msg-${Date.now()}`, always: true },
       { scope: 'supplier-key:x', key: `key-${Date.now()}` },

@@ -98,7 +98,15 @@ export function bookingStatusHookRoutes(): RouteDef[] {
         }
 
         // A redelivered webhook-id replays the first answer (the idempotency_keys table, scope per partner).
-        const idem = await beginIdempotent(deps.db, `hook:${partnerId}`, messageId, req.method, HOOK_PATH, rawBody);
+        const idem = await beginIdempotent(
+          deps.db,
+          `hook:${partnerId}`,
+          messageId,
+          req.method,
+          HOOK_PATH,
+          rawBody,
+          deps.config.dataEncryptionKey,
+        );
         if (idem.kind === 'replay') return replayedResult(idem.response);
         try {
           // The driver's details are shown to passengers and sent on to bookers (and their agents).

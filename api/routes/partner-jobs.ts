@@ -90,20 +90,25 @@ export function partnerJobRoutes(): RouteDef[] {
           key === undefined
             ? []
             : [{ scope: caller.kind === 'api_key' ? callerScope(caller) : `hmac:${partner.id}`, key }];
-        return underClaims(deps.db, claims, { method: req.method, path: JOBS_PATH, rawBody: req.rawBody }, async () => {
-          const results = await processJobs(
-            { ...deps, logger: req.log ?? deps.logger },
-            intakeCaller,
-            jobs,
-            baseUrlFor(req, deps.config),
-          );
-          const summary = summarise(results);
-          const status = single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
-          // A job that failed on our side (pricing briefly down, say) or hit the daily limit is
-          // to be sent again: the answer is not replayed, so that retry runs (the jobs that
-          // succeeded are then `unchanged`).
-          return { status, body: { results, summary }, remember: !results.some(retryableJob) };
-        });
+        return underClaims(
+          deps.db,
+          claims,
+          { method: req.method, path: JOBS_PATH, rawBody: req.rawBody, sealKey: deps.config.dataEncryptionKey },
+          async () => {
+            const results = await processJobs(
+              { ...deps, logger: req.log ?? deps.logger },
+              intakeCaller,
+              jobs,
+              baseUrlFor(req, deps.config),
+            );
+            const summary = summarise(results);
+            const status = single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
+            // A job that failed on our side (pricing briefly down, say) or hit the daily limit is
+            // to be sent again: the answer is not replayed, so that retry runs (the jobs that
+            // succeeded are then `unchanged`).
+            return { status, body: { results, summary }, remember: !results.some(retryableJob) };
+          },
+        );
       },
     }),
   ];

@@ -71,7 +71,12 @@ export function supplierHookRoutes(): RouteDef[] {
         return underClaims(
           deps.db,
           claims,
-          { method: req.method, path: idempotencyPathOf({ path: SUPPLIER_HOOK_PATH }, req.path), rawBody: req.rawBody },
+          {
+            method: req.method,
+            path: idempotencyPathOf({ path: SUPPLIER_HOOK_PATH }, req.path),
+            rawBody: req.rawBody,
+            sealKey: deps.config.dataEncryptionKey,
+          },
           async () => {
             const results = (
               await processJobs(

@@ -1,3 +1,4 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { sha256 } from '../crypto.ts';
 import type { Db } from '../db/knex.ts';
 import { AppError } from '../errors.ts';
@@ -46,6 +47,31 @@ interface Row {
   response_headers: Record<string, string> | null;
   response_body: Buffer | null;
   expires_at: Date;
+}
+
+/** Marks a sealed stored body: no JSON text starts with a NUL. */
+const SEALED = Buffer.from('\u0000s1', 'latin1');
+
+/**
+ * A stored answer's body sealed with the service's key (AES-256-GCM): a booking's answer
+ * carries its tracking and pay-the-driver links, bearer capabilities that open and cancel it,
+ * and the table keeps answers 24 hours. Sealed, the table alone gives no link away, and a
+ * replay, opened again, is byte for byte the answer first given.
+ */
+function sealBody(body: Buffer, key: Buffer): Buffer {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  const ct = Buffer.concat([cipher.update(body), cipher.final()]);
+  return Buffer.concat([SEALED, iv, cipher.getAuthTag(), ct]);
+}
+
+/** A stored body as first given: opened when sealed (rows written before sealing are as sent). */
+function openBody(stored: Buffer, key: Buffer): Buffer {
+  if (!stored.subarray(0, SEALED.length).equals(SEALED)) return stored;
+  const at = SEALED.length;
+  const decipher = createDecipheriv('aes-256-gcm', key, stored.subarray(at, at + 12));
+  decipher.setAuthTag(stored.subarray(at + 12, at + 28));
+  return Buffer.concat([decipher.update(stored.subarray(at + 28)), decipher.final()]);
 }
 
 /** JSON text with every object's keys in code-unit order and no whitespace: one spelling per JSON value. */
@@ -99,6 +125,8 @@ export async function beginIdempotent(
   method: string,
   path: string,
   rawBody: Buffer | undefined,
+  /** The service's key (`dataEncryptionKey`): stored answers are sealed with it (`sealBody`). */
+  sealKey: Buffer,
 ): Promise<IdempotencyStart> {
   if (!KEY_PATTERN.test(key)) {
     throw new AppError('invalid_input', 'The Idempotency-Key header must be 1 to 255 printable ASCII characters.', [
@@ -118,7 +146,7 @@ export async function beginIdempotent(
           state: 'completed',
           response_status: response.status,
           response_headers: JSON.stringify(response.headers),
-          response_body: response.body,
+          response_body: sealBody(response.body, sealKey),
         });
     },
     async abandon() {
@@ -182,7 +210,11 @@ export async function beginIdempotent(
     }
     return {
       kind: 'replay',
-      response: { status: row.response_status, headers: row.response_headers ?? {}, body: row.response_body },
+      response: {
+        status: row.response_status,
+        headers: row.response_headers ?? {},
+        body: openBody(row.response_body, sealKey),
+      },
     };
   }
   throw new AppError('service_unavailable', 'Could not record the Idempotency-Key; retry.', [], { 'Retry-After': '1' });
@@ -204,7 +236,7 @@ export async function underClaims(
    * captured copy being replayed: a genuine retry is signed afresh, so it is never let go).
    */
   claims: readonly { scope: string; key: string; always?: boolean }[],
-  request: { method: string; path: string; rawBody: Buffer | undefined },
+  request: { method: string; path: string; rawBody: Buffer | undefined; sealKey: Buffer },
   run: () => Promise<{ status: number; body: unknown; remember: boolean }>,
 ): Promise<{ status: number; body: unknown; headers?: Record<string, string> }> {
   const held: (Extract<IdempotencyStart, { kind: 'new' }> & { always: boolean })[] = [];
@@ -212,7 +244,15 @@ export async function underClaims(
   for (const claim of claims) {
     let start: IdempotencyStart;
     try {
-      start = await beginIdempotent(db, claim.scope, claim.key, request.method, request.path, request.rawBody);
+      start = await beginIdempotent(
+        db,
+        claim.scope,
+        claim.key,
+        request.method,
+        request.path,
+        request.rawBody,
+        request.sealKey,
+      );
     } catch (err) {
       await letGo();
       throw err;
