@@ -11,10 +11,21 @@ import type { Knex } from 'knex';
  *
  * Rows written before this have none and are not counted: verifications last 30 minutes and
  * the cap looks back one hour, so that is at most an hour's allowance once, at deployment.
+ *
+ * Built without CONCURRENTLY, as every migration here, and in the migration's transaction,
+ * which holds the ALTER's lock (reads included) until the index is built. On a large live
+ * table, add the column and build the index by hand first (`create index concurrently
+ * email_verifications_mailbox_recent on email_verifications (mailbox_key, created_at)`): this
+ * migration then skips both (`if not exists`).
  */
 export async function up(knex: Knex): Promise<void> {
-  await knex.raw('alter table email_verifications add column mailbox_key text');
-  await knex.raw('create index email_verifications_mailbox_recent on email_verifications (mailbox_key, created_at)');
+  // Every booking reads this table (the passenger's standing): waiting long for the ALTER's
+  // lock would hold them all behind it, so the migration fails instead and is run again.
+  await knex.raw("set local lock_timeout = '5s'");
+  await knex.raw('alter table email_verifications add column if not exists mailbox_key text');
+  await knex.raw(
+    'create index if not exists email_verifications_mailbox_recent on email_verifications (mailbox_key, created_at)',
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

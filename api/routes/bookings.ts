@@ -170,9 +170,10 @@ function pointerAsSent(sent: Record<string, unknown>, snakeSchema: TObject | nul
   // A pointer at a snake_case spelling (`/quote_id` from the redemption) is read as its camelCase name.
   const name = CAMEL_OF.get(given) ?? given;
   const snakes = SNAKE_SPELLINGS[name];
-  if (!pointer.startsWith('/') || !snakes || sent[given] !== undefined) return pointer;
+  if (!pointer.startsWith('/') || !snakes) return pointer;
   // The camelCase spelling counts only where the route reads it (v1's shapes, not the alias routes).
   const readsCamel = snakeSchema === null || Object.hasOwn(snakeSchema.properties, name);
+  if (sent[given] !== undefined && (given !== name || readsCamel)) return pointer;
   if (readsCamel && sent[name] !== undefined) return `/${name}`;
   const snake =
     snakes.find((k) => sent[k] !== undefined) ?? snakes.find((k) => snakeSchema?.properties[k] !== undefined);

@@ -97,13 +97,14 @@ function samePassenger(
   p: Passenger,
 ): boolean {
   const norm = (s: string | null) => (s ?? '').trim().toLowerCase().replace(/\s+/g, ' ');
-  // The e-mail is optional on the alias routes: a retry that adds or leaves it out is the same
-  // passenger (name and phone say so); two different addresses are not.
-  const emails = [norm(row.passenger_email), norm(p.email)];
+  // The e-mail is optional on the alias routes: a booking made without one is answered to a
+  // retry that adds one (name and phone were all it took). A booking made with one is answered
+  // only to that address: the answer carries links that open and cancel it.
+  const booked = norm(row.passenger_email);
   return (
     norm(row.passenger_name) === norm(p.name) &&
     (row.passenger_phone ?? '') === p.phone &&
-    (emails.includes('') || emails[0] === emails[1])
+    (booked === '' || booked === norm(p.email))
   );
 }
 
