@@ -1,5 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { sha256 } from '../crypto.ts';
+import { seal, sha256, unseal } from '../crypto.ts';
 import type { Db } from '../db/knex.ts';
 import { AppError } from '../errors.ts';
 
@@ -49,29 +48,18 @@ interface Row {
   expires_at: Date;
 }
 
-/** Marks a sealed stored body: no JSON text starts with a NUL. */
-const SEALED = Buffer.from('\u0000s1', 'latin1');
-
 /**
- * A stored answer's body sealed with the service's key (AES-256-GCM): a booking's answer
- * carries its tracking and pay-the-driver links, bearer capabilities that open and cancel it,
- * and the table keeps answers 24 hours. Sealed, the table alone gives no link away, and a
- * replay, opened again, is byte for byte the answer first given.
+ * A stored answer's body sealed with the service's key (`seal`, AES-256-GCM): a booking's
+ * answer carries its tracking and pay-the-driver links, bearer capabilities that open and
+ * cancel it, and the table keeps answers 24 hours. Sealed, the table alone gives no link away,
+ * and a replay, opened again, is byte for byte the answer first given (JSON text, UTF-8).
  */
-function sealBody(body: Buffer, key: Buffer): Buffer {
-  const iv = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', key, iv);
-  const ct = Buffer.concat([cipher.update(body), cipher.final()]);
-  return Buffer.concat([SEALED, iv, cipher.getAuthTag(), ct]);
-}
+const sealBody = (body: Buffer, key: Buffer): Buffer => Buffer.from(seal(body.toString('utf8'), key));
 
-/** A stored body as first given: opened when sealed (rows written before sealing are as sent). */
+/** A stored body as first given: a sealed one starts `v1.`, which no JSON text does (rows from before sealing are as sent). */
 function openBody(stored: Buffer, key: Buffer): Buffer {
-  if (!stored.subarray(0, SEALED.length).equals(SEALED)) return stored;
-  const at = SEALED.length;
-  const decipher = createDecipheriv('aes-256-gcm', key, stored.subarray(at, at + 12));
-  decipher.setAuthTag(stored.subarray(at + 12, at + 28));
-  return Buffer.concat([decipher.update(stored.subarray(at + 28)), decipher.final()]);
+  if (stored.subarray(0, 3).toString('latin1') !== 'v1.') return stored;
+  return Buffer.from(unseal(stored.toString('latin1'), key), 'utf8');
 }
 
 /** JSON text with every object's keys in code-unit order and no whitespace: one spelling per JSON value. */
