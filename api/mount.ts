@@ -1,5 +1,5 @@
 import type { Express, NextFunction, Request, Response } from 'express';
-import { AppError, detailsText, errorBody } from '../shared/errors.ts';
+import { AppError, contentRejected, detailsText, errorBody } from '../shared/errors.ts';
 import { assertStorableText } from '../shared/schemas/text.ts';
 import { compileSchema, type Validator } from '../shared/schemas/validate.ts';
 import { beginIdempotent } from '../shared/services/idempotency.ts';
@@ -17,13 +17,12 @@ function check(v: Validator | null, data: unknown, where: string, req: Request):
   if (!v) return;
   const details = v(data);
   if (details.length > 0) {
-    const summary = detailsText(details);
     if (details.contentRejected) {
       // Over-long free text is refused as the content screen refuses it, and logged as it logs.
       req.log?.warn({ reasons: details.map((d) => `${d.field}: too_long`) }, 'content rejected');
-      throw new AppError('content_rejected', `Some fields cannot be accepted: ${summary}.`, details);
+      throw contentRejected(details);
     }
-    throw new AppError('invalid_input', `The ${where} is not valid: ${summary}.`, details);
+    throw new AppError('invalid_input', `The ${where} is not valid: ${detailsText(details)}.`, details);
   }
 }
 

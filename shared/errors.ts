@@ -49,6 +49,32 @@ export interface ErrorDetail {
 export const detailsText = (details: readonly ErrorDetail[]): string =>
   details.map((d) => `${d.field} ${d.problem}`).join('; ');
 
+/**
+ * Details re-pointed by `to` (a field named as the caller spelt it), and the message's mentions
+ * of them (`detailsText`'s "/notes contains ...": the pointer followed by its problem) with them.
+ */
+export function repointed(
+  message: string,
+  details: readonly ErrorDetail[],
+  to: (pointer: string) => string,
+): { message: string; details: ErrorDetail[]; changed: boolean } {
+  let text = message;
+  let changed = false;
+  const out = details.map((d) => {
+    const field = to(d.field);
+    if (field === d.field) return d;
+    changed = true;
+    text = text.split(`${d.field} ${d.problem}`).join(`${field} ${d.problem}`);
+    return { ...d, field };
+  });
+  return { message: text, details: out, changed };
+}
+
+/** The content screen's refusal (issue 4): 400 `content_rejected` naming each field and its problem. */
+export function contentRejected(details: ErrorDetail[]): AppError {
+  return new AppError('content_rejected', `Some fields cannot be accepted: ${detailsText(details)}.`, details);
+}
+
 export class AppError extends Error {
   readonly status: number;
   constructor(

@@ -4,7 +4,7 @@ import type { Request } from 'express';
 import * as z from 'zod';
 import { FIELD_LIMITS } from '../../shared/domain/content-screen.ts';
 import { VEHICLE_SEATS, VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
-import { AppError, detailsText, type ErrorDetail } from '../../shared/errors.ts';
+import { AppError, contentRejected, detailsText, type ErrorDetail } from '../../shared/errors.ts';
 import { type ApiKeyIdentity, assertMayBook } from '../../shared/services/api-keys.ts';
 import {
   type BookingCaller,
@@ -298,9 +298,7 @@ function stableSdkErrors(server: McpServer): void {
     );
     if (details.length > 0 && overLong.every((limit) => limit !== undefined)) {
       const screened = details.map((d, i) => ({ field: d.field, problem: `is longer than ${overLong[i]} characters` }));
-      return errorResult(
-        new AppError('content_rejected', `Some fields cannot be accepted: ${detailsText(screened)}.`, screened),
-      );
+      return errorResult(contentRejected(screened));
     }
     const summary = detailsText(details);
     return errorResult(new AppError('invalid_input', `The arguments are not valid: ${summary}.`, details));
@@ -430,8 +428,8 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     vehicleType: input.vehicleType,
     fare: null,
     method: paymentMethod,
-    flightNumber: a.flightNumber ?? null,
-    notes: a.notes ?? null,
+    flightNumber: a.flightNumber,
+    notes: a.notes,
   });
   // Priced while the passenger is checked, as v1 bookings are: the refusal of a blocked
   // passenger still answers first, and their price is dropped unused.

@@ -12,7 +12,7 @@ import {
 import { operatorDriverOf } from '../../shared/domain/operator-driver.ts';
 import { paymentState } from '../../shared/domain/payment-state.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
-import { AppError, detailsText, type ErrorDetail } from '../../shared/errors.ts';
+import { AppError, contentRejected, detailsText, type ErrorDetail, repointed } from '../../shared/errors.ts';
 import {
   AliasBookingResponse,
   BookingLookupResponse,
@@ -113,11 +113,7 @@ export function screen(req: Request, fields: ScreenField[]): void {
   const result = screenFields(fields);
   if (!result.ok) {
     req.log?.warn({ reasons: result.reasons }, 'content rejected');
-    throw new AppError(
-      'content_rejected',
-      `Some fields cannot be accepted: ${detailsText(result.details)}.`,
-      result.details,
-    );
+    throw contentRejected(result.details);
   }
 }
 
@@ -140,25 +136,20 @@ const CAMEL_OF = new Map(Object.entries(SNAKE_SPELLINGS).flatMap(([camel, snakes
 /**
  * Run a booking route's work; an error whose details point at a spelling the caller did not
  * send (a phone refused as `/passengerPhone` on `bookings/create`, say, or a quote as
- * `/quote_id` to a caller who sent `quoteId`) points at the spelling it did send instead, or, when it sent neither, at the first snake_case one the
- * route's schema has, if the route or shape is snake_case (`snakeSchema`, the route's body
- * schema; null for a camelCase shape).
+ * `/quote_id` to a caller who sent `quoteId`) points at the spelling it did send instead, or,
+ * when it sent neither, at the first snake_case one the route's schema has, if the route or
+ * shape is snake_case (`snakeSchema`, the route's body schema; null for a camelCase shape).
+ * The message's mentions of a pointer follow it.
  */
 async function pointersAsSent<T>(body: object, snakeSchema: TObject | null, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (err) {
     if (!(err instanceof AppError) || err.details.length === 0) throw err;
-    let changed = false;
-    let message = err.message;
-    const details = err.details.map((d) => {
-      const field = pointerAsSent(body as Record<string, unknown>, snakeSchema, d.field);
-      if (field === d.field) return d;
-      changed = true;
-      // "/passenger_phone must be ..." in the message: the pointer followed by its problem.
-      message = message.split(`${d.field} ${d.problem}`).join(`${field} ${d.problem}`);
-      return { ...d, field };
-    });
+    const sent = body as Record<string, unknown>;
+    const { message, details, changed } = repointed(err.message, err.details, (p) =>
+      pointerAsSent(sent, snakeSchema, p),
+    );
     if (!changed) throw err;
     throw new AppError(err.code, message, details, err.headers);
   }
@@ -490,11 +481,7 @@ export function bookingRoutes(): RouteDef[] {
           // after: one stage less in every booking's wait. A refused passenger's price is dropped
           // unused. The errors keep their order: the passenger's refusal, then the vehicle type.
           // `vehicle_type` too, as v1 quote takes it: an agent quoting with it books with it.
-          const vehicle = settle(() =>
-            body.vehicleType === undefined && body.vehicle_type !== undefined
-              ? parseVehicleType(body.vehicle_type, '/vehicle_type')
-              : parseVehicleType(body.vehicleType),
-          );
+          const vehicle = settle(() => parseVehicleType(body.vehicleType ?? body.vehicle_type));
           const priced = vehicle.ok
             ? priceQuote(
                 deps,
@@ -526,8 +513,8 @@ export function bookingRoutes(): RouteDef[] {
             fare,
             method,
             // What the driver is told is part of the request: a change is a new request, not a repeat.
-            flightNumber: body.flightNumber ?? null,
-            notes: body.notes ?? null,
+            flightNumber: body.flightNumber,
+            notes: body.notes,
           });
           if (refusal) {
             // Past the hourly limit: the same request again (or at the same moment) still gets
@@ -678,9 +665,9 @@ export function bookingRoutes(): RouteDef[] {
             passengers: body.passenger_count ?? 1,
             vehicleType: body.vehicle_type,
             method,
-            flightNumber: body.flight_number ?? null,
-            notes: body.notes ?? null,
-            agent: body.agent ?? null,
+            flightNumber: body.flight_number,
+            notes: body.notes,
+            agent: body.agent,
           });
           const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
           if (pricing.repeat)

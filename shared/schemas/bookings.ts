@@ -71,6 +71,12 @@ export const InstantBookingRequest = Type.Object({
   agent: Type.Optional(ScreenedText('agent', { description: 'Name of the calling assistant' })),
 });
 
+/** Free text here (SPEC.md 2.7), read by `parseVehicleType`: any case, spaces and hyphens. */
+const V1Vehicle = Type.String({
+  maxLength: 20,
+  description: 'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav',
+});
+
 /**
  * POST /api/public/v1/booking (SPEC.md 2.7). Also the prose shape: `quote_id` (or `quoteId`)
  * with passenger_name, passenger_email, passenger_phone and payment_method redeems a quote.
@@ -84,15 +90,8 @@ export const V1BookingRequest = Type.Object({
   passengerEmail: Type.Optional(PassengerEmail),
   passengerPhone: Type.Optional(Phone),
   passengers: Type.Optional(Passengers),
-  vehicleType: Type.Optional(
-    Type.String({
-      maxLength: 20,
-      description: 'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav',
-    }),
-  ),
-  vehicle_type: Type.Optional(
-    Type.String({ maxLength: 20, description: 'Same as vehicleType (the spelling v1 quote also takes)' }),
-  ),
+  vehicleType: Type.Optional(V1Vehicle),
+  vehicle_type: Type.Optional({ ...V1Vehicle, description: 'Same as vehicleType (the spelling v1 quote also takes)' }),
   flightNumber: Type.Optional(FlightNumber),
   notes: Type.Optional(Notes),
   fareGBP: Type.Optional(

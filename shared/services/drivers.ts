@@ -10,7 +10,7 @@ import {
   normaliseEmail,
 } from '../domain/email-acceptance.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
-import { AppError, detailsText, type ErrorDetail } from '../errors.ts';
+import { AppError, contentRejected, detailsText, type ErrorDetail } from '../errors.ts';
 import { defaultGazetteer } from '../geo/gazetteer.ts';
 import type { Geocoder, Place } from '../geo/types.ts';
 import { uuidv7 } from '../ids.ts';
@@ -174,11 +174,7 @@ export async function applyDriver(
   const screened = screenFields(screenApplication(input));
   if (!screened.ok) {
     opts.onContentRejected?.(screened.reasons);
-    throw new AppError(
-      'content_rejected',
-      `Some fields cannot be accepted: ${detailsText(screened.details)}.`,
-      screened.details,
-    );
+    throw contentRejected(screened.details);
   }
 
   const invalid: ErrorDetail[] = [];

@@ -13,7 +13,7 @@ import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../domain/e
 import type { TestScenario } from '../domain/sandbox.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { parseVehicleType } from '../domain/tariffs/vehicle.ts';
-import { AppError, detailsText, type ErrorDetail } from '../errors.ts';
+import { AppError, contentRejected, detailsText, type ErrorDetail } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
@@ -264,13 +264,12 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, t
   assertStorableText(raw, 'job');
   const details = validateJob(raw);
   if (details.length > 0) {
-    const summary = detailsText(details);
     // Over-long free text is refused as the content screen below refuses it.
     if (details.contentRejected) {
       deps.logger?.warn({ reasons: details.map((d) => `${d.field}: too_long`) }, 'partner job content rejected');
-      throw new AppError('content_rejected', `Some fields cannot be accepted: ${summary}.`, details);
+      throw contentRejected(details);
     }
-    throw new AppError('invalid_input', `The job is not valid: ${summary}.`, details);
+    throw new AppError('invalid_input', `The job is not valid: ${detailsText(details)}.`, details);
   }
   const job = raw as PartnerJob;
   const screened = screenFields([
@@ -283,11 +282,7 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, t
   ]);
   if (!screened.ok) {
     deps.logger?.warn({ reasons: screened.reasons }, 'partner job content rejected');
-    throw new AppError(
-      'content_rejected',
-      `Some fields cannot be accepted: ${detailsText(screened.details)}.`,
-      screened.details,
-    );
+    throw contentRejected(screened.details);
   }
   const action: Action = job.action ?? 'new';
   if (action !== 'cancel') {

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { Config } from '../config.ts';
 import { randomBase62, safeEqual, seal } from '../crypto.ts';
 import type { Db } from '../db/knex.ts';
-import type { ErrorDetail } from '../errors.ts';
+import { type ErrorDetail, repointed } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
 import type { IntakeSupplier } from './intake.ts';
@@ -93,13 +93,7 @@ export function asSupplierSent<R extends { error: { message: string; details: Er
   result: R,
 ): R {
   if (!result.error || result.error.details.length === 0) return result;
-  let message = result.error.message;
-  const details = result.error.details.map((d) => {
-    const field = supplierPointer(fields, d.field);
-    // "/notes contains ..." in the message: the pointer followed by its problem.
-    message = message.split(`${d.field} ${d.problem}`).join(`${field} ${d.problem}`);
-    return { ...d, field };
-  });
+  const { message, details } = repointed(result.error.message, result.error.details, (p) => supplierPointer(fields, p));
   return { ...result, error: { ...result.error, message, details } };
 }
 
