@@ -1,5 +1,7 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { payToken } from '../shared/services/bookings.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { bookThroughApi } from './helpers/bookings.ts';
 import { approvedDriver } from './helpers/drivers.ts';
@@ -146,6 +148,74 @@ describe('pay-the-driver page', () => {
     expect(v.html).not.toContain('<dt>Driver</dt>');
     expect(v.html).toContain('was cancelled');
     expect(v.html).not.toContain('<h3>Cash</h3>');
+  });
+
+  it('the pay link has its own token: it opens the pay page only, not tracking, lookup, events or cancel', async () => {
+    const b = await book();
+    const pay = b.payPath.split('/').pop() as string;
+    expect(b.payPath).toBe(`/pay/${pay}`);
+    expect(pay).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(pay).not.toBe(b.token);
+    expect(pay).toBe(payToken(b.id, env.config.dataEncryptionKey));
+    expect((await page(b.payPath)).status).toBe(200);
+    // The pay token is not a tracking token anywhere a tracking token is taken.
+    expect((await page(`/track/${pay}`)).status).toBe(404);
+    const lookup = await fetch(`${srv.url}/api/public/v1/booking/${b.ref}?t=${pay}`);
+    expect(lookup.status).toBe(403);
+    expect(((await lookup.json()) as Json).error.code).toBe('forbidden');
+    const events = await fetch(`${srv.url}/api/public/v1/booking/${b.ref}/events?t=${pay}`, {
+      headers: { accept: 'text/event-stream' },
+    });
+    // The event stream answers a wrong token as it answers an unknown booking.
+    expect(events.status).toBe(404);
+    await events.body?.cancel();
+    const cancel = await fetch(`${srv.url}/api/public/v1/booking/${b.ref}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ action: 'cancel', t: pay }),
+    });
+    expect(cancel.status).toBe(403);
+    expect(((await cancel.json()) as Json).error.code).toBe('forbidden');
+    const row = await env.rt.db('bookings').where({ id: b.id }).first('status');
+    expect(row.status).not.toBe('cancelled');
+    // The tracking page links to the pay page by the pay token, never by its own.
+    await assign(b.id, await driver('Tracked Tina'));
+    const track = await page(b.trackPath);
+    expect(track.status).toBe(200);
+    expect(track.html).toContain(`href="/pay/${pay}"`);
+    expect(track.html).not.toContain(`/pay/${b.token}`);
+  });
+
+  it('a pay link sent before pay tokens (the tracking token) still opens the page', async () => {
+    const b = await book();
+    const p = await page(`/pay/${b.token}`);
+    expect(p.status).toBe(200);
+    expectSafePage(p);
+    expect(p.html).toContain(b.ref);
+  });
+
+  it('a pay token is refused for another booking id, under another key, or spelled another way', async () => {
+    const b = await book();
+    const key = env.config.dataEncryptionKey;
+    const pay = b.payPath.split('/').pop() as string;
+    const raw = Buffer.from(pay, 'base64url');
+    // Another booking's id with this booking's MAC.
+    const otherId = Buffer.from((await book()).id.replaceAll('-', ''), 'hex');
+    const swapped = Buffer.concat([otherId, raw.subarray(16)]).toString('base64url');
+    // The right id, the MAC made with another key.
+    const foreign = payToken(b.id, randomBytes(32));
+    // A well-made token for a booking that does not exist.
+    const unknown = payToken(uuidv7(), key);
+    // The same bytes with the last character's two spare bits set: decodes alike, is not the link.
+    const last = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const spare = `${pay.slice(0, -1)}${last[last.indexOf(pay.slice(-1)) | 1]}`;
+    expect(Buffer.from(spare, 'base64url').equals(raw)).toBe(true);
+    for (const t of [swapped, foreign, unknown, spare]) {
+      const p = await page(`/pay/${t}`);
+      expect(p.status, t).toBe(404);
+      expect(p.html).toContain('This payment link is not valid');
+      expect(p.html).not.toContain(b.ref);
+    }
   });
 
   it('an unknown, altered or malformed token is a 404 page', async () => {

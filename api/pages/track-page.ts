@@ -8,7 +8,7 @@ import {
   TERMINAL_STATUSES,
   timelineEvents,
 } from '../../shared/services/booking-events.ts';
-import { CANCELLABLE, cancelBooking } from '../../shared/services/bookings.ts';
+import { CANCELLABLE, cancelBooking, payToken } from '../../shared/services/bookings.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { formToken, formTokenValid } from './csrf.ts';
@@ -101,6 +101,8 @@ function journey(b: TrackRow): string[] {
 interface TrackView {
   serviceName: string;
   token: string;
+  /** The pay-the-driver link's own token (`payToken`): that page cannot track or cancel. */
+  payToken: string;
   booking: TrackRow;
   timeline: BookingTimeline;
   /** The cancel form's token, when cancelling is allowed. */
@@ -142,7 +144,7 @@ function trackPage(v: TrackView): string {
     `<dt>Registration</dt><dd id="registration" class="reg">${escapeHtml(vehicle?.registration ?? 'to follow')}</dd>`,
     '</dl>',
     '</section>',
-    `<p id="pay"${payable ? '' : ' hidden'}><a class="button" href="/pay/${token}">Pay your driver</a></p>`,
+    `<p id="pay"${payable ? '' : ' hidden'}><a class="button" href="/pay/${encodeURIComponent(v.payToken)}">Pay your driver</a></p>`,
     ...journey(b),
     '<section aria-labelledby="history-h">',
     '<h2 id="history-h">History</h2>',
@@ -216,7 +218,15 @@ export function trackHandlers(deps: ApiDeps, limits: { page: Limit }): TrackHand
     sendPage(
       res,
       status,
-      trackPage({ serviceName, token, booking: { ...b, status: timeline.status }, timeline, cancelToken, alert }),
+      trackPage({
+        serviceName,
+        token,
+        payToken: payToken(b.id, key),
+        booking: { ...b, status: timeline.status },
+        timeline,
+        cancelToken,
+        alert,
+      }),
       headers,
     );
   }

@@ -3,13 +3,14 @@ import type { Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { type PaymentState, paymentState } from '../../shared/domain/payment-state.ts';
 import { shortDriverName } from '../../shared/services/booking-events.ts';
+import { bookingIdOfPayToken } from '../../shared/services/bookings.ts';
 import { contentSecurityPolicy, escapeHtml, pageHeaders, renderPage, sendPage, stylesheet } from '../pages/layout.ts';
 import { TEST_MODE_CSS, testModeNotice } from '../pages/site.ts';
 import { defineRoute, type RouteDef, type StreamedResult } from '../route.ts';
 
 export const PAY_PAGE_PATH = '/pay/:token';
 
-/** The token of a booking's links (`trackingToken`: base64url of an HMAC-SHA256). */
+/** A pay token (`payToken`), or a tracking token (`trackingToken`) in a link sent before pay tokens: 43 characters of base64url. */
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
 /** The page's only style sheet, inline and allowed by its hash: the page loads nothing else. */
@@ -134,7 +135,9 @@ function sendHtml(res: Response, status: number, html: string): StreamedResult {
 
 /**
  * `GET /pay/{token}`: the pay-the-driver page a booking's `payDriverUrl` opens. The token is the
- * booking's tracking token (only its SHA-256 is stored). A small server-rendered page: the
+ * booking's pay token (`payToken`: its id and a MAC, so this link opens this page only); the
+ * tracking token, which pay links sent before pay tokens carry, is still taken (only its
+ * SHA-256 is stored; that link opens the tracking page anyway). A small server-rendered page: the
  * booking reference, the fare, the assigned driver's name and their own payment link (when they
  * have one), the cash option and the payment state (`paymentState`, as the booking lookup
  * answers it). It never has a form or card fields: the service never takes payment. Every value
@@ -159,10 +162,11 @@ export function payPageRoutes(): RouteDef[] {
       handler: async ({ deps, params, res }) => {
         const serviceName = deps.config.serviceName;
         if (!TOKEN.test(params.token)) return sendHtml(res, 404, notFoundPage(serviceName));
+        const bookingId = bookingIdOfPayToken(params.token, deps.config.dataEncryptionKey);
         const row = await deps
           .db('bookings as b')
           .leftJoin('drivers as d', 'd.id', 'b.driver_id')
-          .where('b.tracking_token_hash', sha256(params.token))
+          .where(bookingId === null ? { 'b.tracking_token_hash': sha256(params.token) } : { 'b.id': bookingId })
           .first<PayRow | undefined>(
             'b.id',
             'b.reference',

@@ -84,12 +84,44 @@ export function normalisePhone(raw: string): string {
 }
 
 /**
- * The token in a booking's tracking and pay-the-driver links: an HMAC of the booking id with
- * the service's key, so it is unguessable, needs no e-mail in the URL, and can be given again
- * when a retried request returns the same booking. Only its SHA-256 is stored, for lookups.
+ * The token in a booking's tracking link (and its status_url when it has no e-mail): an HMAC of
+ * the booking id with the service's key, so it is unguessable, needs no e-mail in the URL, and
+ * can be given again when a retried request returns the same booking. Only its SHA-256 is
+ * stored, for lookups. It opens the tracking page, which can cancel the booking.
  */
 export function trackingToken(bookingId: string, key: Buffer): string {
   return createHmac('sha256', key).update(`tracking:${bookingId}`).digest('base64url');
+}
+
+/** Bytes of the pay token's MAC: 128 bits. */
+const PAY_MAC_BYTES = 16;
+
+function payMac(bookingId: string, key: Buffer): Buffer {
+  return createHmac('sha256', key).update(`pay:${bookingId}`).digest().subarray(0, PAY_MAC_BYTES);
+}
+
+/**
+ * The token in a booking's pay-the-driver link: the booking id (16 bytes) and a 128-bit MAC of
+ * it under the service's key, 43 characters of base64url like the tracking token. It opens the
+ * pay page and nothing else, so a passenger can forward the pay link to whoever pays without
+ * handing over the tracking page and its cancel button. The page reads the booking id out of
+ * it (`bookingIdOfPayToken`), so nothing more is stored; like the tracking token it is the same
+ * each time the booking is answered.
+ */
+export function payToken(bookingId: string, key: Buffer): string {
+  const id = Buffer.from(bookingId.replaceAll('-', ''), 'hex');
+  return Buffer.concat([id, payMac(bookingId, key)]).toString('base64url');
+}
+
+/** The booking id a pay token names, when its MAC is right (compared in constant time); else null. */
+export function bookingIdOfPayToken(token: string, key: Buffer): string | null {
+  const raw = Buffer.from(token, 'base64url');
+  // Only the canonical spelling: base64url's last character carries two spare bits, and a
+  // token that differs in them (or in anything the decoder skips) is not this link.
+  if (raw.length !== 16 + PAY_MAC_BYTES || raw.toString('base64url') !== token) return null;
+  const hex = raw.subarray(0, 16).toString('hex');
+  const id = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return timingSafeEqual(raw.subarray(16), payMac(id, key)) ? id : null;
 }
 
 function samePassenger(
@@ -128,7 +160,7 @@ export function viewOf(
     // tracking token in the URL (as in the tracking link the same answer carries).
     statusUrl: `${baseUrl}/api/public/v1/booking/${row.reference}${row.passenger_email ? '' : `?t=${token}`}`,
     trackingUrl: `${baseUrl}/track/${token}`,
-    payDriverUrl: `${baseUrl}/pay/${token}`,
+    payDriverUrl: `${baseUrl}/pay/${payToken(row.id, key)}`,
     created,
   };
 }
