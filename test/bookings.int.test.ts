@@ -1905,6 +1905,55 @@ describe('content screen on bookings', () => {
   });
 });
 
+describe('places outside the UK on bookings priced in one step', () => {
+  it('v1 and instant take worldwide: true, as the refusal without it says (CONTRACT.md section 3)', async () => {
+    const trip = { pickup: 'Paris CDG', dropoff: 'Amsterdam Schiphol' };
+    const v1 = (extra: Record<string, unknown>) =>
+      post('/api/public/v1/booking', {
+        ...trip,
+        departAt: inHours(30),
+        passengerName: 'Wanda Worldwide',
+        passengerEmail: `wanda-${Date.now()}@example.org`,
+        passengerPhone: '+447700900931',
+        ...extra,
+      });
+    const refused = await v1({});
+    expect(refused.status, refused.text).toBe(422);
+    expect(refused.json.error?.code).toBe('address_not_found');
+    expect(JSON.stringify(refused.json.error?.details)).toContain('worldwide: true');
+    const booked = await v1({ worldwide: true });
+    expect(booked.status, booked.text).toBe(201);
+    const row = await env.rt
+      .db('bookings as b')
+      .join('quotes as q', 'q.id', 'b.quote_id')
+      .where('b.reference', booked.json.bookingReference as string)
+      .first('b.pickup', 'b.dropoff', 'q.worldwide');
+    expect(row.pickup.name).toMatch(/Charles de Gaulle|CDG/);
+    expect(row.dropoff.name).toMatch(/Schiphol/);
+    expect(row.worldwide).toBe(true);
+
+    const instant = (extra: Record<string, unknown>) =>
+      post('/api/public/bookings/instant', {
+        pickup_address: trip.pickup,
+        dropoff_address: trip.dropoff,
+        depart_at: inHours(31),
+        passenger_name: 'Walter Worldwide',
+        passenger_phone_whatsapp: '+447700900932',
+        ...extra,
+      });
+    const instantRefused = await instant({});
+    expect(instantRefused.status, instantRefused.text).toBe(422);
+    expect(instantRefused.json.error?.code).toBe('address_not_found');
+    const instantBooked = await instant({ worldwide: true });
+    expect(instantBooked.status, instantBooked.text).toBe(200);
+    expect(instantBooked.json.booking_reference).toMatch(/^DTN-/);
+    // Not a boolean: 400 naming the field.
+    const wrong = await instant({ worldwide: 'yes' });
+    expect(wrong.status).toBe(400);
+    expect(wrong.json.error?.details.map((d) => d.field)).toEqual(['/worldwide']);
+  });
+});
+
 describe('cancellation reaches whoever holds the job', () => {
   /** An approved Newport driver with this phone; returns its id. */
   async function newportDriver(phone: string): Promise<string> {

@@ -292,6 +292,30 @@ describe('start_booking', () => {
     expect(error.code).toBe('quote_not_found');
   });
 
+  it('prices and books a journey abroad with worldwide: true, and refuses it without', async () => {
+    const client = await connect(ada.accessToken);
+    const args = {
+      pickup: 'Paris CDG',
+      dropoff: 'Amsterdam Schiphol',
+      departAt: inHours(40),
+      passengerName: 'Ada Lovelace',
+      passengerPhone: '+447700900123',
+    };
+    const refused = errorOf(await call(client, 'start_booking', args));
+    expect(refused.code).toBe('address_not_found');
+    expect(JSON.stringify(refused)).toContain('worldwide: true');
+    const booked = okOf<{ bookingReference: string; repeat: boolean }>(
+      await call(client, 'start_booking', { ...args, worldwide: true }),
+    );
+    expect(booked.repeat).toBe(false);
+    const row = await env.rt
+      .db('bookings as b')
+      .join('quotes as q', 'q.id', 'b.quote_id')
+      .where('b.reference', booked.bookingReference)
+      .first('b.origin', 'q.worldwide');
+    expect(row).toEqual({ origin: 'mcp', worldwide: true });
+  });
+
   it('answers 403 insufficient_scope to a token without bookings:write calling start_booking', async () => {
     const args = {
       pickup: 'Leeds',

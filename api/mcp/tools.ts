@@ -181,6 +181,12 @@ const bookingInput = {
     .max(FIELD_LIMITS.notes)
     .optional()
     .describe('Anything the driver should know: luggage, child seat, where to wait'),
+  worldwide: z
+    .boolean()
+    .optional()
+    .describe(
+      'true only for places outside the UK (airports abroad), priced here; a quoteId keeps its quote. Default false.',
+    ),
 };
 
 const bookingOutput = {
@@ -433,7 +439,7 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
   });
   // Priced while the passenger is checked, as v1 bookings are: the refusal of a blocked
   // passenger still answers first, and their price is dropped unused.
-  const priced = priceQuote(deps, { ...input, meetAndGreet: false, worldwide: false }, caller, base);
+  const priced = priceQuote(deps, { ...input, meetAndGreet: false, worldwide: a.worldwide ?? false }, caller, base);
   priced.catch(() => {}); // awaited below, unless the passenger is refused first
   await passengerStanding(deps.db, passenger);
   const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);

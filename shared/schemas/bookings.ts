@@ -69,6 +69,7 @@ export const InstantBookingRequest = Type.Object({
   flight_number: Type.Optional(FlightNumber),
   notes: Type.Optional(Notes),
   agent: Type.Optional(ScreenedText('agent', { description: 'Name of the calling assistant' })),
+  worldwide: Type.Optional(Type.Boolean({ description: 'true for journeys outside the UK' })),
 });
 
 /** Free text here (SPEC.md 2.7), read by `parseVehicleType`: any case, spaces and hyphens. */
@@ -94,6 +95,9 @@ export const V1BookingRequest = Type.Object({
   vehicle_type: Type.Optional({ ...V1Vehicle, description: 'Same as vehicleType (the spelling v1 quote also takes)' }),
   flightNumber: Type.Optional(FlightNumber),
   notes: Type.Optional(Notes),
+  worldwide: Type.Optional(
+    Type.Boolean({ description: 'true for journeys outside the UK, priced in one step (a quote_id keeps its own)' }),
+  ),
   fareGBP: Type.Optional(
     Type.Number({
       minimum: 0,
