@@ -53,7 +53,7 @@ afterAll(async () => {
 
 async function post(
   path: string,
-  body: string,
+  body: string | Uint8Array,
   headers: Record<string, string> = { 'content-type': 'application/json' },
 ) {
   const res = await fetch(`${http.url}${path}`, { method: 'POST', headers, body });
@@ -119,6 +119,42 @@ describe('error envelope', () => {
     }
     const { res } = await post('/api/public/v1/test-echo', '{"pickup":"x"}', {});
     expect(res.status).toBe(415);
+  });
+
+  it('answers bytes that are not UTF-8 400 invalid_input, never decoded into U+FFFD and accepted', async () => {
+    const good = Buffer.from('{"pickup":"Leeds station"}');
+    for (const bad of [
+      Buffer.from([0xff, 0xfe, 0xc0]), // never valid
+      Buffer.from([0xc3]), // a sequence cut short
+      Buffer.from([0xed, 0xa0, 0x80]), // a surrogate encoded as UTF-8
+      Buffer.from([0xc0, 0xaf]), // an over-long "/"
+    ]) {
+      const body = Buffer.concat([good.subarray(0, 16), bad, good.subarray(16)]);
+      const { res, json } = await post('/api/public/v1/test-echo', body);
+      expect(res.status, bad.toString('hex')).toBe(400);
+      expectEnvelope(json, 'invalid_input');
+      expect(json.error.details).toEqual([{ field: '/', problem: 'must be JSON encoded as UTF-8' }]);
+    }
+    // Real UTF-8 (and its BOM-less multi-byte characters) passes as sent.
+    const { res, json } = await post('/api/public/v1/test-echo', Buffer.from('{"pickup":"Café Zoë, Königstraße 1"}'));
+    expect(res.status).toBe(200);
+    expect(json).toMatchObject({ pickup: 'Café Zoë, Königstraße 1' });
+  });
+
+  it('answers a declared charset other than UTF-8 415 unsupported_media_type; utf-8 in any case passes', async () => {
+    for (const charset of ['latin1', 'utf-16', 'UTF-16LE', 'iso-8859-1', 'utf8', '""']) {
+      const { res, json } = await post('/api/public/v1/test-echo', '{"pickup":"x"}', {
+        'content-type': `application/json; charset=${charset}`,
+      });
+      expect(res.status, charset).toBe(415);
+      expectEnvelope(json, 'unsupported_media_type');
+    }
+    for (const charset of ['utf-8', 'UTF-8', '"utf-8"']) {
+      const { res } = await post('/api/public/v1/test-echo', '{"pickup":"x"}', {
+        'content-type': `application/json; charset=${charset}`,
+      });
+      expect(res.status, charset).toBe(200);
+    }
   });
 
   it('answers an oversized body 413 payload_too_large', async () => {

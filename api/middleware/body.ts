@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AppError } from '../../shared/errors.ts';
 
@@ -18,10 +19,23 @@ function hasBody(req: Request): boolean {
   return req.headers['transfer-encoding'] !== undefined;
 }
 
+/** The body's bytes are not UTF-8 (`fromHttpError` answers 400 invalid_input). */
+export const NOT_UTF8 = 'entity.not.utf8';
+
+/** A charset parameter other than UTF-8's: 415, as JSON is UTF-8 (RFC 8259 section 8.1). */
+function otherCharset(contentType: string): string | null {
+  const m = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(contentType);
+  if (!m) return null;
+  const charset = (m[1] ?? '').toLowerCase();
+  return charset === 'utf-8' ? null : charset || '(empty)';
+}
+
 /**
- * JSON bodies only, bounded in size. A request that carries a body in another media type is
- * 415; a body over the limit is 413 (checked on Content-Length before reading, and while
- * reading for chunked bodies); malformed JSON is 400. The raw bytes are kept for signatures.
+ * JSON bodies only, bounded in size. A request that carries a body in another media type, or
+ * declares a charset other than UTF-8, is 415; a body over the limit is 413 (checked on
+ * Content-Length before reading, and while reading for chunked bodies); bytes that are not
+ * UTF-8 are 400 (the decoder would otherwise turn them into U+FFFD, stored and sent on as if
+ * the caller had written it); malformed JSON is 400. The raw bytes are kept for signatures.
  */
 export function jsonBody(limitBytes: number) {
   const parse = express.json({
@@ -29,6 +43,7 @@ export function jsonBody(limitBytes: number) {
     type: (req) => hasBody(req as Request),
     strict: false,
     verify: (req, _res, buf) => {
+      if (!isUtf8(buf)) throw Object.assign(new Error('body is not UTF-8'), { type: NOT_UTF8, status: 400 });
       (req as Request).rawBody = buf;
     },
   });
@@ -39,6 +54,14 @@ export function jsonBody(limitBytes: number) {
       return next(
         new AppError('unsupported_media_type', 'Send the request body as JSON with "Content-Type: application/json".', [
           { field: '/', problem: `content type ${type || '(none)'} is not accepted` },
+        ]),
+      );
+    }
+    const charset = otherCharset(req.headers['content-type'] ?? '');
+    if (charset !== null) {
+      return next(
+        new AppError('unsupported_media_type', 'The request body must be JSON encoded as UTF-8.', [
+          { field: '/', problem: `charset ${charset} is not accepted; send UTF-8` },
         ]),
       );
     }

@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import { AppError, type ErrorCode, errorBody } from '../../shared/errors.ts';
+import { NOT_UTF8 } from './body.ts';
 
 export function requestIdOf(req: Request): string {
   return String(req.id ?? '');
@@ -27,6 +28,10 @@ function fromHttpError(err: {
     case 'encoding.unsupported':
     case 'charset.unsupported':
       return new AppError('unsupported_media_type', 'The request body must be JSON encoded as UTF-8.');
+    case NOT_UTF8:
+      return new AppError('invalid_input', 'The request body is not valid UTF-8 text.', [
+        { field: '/', problem: 'must be JSON encoded as UTF-8' },
+      ]);
     case 'request.aborted':
       return new AppError('invalid_input', 'The request body was not received completely.');
     case 'request.size.invalid':
