@@ -1363,7 +1363,15 @@ describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
     }
     const unknown = await fetch(`${api.url}/api/public/v1/booking/DTN-ZZZZZZ?email=lou@example.org`);
     expect(unknown.status).toBe(404);
-    expect(((await unknown.json()) as Json).error?.code).toBe('booking_not_found');
+    const unknownError = ((await unknown.json()) as Json).error;
+    expect(unknownError?.code).toBe('booking_not_found');
+    expect(unknownError?.message).toBe('No booking DTN-ZZZZZZ.');
+    // A "reference" of bidi overrides, emoji or control characters is not repeated back.
+    for (const odd of ['%E2%80%AE', 'DTN-%F0%9F%98%80', 'DTN%E2%80%8B7K3F9Q']) {
+      const r = await fetch(`${api.url}/api/public/v1/booking/${odd}?email=lou@example.org`);
+      expect(r.status, odd).toBe(404);
+      expect(((await r.json()) as Json).error?.message, odd).toBe('No booking with that reference.');
+    }
 
     const mismatch = await post(`/api/public/v1/booking/${ref}`, { action: 'cancel', email: 'x@example.org' });
     expect(mismatch.status).toBe(403);

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { Request, Response } from 'express';
+import { referenceForMessage } from '../../shared/domain/reference.ts';
 import { AppError } from '../../shared/errors.ts';
 import { BookingRefParams } from '../../shared/schemas/bookings.ts';
 import {
@@ -45,9 +46,11 @@ const EventsQuery = Type.Object({
 });
 
 function bookingNotFound(ref: string): AppError {
-  return new AppError('booking_not_found', `No booking ${ref}, or the tracking token does not match it.`, [
-    { field: '/ref', problem: 'unknown booking reference or tracking token' },
-  ]);
+  return new AppError(
+    'booking_not_found',
+    `No booking ${referenceForMessage(ref)}, or the tracking token does not match it.`,
+    [{ field: '/ref', problem: 'unknown booking reference or tracking token' }],
+  );
 }
 
 /** The `Last-Event-ID` a reconnecting client sends: the last `seq` it received; 0 when absent or not a number. */

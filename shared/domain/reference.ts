@@ -21,3 +21,14 @@ export function normaliseReference(raw: string, prefix: string): string | null {
   const code = m[1].replace(/[IL]/g, '1').replace(/O/g, '0');
   return /^[0-9A-HJKMNP-TV-Z]{6}$/.test(code) ? `${prefix}-${code}` : null;
 }
+
+/**
+ * How an error message names a reference it could not find: as sent when that is plain letters,
+ * digits, spaces and hyphens (at most 24), else "with that reference". Text that cannot be a
+ * reference is not repeated back: it may carry bidi overrides or control characters that make
+ * the message read as something else.
+ */
+export function referenceForMessage(raw: string): string {
+  const s = raw.trim();
+  return /^[A-Za-z0-9 -]{1,24}$/.test(s) ? s : 'with that reference';
+}

@@ -8,7 +8,7 @@ import { enqueueJob, outboxRow } from '../db/outbox.ts';
 import { rawNamed } from '../db/prepared.ts';
 import { dispatchTimeMs, leadTimesOf } from '../domain/dispatch/dispatch-time.ts';
 import { isWellFormedEmail, mailboxKey, normaliseEmail } from '../domain/email-acceptance.ts';
-import { newReference, normaliseReference } from '../domain/reference.ts';
+import { newReference, normaliseReference, referenceForMessage } from '../domain/reference.ts';
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
@@ -746,7 +746,7 @@ export async function bookingForPassenger(
   const ref = normaliseReference(rawRef, prefix);
   const row = ref ? await findBookingByRef(db, ref) : undefined;
   if (!row || row.test_mode !== testMode)
-    throw new AppError('booking_not_found', `No booking ${rawRef}.`, [
+    throw new AppError('booking_not_found', `No booking ${referenceForMessage(rawRef)}.`, [
       { field: '/ref', problem: 'unknown booking reference' },
     ]);
   if (email !== undefined) {

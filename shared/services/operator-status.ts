@@ -4,7 +4,7 @@ import { appendStatus } from '../db/bookings.ts';
 import type { Db } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { type OperatorDriver, operatorDriverOf } from '../domain/operator-driver.ts';
-import { normaliseReference } from '../domain/reference.ts';
+import { normaliseReference, referenceForMessage } from '../domain/reference.ts';
 import { AppError } from '../errors.ts';
 import type { DispatchBooking, DispatchDeps, OfferRow } from './dispatch.ts';
 import { acceptOffer, type JobHolder, type Payment, reportProgress } from './driver-jobs.ts';
@@ -77,7 +77,7 @@ export async function partnerHookSecrets(
 }
 
 function bookingNotFound(ref: string): AppError {
-  return new AppError('booking_not_found', `No booking ${ref} held by or offered to you.`, [
+  return new AppError('booking_not_found', `No booking ${referenceForMessage(ref)} held by or offered to you.`, [
     { field: '/bookingReference', problem: 'not held by or offered to this partner' },
   ]);
 }
