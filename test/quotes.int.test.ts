@@ -296,6 +296,21 @@ describe('POST /api/public/quotes/estimate', () => {
     expect(past.status).toBe(400);
     expect(past.json.error?.code).toBe('pickup_in_past');
     expect(past.json.error?.details).toEqual([{ field: '/depart_at', problem: 'must not be in the past' }]);
+    // A blank address is a malformed request (as on bookings), not a place that cannot be found.
+    const blank = await post('/api/public/quotes/estimate', {
+      pickup_address: '   ',
+      dropoff_address: '\t',
+      passenger_count: 1,
+    });
+    expect(blank.status).toBe(400);
+    expect(blank.json.error?.code).toBe('invalid_input');
+    expect(blank.json.error?.details).toEqual([
+      { field: '/pickup_address', problem: 'must not be blank' },
+      { field: '/dropoff_address', problem: 'must not be blank' },
+    ]);
+    const blankV1 = await post('/api/public/v1/quote', { pickup: ' ', dropoff: 'York' });
+    expect(blankV1.status).toBe(400);
+    expect(blankV1.json.error?.details).toEqual([{ field: '/pickup', problem: 'must not be blank' }]);
   });
 });
 

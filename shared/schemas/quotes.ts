@@ -2,8 +2,8 @@ import { type Static, Type } from '@sinclair/typebox';
 import { VEHICLE_TYPES } from '../domain/tariffs/types.ts';
 import { DateTime, ScreenedText, StringEnum, Uuid } from './common.ts';
 
-/** Free text the content screen reads: over 300 characters is 400 content_rejected (common.ts). */
-const Address = (description: string) => ScreenedText('address', { nonEmpty: true, description });
+/** Free text the content screen reads: over 300 characters is 400 content_rejected (common.ts); blank is 400 invalid_input, as on bookings. */
+const Address = (description: string) => ScreenedText('address', { required: true, description });
 const Passengers = Type.Integer({ minimum: 1, maximum: 8, description: 'Passengers, 1 to 8' });
 const Vehicle = StringEnum(VEHICLE_TYPES, {
   description:
