@@ -308,6 +308,13 @@ describe('POST /api/public/quotes/estimate', () => {
       { field: '/pickup_address', problem: 'must not be blank' },
       { field: '/dropoff_address', problem: 'must not be blank' },
     ]);
+    // The same place at both ends is priced, with a warning to check the addresses.
+    const same = await post('/api/public/v1/quote', { pickup: 'York station', dropoff: 'york  station' });
+    expect(same.status, JSON.stringify(same.json)).toBe(200);
+    expect(same.json.distanceMiles).toBe(0);
+    expect(same.json.warnings).toContainEqual(expect.stringContaining('Pickup and dropoff are the same place'));
+    const apart = await post('/api/public/v1/quote', { pickup: 'York station', dropoff: 'Leeds station' });
+    expect(apart.json.warnings).not.toContainEqual(expect.stringContaining('same place'));
     const blankV1 = await post('/api/public/v1/quote', { pickup: ' ', dropoff: 'York' });
     expect(blankV1.status).toBe(400);
     expect(blankV1.json.error?.details).toEqual([{ field: '/pickup', problem: 'must not be blank' }]);

@@ -108,6 +108,12 @@ export function createPricer(deps: PricerDeps) {
       }
       if (!located.ok) return located.result;
       const { from, to, route } = located;
+      if (from.lat === to.lat && from.lng === to.lng) {
+        // Priced all the same (a driver may be asked to wait and return), but rarely meant.
+        notes.push(
+          `Pickup and dropoff are the same place (${from.name}): check the addresses; this fare is for a journey of no distance.`,
+        );
+      }
       const departAt = new Date(req.departAt);
       const [stored, card] = await Promise.all([deps.tariffs.tablesAt(departAt), rateCard(req.rateCardId)]);
       try {
