@@ -1,4 +1,5 @@
 import { type RunningWeb, startWeb } from '../api/server.ts';
+import { configuredCheck, mailServerVerdict } from '../shared/domain/email-acceptance.ts';
 import { configOrExit, handleShutdown } from '../shared/lifecycle.ts';
 import { waitForRedis } from '../shared/queues/connection.ts';
 import { WORKER_ROLES } from '../shared/queues/registry.ts';
@@ -66,6 +67,8 @@ if (seeded && Object.keys(seeded.created).length > 0) {
 } else if (seeded) {
   lines.push('  demo data already present; make a new key with: npm run admin -- key create --name me');
 }
+const mailCheck = await mailCheckWarning();
+if (mailCheck) lines.push(...mailCheck);
 process.stdout.write(`${lines.join('\n')}\n\n`);
 
 const demoKey = seeded?.created.demoApiKey;
@@ -89,4 +92,24 @@ async function demoQuote(demoKey: string): Promise<void> {
   } catch (err) {
     rt.logger.warn({ err }, 'could not make the demo sandbox quote');
   }
+}
+
+/**
+ * On a machine whose DNS cannot confirm that a common mail domain receives mail (offline, or a
+ * resolver that answers "no such domain" to everything), the mail-server check would refuse
+ * every live passenger's address: the banner says so, and what to do, rather than leave the
+ * newcomer with 400 email_not_accepted on their first booking. Test-mode requests skip the
+ * lookup and are unaffected.
+ */
+async function mailCheckWarning(): Promise<string[] | null> {
+  const { mx, ...dns } = configuredCheck(config.bookings);
+  if (mx === 'off') return null;
+  const probe = 'gmail.com';
+  const verdict = await mailServerVerdict(probe, dns);
+  if (verdict === 'yes' || (mx === 'soft' && verdict === 'unknown')) return null;
+  return [
+    `  e-mail check: this machine's DNS ${verdict === 'no' ? `says ${probe} has no mail server` : `did not answer for ${probe}`}, so with`,
+    `               EMAIL_MX_CHECK=${mx} live bookings will refuse every passenger address (400 email_not_accepted);`,
+    '               use a test key (no mail-server lookup), or start with EMAIL_MX_CHECK=off',
+  ];
 }

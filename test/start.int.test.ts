@@ -3,6 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WORKER_ROLES } from '../shared/queues/registry.ts';
+import { startDnsStub } from './helpers/dns-stub.ts';
 import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
 import { ROOT, runTs, startTs } from './helpers/process.ts';
 
@@ -33,11 +34,17 @@ describe('the start command', () => {
     const port = await freePort();
     // SEED_DEMO left unset, as a newcomer runs `npm start`: the demo data is loaded by default.
     const { SEED_DEMO: _unset, ...inherited } = env.childEnv;
+    // A resolver that says "no such domain" to everything, as on a machine without DNS: the
+    // banner warns that live bookings' mail-server check would refuse every address.
+    const offline = await startDnsStub({});
+    const online = await startDnsStub({ 'gmail.com': { mx: 'gmail-smtp-in.l.google.com' } });
     const childEnv = {
       ...inherited,
       PORT: String(port),
       LOG_LEVEL: 'info',
       PUBLIC_BASE_URLS: `http://127.0.0.1:${port}`,
+      EMAIL_MX_CHECK: 'soft',
+      EMAIL_DNS_SERVERS: offline.server,
     };
     const proc = startTs('bin/start.ts', [], childEnv);
     try {
@@ -54,6 +61,9 @@ describe('the start command', () => {
         headers: { 'x-api-key': key as string },
       });
       expect(await who.json()).toMatchObject({ authenticated: true, key: { name: 'demo', mode: 'test' } });
+      expect(out).toContain("e-mail check: this machine's DNS says gmail.com has no mail server");
+      expect(out).toContain('EMAIL_MX_CHECK=soft live bookings will refuse every passenger address');
+      expect(offline.questions).toContain('gmail.com MX');
     } finally {
       proc.child.kill('SIGTERM');
     }
@@ -61,13 +71,17 @@ describe('the start command', () => {
     expect(exited.code).toBe(0);
     expect(exited.stdout).toContain('"msg":"stopped"');
 
-    // A second start finds the demo data and creates nothing new.
-    const again = startTs('bin/start.ts', [], childEnv);
+    // A second start finds the demo data and creates nothing new; with working DNS, no warning.
+    const again = startTs('bin/start.ts', [], { ...childEnv, EMAIL_DNS_SERVERS: online.server });
     try {
       await eventually(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 30_000);
       expect(again.output()).toContain('demo data already present');
+      expect(online.questions).toContain('gmail.com MX');
+      expect(again.output()).not.toContain('e-mail check');
     } finally {
       again.child.kill('SIGTERM');
+      await offline.close();
+      await online.close();
     }
     expect((await again.exited).code).toBe(0);
     expect(await env.rt.db('partners').count({ n: '*' })).toEqual([{ n: 1 }]);
