@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import net from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { Type } from '@sinclair/typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineRoute } from '../api/route.ts';
@@ -155,6 +156,24 @@ describe('error envelope', () => {
       });
       expect(res.status, charset).toBe(200);
     }
+  });
+
+  it('answers a body that is not what its Content-Encoding says 400 invalid_input naming why, and decodes one that is', async () => {
+    for (const encoding of ['gzip', 'deflate', 'br']) {
+      const { res, json } = await post('/api/public/v1/test-echo', '{"pickup":"x"}', {
+        'content-type': 'application/json',
+        'content-encoding': encoding,
+      });
+      expect(res.status, encoding).toBe(400);
+      expectEnvelope(json, 'invalid_input');
+      expect(json.error.message).toBe('The request body could not be decompressed.');
+    }
+    const { res, json } = await post('/api/public/v1/test-echo', gzipSync('{"pickup":"zipped"}'), {
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+    });
+    expect(res.status).toBe(200);
+    expect(json).toMatchObject({ pickup: 'zipped' });
   });
 
   it('answers an oversized body 413 payload_too_large', async () => {

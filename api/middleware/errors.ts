@@ -17,7 +17,14 @@ function fromHttpError(err: {
   status?: number;
   statusCode?: number;
   expose?: boolean;
+  code?: unknown;
 }): AppError | null {
+  // zlib's refusal of a body that is not what its Content-Encoding says (gzip, deflate, br).
+  if (typeof err.code === 'string' && /^(Z_|ERR__ERROR|ERR_BROTLI|ERR_ZSTD)/.test(err.code)) {
+    return new AppError('invalid_input', 'The request body could not be decompressed.', [
+      { field: '/', problem: 'must be compressed as its Content-Encoding says' },
+    ]);
+  }
   switch (err.type) {
     case 'entity.too.large':
       return new AppError('payload_too_large', 'The request body is larger than this endpoint accepts.');
