@@ -252,6 +252,41 @@ describe('booking-status hook', () => {
     expect((await history(b.id)).map((e) => e.status)).toEqual(['driver_assigned', 'driver_en_route', 'completed']);
   });
 
+  it('takes x-partner in any case as the same partner: a replay in another case is still a replay', async () => {
+    const b = await offeredBooking(operator.id);
+    const upper = { partnerId: operator.id.toUpperCase() };
+    const alice = `msg_${uuidv7()}`;
+    const first = await send(
+      operator,
+      { bookingReference: b.reference, status: 'driver_assigned', driver: { name: 'Alice Driver' } },
+      { ...upper, msgId: alice },
+    );
+    expect(first.status).toBe(200);
+    // The booking is held by the partner however it spells its id: later updates apply.
+    const bob = await send(operator, {
+      bookingReference: b.reference,
+      status: 'driver_assigned',
+      driver: { name: 'Bob Driver' },
+    });
+    expect(bob.status).toBe(200);
+    const onTheWay = await send(operator, { bookingReference: b.reference, status: 'driver_en_route' }, upper);
+    expect(onTheWay).toEqual({ status: 200, body: { bookingReference: b.reference, status: 'driver_en_route' } });
+    // Alice's message again, its id now in lower case: answered as before, not applied again.
+    const replay = await send(
+      operator,
+      { bookingReference: b.reference, status: 'driver_assigned', driver: { name: 'Alice Driver' } },
+      { msgId: alice },
+    );
+    expect(replay).toEqual(first);
+    const row = await booking(b.id);
+    expect(row.operator_driver.name).toBe('Bob Driver');
+    expect(row.status).toBe('driver_en_route');
+    expect(row.operator_partner_id).toBe(operator.id);
+    const h = await history(b.id);
+    expect(h.map((e) => e.status)).toEqual(['driver_assigned', 'driver_assigned', 'driver_en_route']);
+    expect(h.every((e) => e.actor === `partner:${operator.id}`)).toBe(true);
+  });
+
   it('hands a held booking back: operator cleared, offer closed, dispatch queued', async () => {
     const b = await offeredBooking(operator.id);
     await send(operator, { bookingReference: b.reference, status: 'driver_assigned', driver: { name: 'Lee' } });

@@ -88,7 +88,9 @@ export function bookingStatusHookRoutes(): RouteDef[] {
       ],
       responses: { 200: { description: 'Applied (or already applied)', schema: Answer } },
       handler: async ({ req, deps, body, requestId }) => {
-        const partnerId = req.get('x-partner')?.trim() ?? '';
+        // A UUID in any case names the same partner: the one spelling keys the replay guard,
+        // the holder check and the history, so a replay in another case is still a replay.
+        const partnerId = req.get('x-partner')?.trim().toLowerCase() ?? '';
         const messageId = req.get('webhook-id') ?? '';
         const rawBody = req.rawBody ?? Buffer.alloc(0);
         if (!partnerId || !messageId) throw unauthorized();
