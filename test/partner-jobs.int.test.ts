@@ -165,6 +165,16 @@ describe('POST /api/public/v1/jobs batches', () => {
       ['created', null, null],
     ]);
     expect(r.json.results[1]?.error?.details).toContainEqual({ field: '/passengers', problem: 'must be <= 8' });
+
+    // A pickup time that has passed is named as the job names it, on new and on amend.
+    const past = '2020-01-01T09:00:00Z';
+    const late = await asPartner([job('P-1', { pickupTime: past }), job('M-1', { action: 'amend', pickupTime: past })]);
+    expect(late.status, late.text).toBe(207);
+    for (const x of late.json.results) {
+      expect(x.error?.code).toBe('pickup_in_past');
+      expect(x.error?.details).toEqual([{ field: '/pickupTime', problem: 'must not be in the past' }]);
+      expect(x.error?.message).not.toContain('departAt');
+    }
   });
 
   it('rejects only the job holding a NUL or an unpaired surrogate; the rest of the batch is written', async () => {

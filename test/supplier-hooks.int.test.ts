@@ -258,6 +258,11 @@ describe('hmac adapter', () => {
     ]);
     // Fields are named as the supplier sent them (its "comments" is the job's notes), within the job.
     expect(batch.json.results.map((r) => r.error?.details[0]?.field ?? null)).toEqual([null, '/comments', '/to']);
+    // And so does the message: the supplier's names, never ours.
+    expect(batch.json.results[1]?.error?.message).toContain('/comments must be well-formed Unicode text');
+    expect(batch.json.results[1]?.error?.message).not.toContain('/notes');
+    expect(batch.json.results[2]?.error?.message).toContain('/to must be well-formed Unicode text');
+    expect(batch.json.results[2]?.error?.message).not.toContain('/dropoff');
     expect(
       (await env.rt.db('partner_jobs').where({ supplier_id: jetlink.id }).whereLike('job_ref', 'JN-%')).map(
         (j) => j.job_ref,
@@ -274,6 +279,22 @@ describe('hmac adapter', () => {
     const single = await cabcoSend({ event: 'booking.created', booking: cabcoBooking('CN-1', { notes: '\u0000' }) });
     expect(single.status, single.text).toBe(400);
     expect(single.json.results[0]?.error?.code).toBe('invalid_input');
+    expect(single.json.results[0]?.error?.details[0]?.field).toBe('/booking/notes');
+    expect(single.json.results[0]?.error?.message).toContain('/booking/notes must be well-formed Unicode text');
+    // A pickup time that has passed is named as each supplier names it.
+    const pastJet = await jetSend({ jobs: [jetJob('JP-1', { when: '2020-01-01T09:00:00Z' })] });
+    expect(pastJet.json.results[0]?.error).toMatchObject({
+      code: 'pickup_in_past',
+      details: [{ field: '/when', problem: 'must not be in the past' }],
+    });
+    const pastCab = await cabcoSend({
+      event: 'booking.created',
+      booking: cabcoBooking('CP-1', { pickup_at: '2020-01-01T09:00:00Z' }),
+    });
+    expect(pastCab.json.results[0]?.error).toMatchObject({
+      code: 'pickup_in_past',
+      details: [{ field: '/booking/pickup_at', problem: 'must not be in the past' }],
+    });
   }, 60_000);
 
   it('screens the free text of a supplier job: 400 content_rejected naming the field as the supplier sent it', async () => {

@@ -1,4 +1,4 @@
-import { AppError } from '../errors.ts';
+import { AppError, detailsText } from '../errors.ts';
 
 /** NUL, or half of a surrogate pair: text no column (text or jsonb) can store, and no person types. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -49,10 +49,13 @@ export function unstorableText(data: unknown): string | null {
 export function assertStorableText(data: unknown, where: string): void {
   const field = unstorableText(data);
   if (field !== null) {
+    // Worded as `detailsText` words it (the pointer, then its problem), so a route that names
+    // fields in its callers' spelling (`repointed`: suppliers, the v1 spellings) renames it here too.
+    const details = [{ field, problem: 'must be well-formed Unicode text without NUL characters' }];
     throw new AppError(
       'invalid_input',
-      `The ${where} is not valid: ${field} contains a NUL character or an unpaired surrogate (not well-formed Unicode text).`,
-      [{ field, problem: 'must be well-formed Unicode text without NUL characters' }],
+      `The ${where} is not valid: ${detailsText(details)} (it contains a NUL character or an unpaired surrogate).`,
+      details,
     );
   }
 }

@@ -13,7 +13,7 @@ import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../domain/e
 import type { TestScenario } from '../domain/sandbox.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { parseVehicleType } from '../domain/tariffs/vehicle.ts';
-import { AppError, contentRejected, detailsText, type ErrorDetail } from '../errors.ts';
+import { AppError, contentRejected, detailsText, type ErrorDetail, repointed } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
@@ -512,7 +512,7 @@ class Intake {
     }
   }
 
-  private async price(job: NormJob, rateCard?: { id: string } | null, now = new Date()) {
+  private async price(job: NormJob, rateCard?: { id: string } | null, now = new Date()): Promise<PricedQuote> {
     return priceQuote(
       this.deps,
       {
@@ -528,7 +528,15 @@ class Intake {
       this.baseUrl,
       now,
       rateCard,
-    );
+    ).catch((err: unknown) => {
+      // Pricing names the time as quotes do (/departAt); a job's is its pickupTime (and a
+      // supplier's own name for it, which asSupplierSent puts on from there).
+      if (!(err instanceof AppError)) throw err;
+      const { message, details, changed } = repointed(err.message, err.details, (p) =>
+        p === '/departAt' ? '/pickupTime' : p,
+      );
+      throw changed ? new AppError(err.code, message, details, err.headers) : err;
+    });
   }
 
   /** A job's booking rows (`bookingWrite`), the booking naming its supplier when it came from one. */
