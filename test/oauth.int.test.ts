@@ -716,7 +716,7 @@ describe('authorization code with PKCE S256 through the page', () => {
 
 describe("errors in OAuth's own shape", () => {
   it('answers bodies the endpoints cannot read, and requests failing the schema, as {error, error_description} in words', async () => {
-    const post = async (path: string, contentType: string, body: string) => {
+    const post = async (path: string, contentType: string, body: string | Uint8Array) => {
       const r = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': contentType }, body });
       return { status: r.status, json: (await r.json()) as Record<string, unknown> };
     };
@@ -740,6 +740,28 @@ describe("errors in OAuth's own shape", () => {
     expect(await post('/register', 'application/json', '{"redirect_uris": [')).toEqual({
       status: 400,
       json: { error: 'invalid_client_metadata', error_description: 'The request body is not valid JSON.' },
+    });
+    // Bytes that are not UTF-8: refused, never stored in a client's metadata as U+FFFD.
+    const clients = await env.rt.db('oauth_clients').count({ n: '*' });
+    const notUtf8 = Buffer.concat([
+      Buffer.from(`{"redirect_uris":["${CALLBACK}"],"client_name":"Bad `),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('"}'),
+    ]);
+    expect(await post('/register', 'application/json', notUtf8)).toEqual({
+      status: 400,
+      json: { error: 'invalid_client_metadata', error_description: 'The request body is not valid UTF-8 text.' },
+    });
+    expect(await env.rt.db('oauth_clients').count({ n: '*' })).toEqual(clients);
+    expect(
+      await post(
+        '/token',
+        form,
+        Buffer.concat([Buffer.from('grant_type=authorization_code&code='), Buffer.from([0xc3])]),
+      ),
+    ).toEqual({
+      status: 400,
+      json: { error: 'invalid_request', error_description: 'The request body is not valid UTF-8 text.' },
     });
     expect(await post('/register', 'text/plain', 'hello')).toEqual({
       status: 400,

@@ -315,6 +315,24 @@ describe('CSRF', () => {
     expect(json.status).toBe(403);
     expect(await bookingsOfQuote(q.quoteId)).toHaveLength(0);
   });
+
+  it('a form whose bytes are not UTF-8 is a 400 page and books nothing, never a name of U+FFFD', async () => {
+    const q = await quote();
+    const bookPath = pathOf(q.bookingUrl);
+    const jar = new CookieJar();
+    const token = csrfOf((await getPage(api.url, bookPath, jar)).html, bookPath);
+    const fields = new URLSearchParams({ ...passenger(), csrf: token }).toString();
+    const body = Buffer.concat([Buffer.from(`${fields}&notes=`), Buffer.from([0xff, 0xfe])]);
+    const res = await fetch(`${api.url}${bookPath}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: jar.header() },
+      body,
+    });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(await res.text()).toContain('The form could not be read');
+    expect(await bookingsOfQuote(q.quoteId)).toHaveLength(0);
+  });
 });
 
 describe('an expired quote', () => {

@@ -14,7 +14,7 @@ import { type ApiKeyIdentity, findApiKey, keyPattern } from '../../shared/servic
 import { authenticateClient, MCP_SCOPES } from '../../shared/services/oauth.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
-import { jsonBody } from '../middleware/body.ts';
+import { assertUtf8, jsonBody, NOT_UTF8 } from '../middleware/body.ts';
 import type { RateLimits } from '../middleware/rate-limit.ts';
 import {
   AUTHORIZE_CODE_PATH,
@@ -257,7 +257,9 @@ function oauthBodyErrors(code: 'invalid_request' | 'invalid_client_metadata') {
           ? [400, 'The request body is not valid JSON.']
           : type === 'encoding.unsupported' || type === 'charset.unsupported'
             ? [415, 'The request body must be UTF-8 and not compressed.']
-            : [400, 'The request body could not be read.'];
+            : type === NOT_UTF8
+              ? [400, 'The request body is not valid UTF-8 text.']
+              : [400, 'The request body could not be read.'];
     res.status(status).set('Cache-Control', 'no-store').json({ error: code, error_description: description });
   };
 }
@@ -279,7 +281,8 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   const { config } = deps;
   const provider = new PgOAuthProvider(deps);
   const router = express.Router();
-  const form = express.urlencoded({ extended: false, limit: '16kb' });
+  // Bytes that are not UTF-8 are refused, not decoded into U+FFFD (as on every JSON body).
+  const form = express.urlencoded({ extended: false, limit: '16kb', verify: (_req, _res, buf) => assertUtf8(buf) });
 
   // Metadata, per connected domain.
   const documents = new Map(
@@ -337,6 +340,9 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
     REGISTER_PATH,
     before(ipLimiter(limits, { name: 'oauth-register', points: 60, durationSeconds: 3600 })),
     mediaTypeRequired('json'),
+    // Parsed here (the SDK's own parser then leaves it), so bytes that are not UTF-8 are
+    // refused rather than stored in the client's metadata as U+FFFD. The SDK's limit: 100 KB.
+    express.json({ limit: '100kb', verify: (_req, _res, buf) => assertUtf8(buf) }),
     // Secrets do not expire (client_secret_expires_at 0, RFC 7591): there is no endpoint to
     // rotate one (RFC 7592), and an expired secret would strand every passenger's refresh
     // token (MCP_REFRESH_TOKEN_TTL_DAYS) until they signed in again. The SDK's default is 30 days.

@@ -1,6 +1,7 @@
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import { AppError } from '../../shared/errors.ts';
 import type { ApiDeps } from '../deps.ts';
+import { assertUtf8 } from '../middleware/body.ts';
 import type { RateLimits } from '../middleware/rate-limit.ts';
 import { OFFER_LINK_PATH } from '../routes/offers.ts';
 import { PASSENGER_VERIFY_LINK_PATH } from '../routes/passenger-verify.ts';
@@ -45,7 +46,13 @@ export const WEBSITE_PATHS = ['/book', '/track', '/o', '/driver', PASSENGER_VERI
 export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
   const { config } = deps;
   const router = express.Router();
-  const urlencoded = express.urlencoded({ extended: false, limit: FORM_LIMIT, parameterLimit: 20 });
+  // Raw bytes that are not UTF-8 are refused (the form page), not decoded into U+FFFD.
+  const urlencoded = express.urlencoded({
+    extended: false,
+    limit: FORM_LIMIT,
+    parameterLimit: 20,
+    verify: (_req, _res, buf) => assertUtf8(buf),
+  });
   const serviceName = config.serviceName;
   const page = pageLimiter(limits);
   const quote = pageLimiter(limits, [

@@ -1,6 +1,7 @@
 import express, { type Request, type Response, type Router } from 'express';
 import { AppError } from '../../../shared/errors.ts';
 import type { ApiDeps } from '../../deps.ts';
+import { assertUtf8 } from '../../middleware/body.ts';
 import type { RateLimits } from '../../middleware/rate-limit.ts';
 import { pageHandler, pageLimiter, sendMessagePage } from '../site.ts';
 import { loginHandlers } from './login.ts';
@@ -28,7 +29,13 @@ type Handler = (req: Request, res: Response) => Promise<void>;
 export function operatorRouter(deps: ApiDeps, limits: RateLimits): Router {
   const serviceName = deps.config.serviceName;
   const router = express.Router();
-  const urlencoded = express.urlencoded({ extended: false, limit: FORM_LIMIT, parameterLimit: 20 });
+  // Raw bytes that are not UTF-8 are refused (the form page), not decoded into U+FFFD.
+  const urlencoded = express.urlencoded({
+    extended: false,
+    limit: FORM_LIMIT,
+    parameterLimit: 20,
+    verify: (_req, _res, buf) => assertUtf8(buf),
+  });
   const page = pageLimiter(limits);
   const session = requireSession(deps);
 
