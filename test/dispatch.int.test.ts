@@ -288,6 +288,8 @@ describe('dispatch', () => {
     const late = await call('POST', `/api/public/v1/jobs/${ref}/accept`, network.token);
     expect(late.status).toBe(409);
     expect(late.json.error.code).toBe('offer_unavailable');
+    // It is being offered on: said so.
+    expect(late.json.error.message).toBe('This offer has expired and gone to another driver.');
     const partnerFeed = await call('GET', '/api/public/v1/jobs', partnerKey.key);
     expect(partnerFeed.json.jobs.map((j: { bookingReference: string }) => j.bookingReference)).toContain(ref);
     const won = await call('POST', `/api/public/v1/jobs/${ref}/accept`, partnerKey.key);
@@ -590,6 +592,27 @@ describe('dispatch', () => {
     const alert = await env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'operator_alert' });
     expect(alert).toHaveLength(1);
     expect(alert[0].recipient).toBe(env.config.dispatch.operatorEmail);
+  });
+
+  it('tells a late accept the offer expired, and that it went to another driver only when it did', async () => {
+    const d = await driver('Late Lou');
+    const b = await insertOfferedBooking(env.rt.db, `${env.config.bookings.referencePrefix}-ZATE01`, {
+      driverId: d.id,
+    });
+    await env.rt.db('dispatch_offers').where({ id: b.offerId }).update({ state: 'expired' });
+    // Every tier tried, nobody found: nobody else has it.
+    await env.rt.db('bookings').where({ id: b.id }).update({ status: 'no_driver_available' });
+    const late = await call('POST', `/api/public/v1/jobs/${b.reference}/accept`, d.token);
+    expect(late.status).toBe(409);
+    expect(late.json.error).toMatchObject({ code: 'offer_unavailable', message: 'This offer has expired.' });
+    // Another driver took it.
+    const other = await driver('Other Otto');
+    await env.rt.db('bookings').where({ id: b.id }).update({ status: 'driver_assigned', driver_id: other.id });
+    const taken = await call('POST', `/api/public/v1/jobs/${b.reference}/accept`, d.token);
+    expect(taken.json.error).toMatchObject({
+      code: 'offer_unavailable',
+      message: 'This offer has expired and gone to another driver.',
+    });
   });
 
   it('refuses driver endpoints without a driver token, and a driver token elsewhere', async () => {

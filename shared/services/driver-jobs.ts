@@ -113,7 +113,10 @@ export async function acceptOffer(
         booking.status === 'cancelled'
           ? 'This job was cancelled by the passenger.'
           : offer.state === 'offered' || offer.state === 'expired'
-            ? 'This offer has expired and gone to another driver.'
+            ? // Said only when it is so: the job may instead have found no driver, or been taken back.
+              booking.status === 'dispatching' || booking.driver_id !== null || booking.operator_partner_id !== null
+              ? 'This offer has expired and gone to another driver.'
+              : 'This offer has expired.'
             : `This offer is no longer open (${offer.state}).`,
         [{ field: '/ref', problem: `offer ${offer.state === 'offered' ? 'expired' : offer.state}` }],
       );
