@@ -78,6 +78,8 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
       const q = { ...(req.query as Record<string, unknown>) };
       const p = { ...req.params } as Record<string, unknown>;
       const b: unknown = req.body === undefined && route.body ? {} : req.body;
+      const caller = res.locals.caller as Caller;
+      const verified = route.verify ? await route.verify({ req, deps, caller }) : undefined;
       assertStorableText(p, 'path');
       assertStorableText(q, 'query string');
       // Job intake checks each job itself, so one bad job is rejected alone (not the batch).
@@ -86,7 +88,6 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
       check(query, q, 'query string', req);
       check(body, b, 'request body', req);
       const idemKey = route.idempotent === true ? req.get('idempotency-key') : undefined;
-      const caller = res.locals.caller as Caller;
       const idem =
         idemKey !== undefined
           ? await beginIdempotent(
@@ -119,6 +120,7 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
           query: q as never,
           params: p as never,
           requestId: requestIdOf(req),
+          verified,
         });
         if ('stream' in result) {
           // The handler wrote the response itself (a stream): nothing to send, nothing to replay.

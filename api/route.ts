@@ -21,6 +21,8 @@ export interface HandlerContext<B, Q, P> {
   query: Q;
   params: P;
   requestId: string;
+  /** What the route's `verify` returned (the caller it authenticated), when it has one. */
+  verified: unknown;
 }
 
 export interface HandlerResult {
@@ -94,6 +96,15 @@ export interface RouteDef<
   textCheckedPerJob?: boolean;
   query?: Q;
   params?: P;
+  /**
+   * For a route that authenticates its callers itself from the raw body (partner HMAC, signed
+   * webhooks): runs after the declared auth and the rate limit and BEFORE the request is
+   * validated, so an unsigned or wrongly signed request is 401 without its body being judged
+   * (nobody without the credentials is told what a valid body looks like, or made to fix one
+   * when the signature is what is wrong). Throws to refuse; its result reaches the handler as
+   * `verified`.
+   */
+  verify?(ctx: { req: Request; deps: ApiDeps; caller: Caller }): Promise<unknown>;
   responses: Record<number, { description: string; schema?: TSchema; contentType?: string }>;
   /** Error codes this route can answer with, for the document. Envelope errors common to all routes are added. */
   errors?: ErrorCode[];

@@ -219,6 +219,10 @@ describe('booking-status hook', () => {
     // Another partner's id with the operator's signature: checked against the other's secret.
     expect((await send(operator, payload, { partnerId: other.id })).status).toBe(401);
     expect((await send(operator, payload, { partnerId: 'not-a-partner' })).status).toBe(401);
+    // A body the schema refuses is 401 too when unsigned: the signature is checked first.
+    const malformed = await send(operator, { bookingReference: 5, status: 'flying' }, { secret: null });
+    expect(malformed.status).toBe(401);
+    expect((await send(operator, { bookingReference: 5, status: 'flying' })).status).toBe(400);
     const row = await booking(b.id);
     expect(row.status).toBe('dispatching');
     expect(row.operator_partner_id).toBeNull();

@@ -376,6 +376,18 @@ describe('partner authentication', () => {
     const badKey = await send(raw, { authorization: 'Bearer dtn_live_nonsense' });
     expect(badKey.status).toBe(401);
     expect(await env.rt.db('partner_jobs').where({ job_ref: 'H-3' })).toHaveLength(0);
+    // The signature is checked before the body: a body the schema refuses, unsigned or wrongly
+    // signed, is 401 (nothing about the schema is said to a caller without credentials).
+    for (const body of [JSON.stringify(Array.from({ length: 101 }, (_, i) => job(`H-${i}`))), '[]', '{"a":']) {
+      const unsigned = await send(body, {});
+      expect(unsigned.status, body.slice(0, 10)).toBe(body === '{"a":' ? 400 : 401);
+      const forged = await send(body, { 'x-partner': partner.id, 'x-signature': sign(body, 'not-the-secret') });
+      expect(forged.status, body.slice(0, 10)).toBe(body === '{"a":' ? 400 : 401);
+    }
+    // Signed, the same oversized batch is judged: 400.
+    const many = JSON.stringify(Array.from({ length: 101 }, (_, i) => job(`H-${i}`)));
+    const judged = await send(many, { 'x-partner': partner.id, 'x-signature': sign(many, partner.signingSecret) });
+    expect(judged.status).toBe(400);
   });
 
   it('answers 403 for an API key that belongs to no partner', async () => {

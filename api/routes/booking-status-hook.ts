@@ -87,17 +87,25 @@ export function bookingStatusHookRoutes(): RouteDef[] {
         'idempotency_key_reused',
       ],
       responses: { 200: { description: 'Applied (or already applied)', schema: Answer } },
-      handler: async ({ req, deps, body, requestId }) => {
+      // The signature is checked before the body is validated: unsigned is 401, not 400.
+      verify: async ({ req, deps }) => {
         // A UUID in any case names the same partner: the one spelling keys the replay guard,
         // the holder check and the history, so a replay in another case is still a replay.
         const partnerId = req.get('x-partner')?.trim().toLowerCase() ?? '';
         const messageId = req.get('webhook-id') ?? '';
-        const rawBody = req.rawBody ?? Buffer.alloc(0);
         if (!partnerId || !messageId) throw unauthorized();
         const secrets = await partnerHookSecrets(deps.db, deps.config, partnerId);
-        if (secrets.length === 0 || !verifyWebhook(req.headers, rawBody, secrets, TOLERANCE_SECONDS)) {
+        if (
+          secrets.length === 0 ||
+          !verifyWebhook(req.headers, req.rawBody ?? Buffer.alloc(0), secrets, TOLERANCE_SECONDS)
+        ) {
           throw unauthorized();
         }
+        return { partnerId, messageId };
+      },
+      handler: async ({ req, deps, body, requestId, verified }) => {
+        const { partnerId, messageId } = verified as { partnerId: string; messageId: string };
+        const rawBody = req.rawBody ?? Buffer.alloc(0);
 
         // A redelivered webhook-id replays the first answer (the idempotency_keys table, scope per partner).
         const idem = await beginIdempotent(

@@ -45,7 +45,18 @@ export function partnerJobRoutes(): RouteDef[] {
       textCheckedPerJob: true,
       errors: ['forbidden', 'daily_limit_reached', 'idempotency_in_progress', 'idempotency_key_reused'],
       responses: partnerJobsResponses(),
-      handler: async ({ req, deps, caller, body }) => {
+      // Signed requests are authenticated before the body is validated: unsigned is 401, not 400.
+      verify: async ({ req, deps, caller }) =>
+        caller.kind === 'anonymous'
+          ? partnerBySignature(
+              deps.db,
+              deps.config.dataEncryptionKey,
+              req.get('x-partner'),
+              req.get('x-signature'),
+              req.rawBody,
+            )
+          : undefined,
+      handler: async ({ req, deps, caller, body, verified }) => {
         let partner: IntakePartner | undefined;
         let apiKeyId: string | null = null;
         let testMode = false;
@@ -57,13 +68,7 @@ export function partnerJobRoutes(): RouteDef[] {
           apiKeyId = caller.key.id;
           testMode = caller.key.mode === 'test';
         } else if (caller.kind === 'anonymous') {
-          partner = await partnerBySignature(
-            deps.db,
-            deps.config.dataEncryptionKey,
-            req.get('x-partner'),
-            req.get('x-signature'),
-            req.rawBody,
-          );
+          partner = verified as IntakePartner;
         } else {
           throw new AppError('forbidden', 'Job intake is for partners: a driver token cannot submit jobs.');
         }
