@@ -26,7 +26,12 @@ type Result = {
   outcome: string;
   status: number;
   bookingReference: string | null;
-  error: { code: string; message: string; details: Array<{ field: string; problem: string }> } | null;
+  error: {
+    code: string;
+    message: string;
+    details: Array<{ field: string; problem: string }>;
+    retryAfterSeconds?: number;
+  } | null;
 };
 type Json = {
   results: Result[];
@@ -418,6 +423,11 @@ describe('fares, limits and concurrency', () => {
     expect(r.status, r.text).toBe(207);
     expect(r.json.results.map((x) => x.status)).toEqual([201, 201, 429]);
     expect(r.json.results[2]?.error?.code).toBe('daily_limit_reached');
+    // The job refused for now says when it may be sent again (London midnight), as a whole 429's Retry-After does.
+    const wait = r.json.results[2]?.error?.retryAfterSeconds as number;
+    expect(wait).toBeGreaterThanOrEqual(1);
+    expect(wait).toBeLessThanOrEqual(25 * 3600);
+    expect(r.json.results[0]?.error).toBeNull();
     // Replays and cancellations do not count.
     const replay = await asPartner([job('L-1'), { jobRef: 'L-2', action: 'cancel' }], limited);
     expect(replay.status, replay.text).toBe(200);

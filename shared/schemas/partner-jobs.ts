@@ -58,6 +58,13 @@ const JobError = Type.Object({
   code: Type.String(),
   message: Type.String(),
   details: Type.Array(Type.Object({ field: Type.String(), problem: Type.String() })),
+  retryAfterSeconds: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      description:
+        'A job refused for now (daily_limit_reached beside jobs that went through; service_unavailable while pricing is briefly down): seconds until it may be sent again, as Retry-After says on a whole-request 429 or 503',
+    }),
+  ),
 });
 
 export const PartnerJobResult = Type.Object({

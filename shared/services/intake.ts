@@ -348,7 +348,13 @@ function rejected(index: number, jobRef: string | null, action: Action | null, e
     outcome: 'rejected',
     status: err.status,
     bookingReference: null,
-    error: { code: err.code, message: err.message, details: err.details },
+    error: {
+      code: err.code,
+      message: err.message,
+      details: err.details,
+      // A refusal for now (the daily limit) says when, as its Retry-After would on a whole 429.
+      ...(err.headers['Retry-After'] ? { retryAfterSeconds: Number(err.headers['Retry-After']) } : {}),
+    },
   };
 }
 
