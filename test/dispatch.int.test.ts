@@ -39,7 +39,7 @@ async function call(method: string, path: string, token: string | null, body?: u
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await res.text();
-  return { status: res.status, json: (text ? JSON.parse(text) : null) as Row, text };
+  return { status: res.status, json: (text ? JSON.parse(text) : null) as Row, text, headers: res.headers };
 }
 
 const presence = (token: string, at: { lat: number; lng: number }, available = true) =>
@@ -617,8 +617,19 @@ describe('dispatch', () => {
 
   it('refuses driver endpoints without a driver token, and a driver token elsewhere', async () => {
     const d = await driver('Token Tia');
-    expect((await call('GET', '/api/public/v1/jobs', null)).status).toBe(401);
-    expect((await call('GET', '/api/public/v1/jobs', `dtn_drv_${'x'.repeat(40)}`)).status).toBe(401);
+    // 401s carry the bearer challenge (RFC 6750 section 3): invalid_token when one was sent.
+    const none = await call('GET', '/api/public/v1/jobs', null);
+    expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toBe('Bearer realm="api"');
+    // The feed takes a partner's key too, and says so.
+    expect(none.json.error.message).toContain('a partner API key');
+    const forged = await call('GET', '/api/public/v1/jobs', `dtn_drv_${'x'.repeat(40)}`);
+    expect(forged.status).toBe(401);
+    expect(forged.headers.get('www-authenticate')).toBe('Bearer realm="api", error="invalid_token"');
+    // A driver token in the wrong case is told it is a driver token that is not valid.
+    const shouting = await call('GET', '/api/public/v1/jobs', d.token.toUpperCase());
+    expect(shouting.status).toBe(401);
+    expect(shouting.json.error.message).toBe('The driver token is not valid, or the driver is not approved.');
     expect(
       (await call('POST', '/api/public/v1/driver/presence', null, { available: true, lat: 53, lng: -2 })).status,
     ).toBe(401);

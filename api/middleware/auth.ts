@@ -18,6 +18,17 @@ export type Caller =
  * Returns null when none is present; throws 401 for a malformed Authorization header or for
  * two headers carrying different keys.
  */
+/**
+ * 401 with the challenge RFC 6750 section 3 asks of a resource taking bearer credentials: the
+ * realm, and `error="invalid_token"` when a credential was presented and refused, so a client
+ * (and a person reading the headers) can tell "send one" from "this one is wrong".
+ */
+function unauthorized(message: string, presented: boolean): AppError {
+  return new AppError('unauthorized', message, [], {
+    'WWW-Authenticate': presented ? 'Bearer realm="api", error="invalid_token"' : 'Bearer realm="api"',
+  });
+}
+
 export function presentedKey(req: Request, config: Pick<Config, 'apiKeyHeader'>): string | null {
   const found: string[] = [];
   const named = req.get(config.apiKeyHeader);
@@ -26,7 +37,7 @@ export function presentedKey(req: Request, config: Pick<Config, 'apiKeyHeader'>)
   if (auth !== undefined) {
     const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(auth);
     if (!m?.[1]) {
-      throw new AppError('unauthorized', 'The Authorization header must be "Bearer <API key>".');
+      throw unauthorized('The Authorization header must be "Bearer <API key>".', true);
     }
     found.push(m[1]);
   }
@@ -34,10 +45,9 @@ export function presentedKey(req: Request, config: Pick<Config, 'apiKeyHeader'>)
   if (xApiKey !== undefined) found.push(xApiKey.trim());
   if (found.length === 0) return null;
   const distinct = new Set(found);
-  if (distinct.size > 1)
-    throw new AppError('unauthorized', 'The request carries different API keys in different headers.');
+  if (distinct.size > 1) throw unauthorized('The request carries different API keys in different headers.', true);
   const [key] = distinct;
-  if (!key) throw new AppError('unauthorized', 'The API key header is empty.');
+  if (!key) throw unauthorized('The API key header is empty.', true);
   return key;
 }
 
@@ -57,20 +67,24 @@ export function authenticate(route: RouteDef, deps: ApiDeps, limits: RateLimits)
     const takesDriver = wantsDriver || route.auth === 'public_or_driver';
     if (raw === null) {
       if (route.auth === 'key' || wantsDriver) {
-        throw new AppError(
-          'unauthorized',
-          wantsDriver
+        throw unauthorized(
+          route.auth === 'driver'
             ? 'A driver token is required: send "Authorization: Bearer <driver token>" (issued when an operator approves you).'
-            : `An API key is required: send it as "${deps.config.apiKeyHeader}: <key>", "Authorization: Bearer <key>" or "x-api-key: <key>".`,
+            : route.auth === 'driver_or_key'
+              ? 'A driver token or a partner API key is required: send "Authorization: Bearer <token or key>".'
+              : `An API key is required: send it as "${deps.config.apiKeyHeader}: <key>", "Authorization: Bearer <key>" or "x-api-key: <key>".`,
+          false,
         );
       }
       return next();
     }
-    if (raw.startsWith(DRIVER_TOKEN_PREFIX)) {
+    // Any case of the prefix is a driver token (refused below unless exactly right), so a
+    // mangled one is told it is a driver token that is not valid, not an API key.
+    if (raw.toLowerCase().startsWith(DRIVER_TOKEN_PREFIX)) {
       const driver = await authenticateDriver(deps.db, raw);
       if (!driver) {
         await limits.countAuthFailure(ip);
-        throw new AppError('unauthorized', 'The driver token is not valid, or the driver is not approved.');
+        throw unauthorized('The driver token is not valid, or the driver is not approved.', true);
       }
       if (!takesDriver) throw new AppError('forbidden', 'A driver token opens the driver app endpoints only.');
       res.locals.caller = { kind: 'driver', ip, driver } satisfies Caller;
@@ -82,7 +96,7 @@ export function authenticate(route: RouteDef, deps: ApiDeps, limits: RateLimits)
     const key = pattern.test(raw) ? await findApiKey(deps.db, raw) : null;
     if (!key) {
       await limits.countAuthFailure(ip);
-      throw new AppError('unauthorized', 'The API key is not valid or has been revoked.');
+      throw unauthorized('The API key is not valid or has been revoked.', true);
     }
     res.locals.caller = { kind: 'api_key', ip, key } satisfies Caller;
     touchApiKey(deps.db, key.id).catch((err: unknown) => deps.logger.warn({ err }, 'could not record key use'));
