@@ -198,6 +198,13 @@ describe('dynamic client registration (RFC 7591)', () => {
     });
     expect(basicWrong.status).toBe(401);
     expect(basicWrong.headers.get('www-authenticate')).toMatch(/^Basic/);
+    // Basic credentials that are not even base64: a failed client authentication too (401), not a 400.
+    for (const garbage of ['Basic !!!not-base64!!!', 'Basic', 'basic a b c']) {
+      const mangled = await tokenRequest(url, grant, { authorization: garbage });
+      expect(mangled.status, garbage).toBe(401);
+      expect(mangled.json, garbage).toMatchObject({ error: 'invalid_client' });
+      expect(mangled.headers.get('www-authenticate'), garbage).toMatch(/^Basic/);
+    }
     // The right secret, by either method, gets as far as the (unknown) code.
     const post = await tokenRequest(url, { ...grant, client_id: json.client_id, client_secret: secret });
     expect(post.json).toMatchObject({ error: 'invalid_grant' });

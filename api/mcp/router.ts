@@ -133,6 +133,11 @@ function clientAuthentication(deps: ApiDeps): RequestHandler {
       let clientId = typeof body.client_id === 'string' ? body.client_id : undefined;
       let secret = typeof body.client_secret === 'string' ? body.client_secret : undefined;
       const basic = /^Basic[ \t]+([A-Za-z0-9+/=]+)[ \t]*$/i.exec(req.headers.authorization ?? '');
+      // Basic credentials that are not base64 are a failed client authentication by the header
+      // (RFC 6749 section 5.2: 401 invalid_client), not a request missing its client_id.
+      if (!basic && /^Basic\b/i.test(req.headers.authorization ?? '')) {
+        return invalidClient(res, 'The Basic credentials are malformed.', true);
+      }
       if (basic) {
         const decoded = Buffer.from(basic[1] ?? '', 'base64').toString('utf8');
         const colon = decoded.indexOf(':');
