@@ -227,8 +227,30 @@ describe('POST /api/public/v1/jobs batches', () => {
     const r = await asPartner(Array.from({ length: 101 }, (_, i) => job(`X-${i}`)));
     expect(r.status, r.text).toBe(400);
     expect(r.json.error?.code).toBe('invalid_input');
+    // Said of the array it is, not also "must be object" from the one-job form it is not.
+    expect((r.json.error as { details?: unknown }).details).toEqual([
+      { field: '/', problem: 'must NOT have more than 100 items' },
+    ]);
+    const empty = await asPartner([]);
+    expect(empty.status).toBe(400);
+    expect((empty.json.error as { details?: unknown }).details).toEqual([
+      { field: '/', problem: 'must NOT have fewer than 1 items' },
+    ]);
     expect(await countBookings(partner.id)).toBe(before);
     expect(await env.rt.db('partner_jobs').where('job_ref', 'like', 'X-%')).toHaveLength(0);
+  });
+
+  it('echoes what it can of a job it cannot read: no action for a non-object, no jobRef longer than one can be', async () => {
+    const r = await asPartner([[], 'text', 7, job('x'.repeat(100_000)), job('E-1')]);
+    expect(r.status, r.text.slice(0, 300)).toBe(207);
+    expect(r.json.results.map((x) => [x.jobRef, x.action, x.outcome])).toEqual([
+      [null, null, 'rejected'],
+      [null, null, 'rejected'],
+      [null, null, 'rejected'],
+      [null, 'new', 'rejected'],
+      ['E-1', 'new', 'created'],
+    ]);
+    expect(r.text.length).toBeLessThan(10_000);
   });
 
   it('answers a single object with its own status and the same shape', async () => {

@@ -99,9 +99,20 @@ export function toDetails(errors: readonly ErrorObject[] | null | undefined): Fi
       constsAt.set(err.instancePath, list);
     }
   }
+  // A union's branches each report: "must be object" from the branch the value is not, beside
+  // what the branch it is (an array, say) found wrong. Where a value failed on more than its
+  // type, its type errors are the other branches' and are dropped: "/ must NOT have more than
+  // 100 items", not also "/ must be object". A value of no branch's type keeps them all.
+  const beyondType = new Set<string>();
+  for (const err of errors ?? []) {
+    if (err.keyword !== 'type' && err.keyword !== 'anyOf' && err.keyword !== 'oneOf' && err.keyword !== 'if') {
+      beyondType.add(err.instancePath);
+    }
+  }
   for (const err of errors ?? []) {
     // anyOf/oneOf summaries repeat what their branches said.
     if (err.keyword === 'anyOf' || err.keyword === 'oneOf' || err.keyword === 'if') continue;
+    if (err.keyword === 'type' && beyondType.has(err.instancePath)) continue;
     const consts = err.keyword === 'const' ? constsAt.get(err.instancePath) : undefined;
     const d = {
       field: pointer(err),

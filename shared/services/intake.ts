@@ -7,7 +7,7 @@ import type { BookingRow } from '../db/bookings.ts';
 import type { Db } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { rawNamed } from '../db/prepared.ts';
-import { screenFields } from '../domain/content-screen.ts';
+import { FIELD_LIMITS, screenFields } from '../domain/content-screen.ts';
 import { dispatchTimeMs, leadTimesOf } from '../domain/dispatch/dispatch-time.ts';
 import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../domain/email-acceptance.ts';
 import type { TestScenario } from '../domain/sandbox.ts';
@@ -1013,11 +1013,12 @@ export async function processJobs(
       } catch (err) {
         if (!(err instanceof AppError)) throw err;
         const r = raw as { jobRef?: unknown; action?: unknown } | null;
-        const jobRef = typeof r?.jobRef === 'string' ? r.jobRef : null;
+        // Echoed only when it could be a jobRef: an over-long one (100 KB, say) is not sent back.
+        const jobRef = typeof r?.jobRef === 'string' && r.jobRef.length <= FIELD_LIMITS.reference ? r.jobRef : null;
         const action =
           typeof r?.action === 'string' && ['new', 'amend', 'cancel'].includes(r.action)
             ? (r.action as Action)
-            : r && typeof r === 'object' && r.action === undefined
+            : r && typeof r === 'object' && !Array.isArray(r) && r.action === undefined
               ? 'new'
               : null;
         results[index] = rejected(index, jobRef, action, err);
