@@ -247,6 +247,14 @@ describe('booking-status hook', () => {
     const again = await send(operator, payload, { msgId });
     expect(first).toEqual({ status: 200, body: { bookingReference: b.reference, status: 'driver_en_route' } });
     expect(again).toEqual(first);
+    // The same id on another message: 422, in the words of the header that was sent.
+    const reused = await send(operator, { bookingReference: b.reference, status: 'driver_arrived' }, { msgId });
+    expect(reused.status).toBe(422);
+    expect(reused.body.error).toEqual({
+      code: 'idempotency_key_reused',
+      message: 'This webhook-id was used for a different request; give each new message its own webhook-id.',
+      details: [{ field: '/headers/webhook-id', problem: 'already used with a different request' }],
+    });
     // Completed twice with the same id: one settlement record.
     const doneId = `msg_${uuidv7()}`;
     const done = { bookingReference: b.reference, status: 'completed', payment: { method: 'cash', amountGBP: 30 } };

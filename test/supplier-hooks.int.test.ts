@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unseal } from '../shared/crypto.ts';
-import { underClaims } from '../shared/services/idempotency.ts';
+import { beginIdempotent, underClaims } from '../shared/services/idempotency.ts';
 import { type CreatedSupplier, createSupplier } from '../shared/services/suppliers.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -435,6 +435,28 @@ describe('hmac adapter', () => {
           .where({ reference: reference ?? '' }),
       );
       expect(history).toHaveLength(2);
+
+      // A copy arriving while the first is still being processed: 409, in the words of what was
+      // sent (the signature), not of an Idempotency-Key header it did not send.
+      const amendC = JSON.stringify(jetJob('JT-3', { type: 'amend', passengers: 4 }));
+      const headersC = supplierHmacHeaders('jet-link', jetlink.secret, amendC);
+      const signature = headersC['x-jet-link-signature'] as string;
+      const running = await beginIdempotent(
+        env.rt.db,
+        'supplier-message:jet-link',
+        `sha256=${signature.replace(/^sha256=/, '')}`,
+        'POST',
+        hook,
+        Buffer.from(amendC),
+        env.config.dataEncryptionKey,
+      );
+      try {
+        const busy = await post(hook, amendC, headersC);
+        expect(busy.status, busy.text).toBe(409);
+        expect(busy.json.error?.message).toBe('A request with this signature is still being processed; retry shortly.');
+      } finally {
+        if (running.kind === 'new') await running.abandon();
+      }
 
       // The same body signed afresh is a new message: processed (here, back to 3 passengers).
       const again = await post(hook, amendA, supplierHmacHeaders('jet-link', jetlink.secret, amendA, unixNow(-10)));

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { AppError, errorBody } from '../../shared/errors.ts';
 import { ScreenedText, StringEnum } from '../../shared/schemas/common.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
-import { beginIdempotent, replayedResult } from '../../shared/services/idempotency.ts';
+import { beginIdempotent, replayedResult, WEBHOOK_ID } from '../../shared/services/idempotency.ts';
 import {
   applyOperatorUpdate,
   OPERATOR_STATUSES,
@@ -116,6 +116,7 @@ export function bookingStatusHookRoutes(): RouteDef[] {
           HOOK_PATH,
           rawBody,
           deps.config.dataEncryptionKey,
+          WEBHOOK_ID,
         );
         if (idem.kind === 'replay') return replayedResult(idem.response);
         try {

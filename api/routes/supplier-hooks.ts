@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { unseal } from '../../shared/crypto.ts';
 import { AppError } from '../../shared/errors.ts';
 import { partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
-import { underClaims } from '../../shared/services/idempotency.ts';
+import { SIGNED_MESSAGE, underClaims } from '../../shared/services/idempotency.ts';
 import { processJobs, retryableJob, summarise } from '../../shared/services/intake.ts';
 import {
   ADAPTERS,
@@ -62,9 +62,14 @@ export function supplierHookRoutes(): RouteDef[] {
         // The Idempotency-Key header, when sent, is honoured as on every creating POST
         // (CONTRACT.md section 2), scoped by the supplier; both are checked only once the
         // request is authenticated, so nobody without the credentials is answered from them.
-        const claims: { scope: string; key: string; always?: boolean }[] = [];
+        const claims: Parameters<typeof underClaims>[1][number][] = [];
         if (auth.messageId) {
-          claims.push({ scope: `supplier-message:${supplier.slug}`, key: auth.messageId, always: true });
+          claims.push({
+            scope: `supplier-message:${supplier.slug}`,
+            key: auth.messageId,
+            always: true,
+            label: SIGNED_MESSAGE,
+          });
         }
         const idempotencyKey = req.get('idempotency-key');
         if (idempotencyKey !== undefined) claims.push({ scope: `supplier-key:${supplier.slug}`, key: idempotencyKey });

@@ -97,6 +97,30 @@ function requestHashes(
   return { requestHash: sha256(Buffer.from(`json ${method} ${path}\n${canonical}`)), asSentHash };
 }
 
+/** How a claim's refusals name its key: the header, its pointer, and what to do instead. */
+export interface ClaimLabel {
+  name: string;
+  pointer: string;
+  renew: string;
+}
+export const IDEMPOTENCY_KEY: ClaimLabel = {
+  name: 'Idempotency-Key',
+  pointer: '/headers/idempotency-key',
+  renew: 'use a new key for a new request',
+};
+/** A Standard Webhooks message id (the booking-status hook). */
+export const WEBHOOK_ID: ClaimLabel = {
+  name: 'webhook-id',
+  pointer: '/headers/webhook-id',
+  renew: 'give each new message its own webhook-id',
+};
+/** A supplier's signed message, known by its signature (the same timestamp and body). */
+export const SIGNED_MESSAGE: ClaimLabel = {
+  name: 'signature',
+  pointer: '/headers',
+  renew: 'sign each new request afresh, with its own timestamp',
+};
+
 /**
  * The `Idempotency-Key` header (CONTRACT.md section 2): within 24 hours the same key and the
  * same request (the same JSON value, however spelt: `requestHashes`) replays the first response
@@ -115,10 +139,12 @@ export async function beginIdempotent(
   rawBody: Buffer | undefined,
   /** The service's key (`dataEncryptionKey`): stored answers are sealed with it (`sealBody`). */
   sealKey: Buffer,
+  /** What the key is, for the refusals' words (default the Idempotency-Key header). */
+  label: ClaimLabel = IDEMPOTENCY_KEY,
 ): Promise<IdempotencyStart> {
   if (!KEY_PATTERN.test(key)) {
-    throw new AppError('invalid_input', 'The Idempotency-Key header must be 1 to 255 printable ASCII characters.', [
-      { field: '/headers/idempotency-key', problem: 'must be 1 to 255 printable characters' },
+    throw new AppError('invalid_input', `The ${label.name} header must be 1 to 255 printable ASCII characters.`, [
+      { field: label.pointer, problem: 'must be 1 to 255 printable characters' },
     ]);
   }
   const { requestHash, asSentHash } = requestHashes(method, path, rawBody);
@@ -169,8 +195,8 @@ export async function beginIdempotent(
     if (!sameRequest || row.method !== method || row.path !== path) {
       throw new AppError(
         'idempotency_key_reused',
-        'This Idempotency-Key was used for a different request; use a new key for a new request.',
-        [{ field: '/headers/idempotency-key', problem: 'already used with a different request' }],
+        `This ${label.name} was used for a different request; ${label.renew}.`,
+        [{ field: label.pointer, problem: 'already used with a different request' }],
       );
     }
     const leaseEnded = new Date(now.getTime() - IN_PROGRESS_LEASE_MS);
@@ -189,7 +215,7 @@ export async function beginIdempotent(
     if (row.state === 'in_progress' || row.response_status === null || row.response_body === null) {
       throw new AppError(
         'idempotency_in_progress',
-        'A request with this Idempotency-Key is still being processed; retry shortly.',
+        `A request with this ${label.name} is still being processed; retry shortly.`,
         [],
         {
           'Retry-After': '1',
@@ -223,7 +249,7 @@ export async function underClaims(
    * `always`: the answer is recorded whatever it is (a signed message's id, whose claim stops a
    * captured copy being replayed: a genuine retry is signed afresh, so it is never let go).
    */
-  claims: readonly { scope: string; key: string; always?: boolean }[],
+  claims: readonly { scope: string; key: string; always?: boolean; label?: ClaimLabel }[],
   request: { method: string; path: string; rawBody: Buffer | undefined; sealKey: Buffer },
   run: () => Promise<{ status: number; body: unknown; remember: boolean }>,
 ): Promise<{ status: number; body: unknown; headers?: Record<string, string> }> {
@@ -240,6 +266,7 @@ export async function underClaims(
         request.path,
         request.rawBody,
         request.sealKey,
+        claim.label,
       );
     } catch (err) {
       await letGo();
