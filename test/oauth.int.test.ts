@@ -445,6 +445,10 @@ describe('authorization code with PKCE S256 through the page', () => {
     expect(`${back.origin}${back.pathname}`).toBe(CALLBACK);
     expect(back.searchParams.get('error')).toBe('invalid_request');
     expect(back.searchParams.get('error_description')).toContain('code_challenge_method');
+    // In words, on the page and in the link back: not the schema library's JSON issue list.
+    expect(back.searchParams.get('error_description')).not.toMatch(/^\[|"code":/);
+    expect(back.searchParams.get('error_description')).toMatch(/^code_challenge_method: /);
+    expect(plain.html).not.toContain('&quot;code&quot;');
     expect(back.searchParams.get('iss')).toBe(url);
     expect(back.searchParams.get('state')).toBe('state-123');
     expect(back.searchParams.get('code')).toBeNull();

@@ -37,6 +37,7 @@ import {
   renderPage,
   stylesheet,
 } from '../pages/layout.ts';
+import { issuesInWords } from './issues-in-words.ts';
 
 /**
  * The authorization page of the MCP OAuth server (`GET /authorize`, then its three form
@@ -291,7 +292,10 @@ export function authorizationErrorsShown(deps: ApiDeps): RequestHandler {
       if (!url.searchParams.has('state') && typeof state === 'string' && unstorableText(state) === null) {
         url.searchParams.set('state', state);
       }
-      const description = url.searchParams.get('error_description');
+      const said = url.searchParams.get('error_description');
+      // The SDK's schema failures, in words on the page and in the link back alike.
+      const description = (said && issuesInWords(said)) ?? said;
+      if (description && description !== said) url.searchParams.set('error_description', description);
       const serviceName = deps.config.serviceName;
       send(
         res,

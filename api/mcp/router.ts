@@ -27,6 +27,7 @@ import {
   emailSubmitted,
   formHandler,
 } from './authorize-page.ts';
+import { issuesInWords } from './issues-in-words.ts';
 import { ipLimiter, mcpSubject, subjectLimiter } from './limits.ts';
 import { grantOf, PgOAuthProvider } from './provider.ts';
 import { buildMcpServer, TOOL_SCOPES, type ToolName, toolCallsOf } from './tools.ts';
@@ -201,21 +202,6 @@ const readableOAuthErrors: RequestHandler = (_req, res, next) => {
   };
   next();
 };
-
-function issuesInWords(description: string): string | null {
-  if (!description.startsWith('[')) return null;
-  try {
-    const issues = JSON.parse(description) as unknown;
-    if (!Array.isArray(issues) || issues.length === 0) return null;
-    const said = issues.map((i: { path?: unknown; message?: unknown }) => {
-      const path = Array.isArray(i.path) && i.path.length > 0 ? i.path.join('.') : 'request body';
-      return `${path}: ${typeof i.message === 'string' ? i.message : 'is not valid'}`;
-    });
-    return `${said.join('; ')}.`;
-  } catch {
-    return null;
-  }
-}
 
 /**
  * The body's media type, checked before the SDK's handler reads the body: the token and
