@@ -231,6 +231,14 @@ describe('POST /api/public/v1/jobs batches', () => {
     expect((r.json.error as { details?: unknown }).details).toEqual([
       { field: '/', problem: 'must NOT have more than 100 items' },
     ]);
+    // Outside a union a type error stays beside the range error: 9.5 passengers is both.
+    const half = await asPartner(job('X-half', { passengers: 9.5 }));
+    expect(half.json.results[0]?.error?.details).toEqual(
+      expect.arrayContaining([
+        { field: '/passengers', problem: 'must be integer' },
+        { field: '/passengers', problem: 'must be <= 8' },
+      ]),
+    );
     const empty = await asPartner([]);
     expect(empty.status).toBe(400);
     expect((empty.json.error as { details?: unknown }).details).toEqual([

@@ -20,7 +20,11 @@ function fromHttpError(err: {
   code?: unknown;
 }): AppError | null {
   // zlib's refusal of a body that is not what its Content-Encoding says (gzip, deflate, br).
-  if (typeof err.code === 'string' && /^(Z_|ERR__ERROR|ERR_BROTLI|ERR_ZSTD)/.test(err.code)) {
+  if (
+    (err.status ?? err.statusCode) === 400 &&
+    typeof err.code === 'string' &&
+    /^(Z_|ERR__ERROR|ERR_BROTLI|ERR_ZSTD)/.test(err.code)
+  ) {
     return new AppError('invalid_input', 'The request body could not be decompressed.', [
       { field: '/', problem: 'must be compressed as its Content-Encoding says' },
     ]);

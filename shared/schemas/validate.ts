@@ -112,7 +112,10 @@ export function toDetails(errors: readonly ErrorObject[] | null | undefined): Fi
   for (const err of errors ?? []) {
     // anyOf/oneOf summaries repeat what their branches said.
     if (err.keyword === 'anyOf' || err.keyword === 'oneOf' || err.keyword === 'if') continue;
-    if (err.keyword === 'type' && beyondType.has(err.instancePath)) continue;
+    // Only a union branch's type error: a lone schema's (an integer of 9.5 past its maximum) stays.
+    if (err.keyword === 'type' && /\/(anyOf|oneOf)\//.test(err.schemaPath) && beyondType.has(err.instancePath)) {
+      continue;
+    }
     const consts = err.keyword === 'const' ? constsAt.get(err.instancePath) : undefined;
     const d = {
       field: pointer(err),
