@@ -61,7 +61,8 @@ export function callerScope(caller: Caller): string {
 }
 
 /**
- * Mount declared routes: authenticate → rate limit → validate → handler. Unknown methods on
+ * Mount declared routes: authenticate → rate limit → the route's own `verify` (a signature
+ * over the raw body, before anything is validated) → validate → handler. Unknown methods on
  * a known path answer 405 with `Allow`.
  */
 export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: ApiDeps, limits: RateLimits): void {

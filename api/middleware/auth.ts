@@ -13,12 +13,6 @@ export type Caller =
   | { kind: 'driver'; ip: string; driver: DriverIdentity };
 
 /**
- * The key a request presents, from any of the three header forms of SPEC.md section 5:
- * `X-Direct-Taxi-Network-AI-Key: <key>`, `Authorization: Bearer <key>`, `x-api-key: <key>`.
- * Returns null when none is present; throws 401 for a malformed Authorization header or for
- * two headers carrying different keys.
- */
-/**
  * 401 with the challenge RFC 6750 section 3 asks of a resource taking bearer credentials: the
  * realm, and `error="invalid_token"` when a credential was presented and refused, so a client
  * (and a person reading the headers) can tell "send one" from "this one is wrong".
@@ -29,6 +23,12 @@ function unauthorized(message: string, presented: boolean): AppError {
   });
 }
 
+/**
+ * The key a request presents, from any of the three header forms of SPEC.md section 5:
+ * `X-Direct-Taxi-Network-AI-Key: <key>`, `Authorization: Bearer <key>`, `x-api-key: <key>`.
+ * Returns null when none is present; throws 401 for a malformed Authorization header or for
+ * two headers carrying different keys.
+ */
 export function presentedKey(req: Request, config: Pick<Config, 'apiKeyHeader'>): string | null {
   const found: string[] = [];
   const named = req.get(config.apiKeyHeader);

@@ -23,7 +23,8 @@ const JOBS_PATH = '/api/public/v1/jobs';
  * POST /api/public/v1/jobs: partner job intake (SPEC.md 2.9, CONTRACT.md section 6).
  *
  * Auth: a partner's API key (validated by the mount: `auth: 'public'`), else the HMAC headers
- * `x-partner` and `x-signature` checked here against the raw body. No credentials, a bad key
+ * `x-partner` and `x-signature` checked against the raw body by the route's `verify`, before
+ * the body is validated (so an unsigned request is 401, not a 400). No credentials, a bad key
  * or a bad signature is 401; a key that belongs to no partner, or a suspended partner, is 403.
  * Jobs are idempotent by (partner, jobRef); the Idempotency-Key header is honoured too
  * (CONTRACT.md section 2), claimed once the partner is authenticated (`underClaims`).

@@ -50,8 +50,8 @@ interface Row {
 
 /**
  * A stored answer's body sealed with the service's key (`seal`, AES-256-GCM): a booking's
- * answer carries its tracking and pay-the-driver links, bearer capabilities that open and
- * cancel it, and the table keeps answers 24 hours. Sealed, the table alone gives no link away,
+ * answer carries its tracking link (a bearer capability that opens and can cancel it) and its
+ * pay-the-driver link, and the table keeps answers 24 hours. Sealed, the table alone gives no link away,
  * and a replay, opened again, is byte for byte the answer first given (JSON text, UTF-8).
  */
 const sealBody = (body: Buffer, key: Buffer): Buffer => Buffer.from(seal(body.toString('utf8'), key));
