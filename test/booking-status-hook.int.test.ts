@@ -1,6 +1,7 @@
 import { Webhook } from 'standardwebhooks';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { UNKNOWN_PARTNER_HOOK_SECRET } from '../api/routes/booking-status-hook.ts';
 import { sha256 } from '../shared/crypto.ts';
 import { trackingToken } from '../shared/services/bookings.ts';
 import { createPartner } from '../shared/services/partners.ts';
@@ -219,6 +220,10 @@ describe('booking-status hook', () => {
     // Another partner's id with the operator's signature: checked against the other's secret.
     expect((await send(operator, payload, { partnerId: other.id })).status).toBe(401);
     expect((await send(operator, payload, { partnerId: 'not-a-partner' })).status).toBe(401);
+    // An id with no hook secret is checked against a decoy secret (so timing does not tell the
+    // ids apart), and a signature made with that decoy is still refused.
+    const decoy = { id: uuidv7(), secret: UNKNOWN_PARTNER_HOOK_SECRET };
+    expect((await send(decoy, payload)).status).toBe(401);
     // A body the schema refuses is 401 too when unsigned: the signature is checked first.
     const malformed = await send(operator, { bookingReference: 5, status: 'flying' }, { secret: null });
     expect(malformed.status).toBe(401);

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { AppError, errorBody } from '../../shared/errors.ts';
 import { ScreenedText, StringEnum } from '../../shared/schemas/common.ts';
@@ -52,6 +53,9 @@ const Answer = Type.Object({ bookingReference: Type.String(), status: Type.Strin
 
 const TOLERANCE_SECONDS = 300;
 
+/** Checked against when a partner has no hook secret: random per process, never sent to anyone. */
+export const UNKNOWN_PARTNER_HOOK_SECRET = `whsec_${randomBytes(32).toString('base64')}`;
+
 function unauthorized(): AppError {
   return new AppError(
     'unauthorized',
@@ -95,12 +99,15 @@ export function bookingStatusHookRoutes(): RouteDef[] {
         const messageId = req.get('webhook-id') ?? '';
         if (!partnerId || !messageId) throw unauthorized();
         const secrets = await partnerHookSecrets(deps.db, deps.config, partnerId);
-        if (
-          secrets.length === 0 ||
-          !verifyWebhook(req.headers, req.rawBody ?? Buffer.alloc(0), secrets, TOLERANCE_SECONDS)
-        ) {
-          throw unauthorized();
-        }
+        // No secrets (no such partner, or no active endpoint): the signature is still checked,
+        // against a secret nobody holds, so the answer's timing does not tell which ids have one.
+        const checked = verifyWebhook(
+          req.headers,
+          req.rawBody ?? Buffer.alloc(0),
+          secrets.length > 0 ? secrets : [UNKNOWN_PARTNER_HOOK_SECRET],
+          TOLERANCE_SECONDS,
+        );
+        if (!checked || secrets.length === 0) throw unauthorized();
         return { partnerId, messageId };
       },
       handler: async ({ req, deps, body, requestId, verified }) => {
