@@ -217,6 +217,11 @@ describe('dispatch', () => {
     // Another driver's token cannot touch the job.
     const other = await call('POST', `/api/public/v1/jobs/${ref}/status`, small.token, { status: 'completed' });
     expect(other.status).toBe(404);
+    expect(other.json.error.message).toBe(`No job ${ref} for you.`);
+    // A path that cannot be a reference is not repeated back (bidi overrides would reorder the message).
+    const odd = await call('POST', `/api/public/v1/jobs/${encodeURIComponent('\u202eDTN-ZATE01')}/accept`, small.token);
+    expect(odd.status).toBe(404);
+    expect(odd.json.error.message).toBe('No job with that reference for you.');
     await offline(small.token, big.token);
   });
 

@@ -599,8 +599,10 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
     const states: Record<string, string> = {
       offered: 'Open: accept or decline before the time runs out.',
       accepted: 'You accepted this job.',
-      declined: 'You declined this job. It has gone to another driver.',
-      expired: 'This offer has expired and gone to another driver.',
+      // Only what is known: after a decline or expiry the job may go to another driver, find
+      // none, or be cancelled (the JSON accept says which, when it knows).
+      declined: 'You declined this job.',
+      expired: 'This offer has expired.',
       withdrawn: 'This offer was withdrawn: the passenger cancelled, or the job was taken back.',
     };
     body.push(`<p class="status" role="status">${escapeHtml(states[view.offer.state] ?? view.offer.state)}</p>`);
@@ -840,9 +842,7 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
       const body = [
         `<h1>Hello, ${escapeHtml(driver.name.split(/\s+/)[0] ?? driver.name)}</h1>`,
         ...(declined
-          ? [
-              `<div class="alert done" role="status"><p>You declined ${escapeHtml(declined)}. It has gone to another driver.</p></div>`,
-            ]
+          ? [`<div class="alert done" role="status"><p>You declined ${escapeHtml(declined)}.</p></div>`]
           : []),
         ...availabilitySection(req, res, driver, positions ? positions.has(driver.id) : null),
         '<section aria-labelledby="offers-h">',

@@ -3,7 +3,7 @@ import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { heldJob, offeredJob } from '../domain/dispatch/job-view.ts';
 import { type OperatorDriver, operatorDriverOf } from '../domain/operator-driver.ts';
-import { normaliseReference } from '../domain/reference.ts';
+import { normaliseReference, referenceForMessage } from '../domain/reference.ts';
 import { isTestScenario, type SandboxMove, sandboxMove, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
 import {
@@ -28,7 +28,7 @@ const holderColumn = (h: JobHolder) => (h.kind === 'driver' ? 'driver_id' : 'par
 const actorOf = (h: JobHolder) => `${h.kind}:${h.id}`;
 
 function jobNotFound(ref: string): AppError {
-  return new AppError('job_not_found', `No job ${ref} for you.`, [
+  return new AppError('job_not_found', `No job ${referenceForMessage(ref)} for you.`, [
     { field: '/ref', problem: 'no offer or job for you' },
   ]);
 }
