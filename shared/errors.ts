@@ -93,3 +93,13 @@ export class AppError extends Error {
 export function errorBody(code: ErrorCode, message: string, details: ErrorDetail[], requestId: string) {
   return { error: { code, message, details }, requestId };
 }
+
+/**
+ * `{ retryAfterSeconds }` from a refusal's Retry-After header (delay-seconds, as every refusal
+ * here sets it), for answers that carry errors in their body (per-job results, MCP tool
+ * errors); empty when it has none.
+ */
+export function retryAfterField(err: AppError): { retryAfterSeconds?: number } {
+  const value = err.headers['Retry-After'];
+  return value !== undefined && /^\d{1,9}$/.test(value) ? { retryAfterSeconds: Number(value) } : {};
+}

@@ -676,3 +676,35 @@ describe('a suspended partner', () => {
     expect(await countBookings(paused.id)).toBe(1);
   });
 });
+
+describe('pricing worker away', () => {
+  it('answers a single job refused for now with its status and Retry-After, and the batch with retryAfterSeconds', async () => {
+    const lonely = await createTestEnv({ env: { PRICING_TIMEOUT_MS: '300' } });
+    const s = await serve(await appFor(lonely));
+    try {
+      const p = await createPartner(lonely.rt.db, lonely.config, { name: 'Lonely Travel', actor: 'test' });
+      const post = async (body: unknown) => {
+        const res = await fetch(`${s.url}/api/public/v1/jobs`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${p.apiKey}` },
+          body: JSON.stringify(body),
+        });
+        return { status: res.status, retryAfter: res.headers.get('retry-after'), json: (await res.json()) as Json };
+      };
+      // One job object (not a batch): the answer is the job's own 503, so it carries the job's Retry-After.
+      const one = await post(job('AWAY-1'));
+      expect(one.status).toBe(503);
+      expect(one.retryAfter).toBe('5');
+      expect(one.json.results[0]?.error).toMatchObject({ code: 'service_unavailable', retryAfterSeconds: 5 });
+      // A batch is 207: each job says when to send it again, in its own result.
+      const batch = await post([job('AWAY-2'), job('AWAY-3')]);
+      expect(batch.status).toBe(207);
+      expect(batch.retryAfter).toBeNull();
+      expect(batch.json.results.map((r) => r.error?.retryAfterSeconds)).toEqual([5, 5]);
+      expect(await lonely.rt.db('bookings').count({ n: '*' })).toEqual([{ n: 0 }]);
+    } finally {
+      await s.close();
+      await lonely.cleanup();
+    }
+  });
+});

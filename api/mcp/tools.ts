@@ -4,7 +4,7 @@ import type { Request } from 'express';
 import * as z from 'zod';
 import { FIELD_LIMITS } from '../../shared/domain/content-screen.ts';
 import { VEHICLE_SEATS, VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
-import { AppError, contentRejected, detailsText, type ErrorDetail } from '../../shared/errors.ts';
+import { AppError, contentRejected, detailsText, type ErrorDetail, retryAfterField } from '../../shared/errors.ts';
 import { type ApiKeyIdentity, assertMayBook } from '../../shared/services/api-keys.ts';
 import {
   type BookingCaller,
@@ -232,13 +232,7 @@ function ok(out: object): CallToolResult {
 
 /** A refusal as a tool result: the API's envelope, as text (a structured error would fail the clients' output-schema check). */
 export function errorResult(err: AppError): CallToolResult {
-  const retryAfter = err.headers['Retry-After'];
-  const error = {
-    code: err.code,
-    message: err.message,
-    details: err.details,
-    ...(retryAfter ? { retryAfterSeconds: Number(retryAfter) } : {}),
-  };
+  const error = { code: err.code, message: err.message, details: err.details, ...retryAfterField(err) };
   return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error }) }] };
 }
 

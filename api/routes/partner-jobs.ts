@@ -5,11 +5,10 @@ import {
   assertActive,
   type IntakeCaller,
   type IntakePartner,
+  jobsAnswer,
   loadPartner,
   partnerBySignature,
   processJobs,
-  retryableJob,
-  summarise,
 } from '../../shared/services/intake.ts';
 import { baseUrlFor } from '../base-url.ts';
 import { callerScope } from '../mount.ts';
@@ -107,12 +106,7 @@ export function partnerJobRoutes(): RouteDef[] {
               jobs,
               baseUrlFor(req, deps.config),
             );
-            const summary = summarise(results);
-            const status = single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
-            // A job that failed on our side (pricing briefly down, say) or hit the daily limit is
-            // to be sent again: the answer is not replayed, so that retry runs (the jobs that
-            // succeeded are then `unchanged`).
-            return { status, body: { results, summary }, remember: !results.some(retryableJob) };
+            return jobsAnswer(results, single);
           },
         );
       },

@@ -3,7 +3,7 @@ import { unseal } from '../../shared/crypto.ts';
 import { AppError } from '../../shared/errors.ts';
 import { partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
 import { SIGNED_MESSAGE, underClaims } from '../../shared/services/idempotency.ts';
-import { processJobs, retryableJob, summarise } from '../../shared/services/intake.ts';
+import { jobsAnswer, processJobs } from '../../shared/services/intake.ts';
 import {
   ADAPTERS,
   activeSupplierBySlug,
@@ -91,11 +91,7 @@ export function supplierHookRoutes(): RouteDef[] {
                 baseUrlFor(req, deps.config),
               )
             ).map((r) => asSupplierSent(adapter.fields, r));
-            const summary = summarise(results);
-            const status = parsed.single ? (results[0]?.status ?? 200) : summary.failed === 0 ? 200 : 207;
-            // As partner batches: an answer with a job that failed on our side or hit a limit is
-            // not replayed, so the supplier's retry runs it (the jobs that succeeded are `unchanged`).
-            return { status, body: { results, summary }, remember: !results.some(retryableJob) };
+            return jobsAnswer(results, parsed.single);
           },
         );
       },

@@ -251,7 +251,7 @@ export async function underClaims(
    */
   claims: readonly { scope: string; key: string; always?: boolean; label?: ClaimLabel }[],
   request: { method: string; path: string; rawBody: Buffer | undefined; sealKey: Buffer },
-  run: () => Promise<{ status: number; body: unknown; remember: boolean }>,
+  run: () => Promise<{ status: number; body: unknown; headers?: Record<string, string>; remember: boolean }>,
 ): Promise<{ status: number; body: unknown; headers?: Record<string, string> }> {
   const held: (Extract<IdempotencyStart, { kind: 'new' }> & { always: boolean })[] = [];
   const letGo = () => Promise.all(held.map((h) => h.abandon()));
@@ -279,7 +279,7 @@ export async function underClaims(
     }
     held.push({ ...start, always: claim.always === true });
   }
-  let answer: { status: number; body: unknown; remember: boolean };
+  let answer: { status: number; body: unknown; headers?: Record<string, string>; remember: boolean };
   try {
     answer = await run();
   } catch (err) {
@@ -289,10 +289,12 @@ export async function underClaims(
   const body = Buffer.from(JSON.stringify(answer.body));
   await Promise.all(
     held.map((h) =>
-      answer.remember || h.always ? h.complete({ status: answer.status, headers: {}, body }) : h.abandon(),
+      answer.remember || h.always
+        ? h.complete({ status: answer.status, headers: answer.headers ?? {}, body })
+        : h.abandon(),
     ),
   );
-  return { status: answer.status, body: answer.body };
+  return { status: answer.status, body: answer.body, headers: answer.headers ?? {} };
 }
 
 /** Expired keys are deleted hourly by the outbox relay's housekeeping (indexed on expires_at); an expired key met on reuse is deleted at once. */

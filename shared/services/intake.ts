@@ -13,7 +13,7 @@ import { checkEmail, configuredCheck, EMAIL_PROBLEM_MESSAGES } from '../domain/e
 import type { TestScenario } from '../domain/sandbox.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { parseVehicleType } from '../domain/tariffs/vehicle.ts';
-import { AppError, contentRejected, detailsText, type ErrorDetail, repointed } from '../errors.ts';
+import { AppError, contentRejected, detailsText, type ErrorDetail, repointed, retryAfterField } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
@@ -353,7 +353,7 @@ function rejected(index: number, jobRef: string | null, action: Action | null, e
       message: err.message,
       details: err.details,
       // A refusal for now (the daily limit) says when, as its Retry-After would on a whole 429.
-      ...(err.headers['Retry-After'] ? { retryAfterSeconds: Number(err.headers['Retry-After']) } : {}),
+      ...retryAfterField(err),
     },
   };
 }
@@ -1102,4 +1102,30 @@ export function retryableJob(r: PartnerJobResult): boolean {
 export function summarise(results: readonly PartnerJobResult[]) {
   const failed = results.filter((r) => r.outcome === 'rejected').length;
   return { received: results.length, succeeded: results.length - failed, failed };
+}
+
+/**
+ * The answer to a request of jobs (partner jobs, supplier hooks): 200 when every job succeeded,
+ * else 207, and a single-job body answers with its job's own status, with the Retry-After its
+ * refusal carries (the daily limit, pricing briefly down). An answer with a job to be sent again
+ * is not remembered for replay, so that retry runs (the jobs that succeeded are then `unchanged`).
+ */
+export function jobsAnswer(
+  results: PartnerJobResult[],
+  single: boolean,
+): {
+  status: number;
+  body: { results: PartnerJobResult[]; summary: ReturnType<typeof summarise> };
+  headers: Record<string, string>;
+  remember: boolean;
+} {
+  const summary = summarise(results);
+  const only = single ? results[0] : undefined;
+  const retryAfter = only?.error?.retryAfterSeconds;
+  return {
+    status: only ? only.status : summary.failed === 0 ? 200 : 207,
+    body: { results, summary },
+    headers: retryAfter !== undefined ? { 'Retry-After': String(retryAfter) } : {},
+    remember: !results.some(retryableJob),
+  };
 }
