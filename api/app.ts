@@ -120,7 +120,14 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
         'X-Request-Id',
         'X-Test-Scenario',
       ],
-      exposedHeaders: ['X-Request-Id', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Idempotency-Replayed'],
+      exposedHeaders: [
+        'X-Request-Id',
+        'RateLimit',
+        'RateLimit-Policy',
+        'Retry-After',
+        'Idempotency-Replayed',
+        'WWW-Authenticate',
+      ],
       maxAge: 600,
     }),
   );

@@ -50,16 +50,35 @@ describe('API keys (SPEC.md section 5)', () => {
   });
 
   it.each([
-    ['X-Direct-Taxi-Network-AI-Key', { 'X-Direct-Taxi-Network-AI-Key': 'dtn_live_00000000000000000000000000000000' }],
-    ['Authorization: Bearer', { Authorization: 'Bearer dtn_live_00000000000000000000000000000000' }],
-    ['x-api-key', { 'x-api-key': 'not-even-a-key' }],
-    ['Authorization: Basic', { Authorization: 'Basic dXNlcjpwYXNz' }],
-    ['two different keys', { 'x-api-key': 'dtn_live_00000000000000000000000000000000', Authorization: 'Bearer other' }],
-  ])('answers a present but invalid key in %s with 401 on a public endpoint', async (_name, headers) => {
+    [
+      'X-Direct-Taxi-Network-AI-Key',
+      { 'X-Direct-Taxi-Network-AI-Key': 'dtn_live_00000000000000000000000000000000' },
+      'invalid_token',
+    ],
+    ['Authorization: Bearer', { Authorization: 'Bearer dtn_live_00000000000000000000000000000000' }, 'invalid_token'],
+    ['x-api-key', { 'x-api-key': 'not-even-a-key' }, 'invalid_token'],
+    ['Authorization: Basic', { Authorization: 'Basic dXNlcjpwYXNz' }, 'invalid_request'],
+    [
+      'two different keys',
+      { 'x-api-key': 'dtn_live_00000000000000000000000000000000', Authorization: 'Bearer other' },
+      'invalid_request',
+    ],
+    ['an empty x-api-key', { 'x-api-key': ' ' }, 'invalid_request'],
+  ])('answers a present but invalid key in %s with 401 on a public endpoint', async (_name, headers, error) => {
     const res = await whoami(headers as Record<string, string>);
     expect(res.status).toBe(401);
     const body = (await res.json()) as { error: { code: string } };
     expect(body.error.code).toBe('unauthorized');
+    // RFC 6750 section 3.1: a refused key is invalid_token; credentials sent wrongly are invalid_request.
+    expect(res.headers.get('www-authenticate')).toBe(`Bearer realm="api", error="${error}"`);
+  });
+
+  it('lets a browser client read the challenge of a refused key (CORS exposes WWW-Authenticate)', async () => {
+    const res = await whoami({ origin: 'https://agent.example', 'x-api-key': 'not-even-a-key' });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('access-control-allow-origin')).toBe('https://agent.example');
+    const exposed = (res.headers.get('access-control-expose-headers') ?? '').toLowerCase().split(/\s*,\s*/);
+    expect(exposed).toContain('www-authenticate');
   });
 
   it('refuses a revoked key', async () => {

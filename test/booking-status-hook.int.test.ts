@@ -59,7 +59,12 @@ async function send(who: { id: string; secret: string }, payload: unknown, opts:
     headers['webhook-signature'] = new Webhook(secret).sign(msgId, at, body);
   }
   const res = await fetch(`${served.url}${HOOK}`, { method: 'POST', headers, body });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  return {
+    status: res.status,
+    body: (await res.json()) as Record<string, unknown>,
+    // Only on a 401, so the other answers compare whole.
+    ...(res.status === 401 ? { challenge: res.headers.get('www-authenticate') } : {}),
+  };
 }
 
 const booking = (id: string) => env.rt.db('bookings').where({ id }).first();
@@ -214,6 +219,9 @@ describe('booking-status hook', () => {
     const unsigned = await send(operator, payload, { secret: null });
     expect(unsigned.status).toBe(401);
     expect((unsigned.body.error as { code: string }).code).toBe('unauthorized');
+    expect(unsigned.challenge).toBe(
+      'StandardWebhooks realm="partner-hooks", headers="x-partner webhook-id webhook-timestamp webhook-signature"',
+    );
     expect((await send(operator, payload, { secret: other.secret })).status).toBe(401);
     expect((await send(operator, payload, { at: new Date(Date.now() - 6 * 60_000) })).status).toBe(401);
     expect((await send(operator, payload, { at: new Date(Date.now() + 6 * 60_000) })).status).toBe(401);

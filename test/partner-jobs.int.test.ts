@@ -408,8 +408,15 @@ describe('partner authentication', () => {
     const none = await send(raw, {});
     expect(none.status).toBe(401);
     expect(none.json.error?.code).toBe('unauthorized');
+    // The challenge names both ways in (RFC 9110 section 11.6.1).
+    for (const r of [wrong, other, none]) {
+      expect(r.headers.get('www-authenticate')).toBe(
+        'Bearer realm="api", HMAC-SHA256 realm="partners", headers="x-partner x-signature"',
+      );
+    }
     const badKey = await send(raw, { authorization: 'Bearer dtn_live_nonsense' });
     expect(badKey.status).toBe(401);
+    expect(badKey.headers.get('www-authenticate')).toBe('Bearer realm="api", error="invalid_token"');
     expect(await env.rt.db('partner_jobs').where({ job_ref: 'H-3' })).toHaveLength(0);
     // The signature is checked before the body: a body the schema refuses, unsigned or wrongly
     // signed, is 401 (nothing about the schema is said to a caller without credentials).

@@ -208,6 +208,10 @@ describe('secret-header adapter', () => {
     expect(wrong.json.error?.code).toBe('unauthorized');
     const missing = await post('/api/public/hooks/cabco-booking', '{}', {});
     expect(missing.status).toBe(401);
+    expect(missing.headers.get('www-authenticate')).toBe(
+      'SharedSecret realm="supplier-cabco", header="x-cabco-secret"',
+    );
+    expect(wrong.headers.get('www-authenticate')).toBe(missing.headers.get('www-authenticate'));
     // Another supplier's secret is not this supplier's.
     const other = await cabcoSend({ event: 'booking.created', booking: cabcoBooking('CC-3') }, jetlink.secret);
     expect(other.status).toBe(401);
@@ -352,6 +356,9 @@ describe('hmac adapter', () => {
     expect(wrongKey.status).toBe(401);
     const missing = await post('/api/public/hooks/jet-link-booking', raw, {});
     expect(missing.status).toBe(401);
+    expect(missing.headers.get('www-authenticate')).toBe(
+      'HMAC-SHA256 realm="supplier-jet-link", headers="x-jet-link-timestamp x-jet-link-signature"',
+    );
     const { 'x-jet-link-signature': _, ...noSignature } = supplierHmacHeaders('jet-link', jetlink.secret, raw);
     const unsigned = await post('/api/public/hooks/jet-link-booking', raw, noSignature);
     expect(unsigned.status).toBe(401);

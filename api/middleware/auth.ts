@@ -14,13 +14,15 @@ export type Caller =
 
 /**
  * 401 with the challenge RFC 6750 section 3 asks of a resource taking bearer credentials: the
- * realm, and `error="invalid_token"` when a credential was presented and refused, so a client
- * (and a person reading the headers) can tell "send one" from "this one is wrong".
+ * realm, with `error="invalid_token"` when a credential was presented and refused and
+ * `error="invalid_request"` when the request's credentials are malformed (an Authorization
+ * header that is not "Bearer <key>", different keys in different headers, an empty one), so a
+ * client (and a person reading the headers) can tell "send one" from "this one is wrong" from
+ * "this is not how to send one". Still 401 `unauthorized` (CONTRACT.md section 1), not 400.
  */
-function unauthorized(message: string, presented: boolean): AppError {
-  return new AppError('unauthorized', message, [], {
-    'WWW-Authenticate': presented ? 'Bearer realm="api", error="invalid_token"' : 'Bearer realm="api"',
-  });
+function unauthorized(message: string, presented: boolean | 'malformed'): AppError {
+  const error = presented === 'malformed' ? ', error="invalid_request"' : presented ? ', error="invalid_token"' : '';
+  return new AppError('unauthorized', message, [], { 'WWW-Authenticate': `Bearer realm="api"${error}` });
 }
 
 /**
@@ -37,7 +39,7 @@ export function presentedKey(req: Request, config: Pick<Config, 'apiKeyHeader'>)
   if (auth !== undefined) {
     const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(auth);
     if (!m?.[1]) {
-      throw unauthorized('The Authorization header must be "Bearer <API key>".', true);
+      throw unauthorized('The Authorization header must be "Bearer <API key>".', 'malformed');
     }
     found.push(m[1]);
   }
@@ -45,9 +47,10 @@ export function presentedKey(req: Request, config: Pick<Config, 'apiKeyHeader'>)
   if (xApiKey !== undefined) found.push(xApiKey.trim());
   if (found.length === 0) return null;
   const distinct = new Set(found);
-  if (distinct.size > 1) throw unauthorized('The request carries different API keys in different headers.', true);
+  if (distinct.size > 1)
+    throw unauthorized('The request carries different API keys in different headers.', 'malformed');
   const [key] = distinct;
-  if (!key) throw unauthorized('The API key header is empty.', true);
+  if (!key) throw unauthorized('The API key header is empty.', 'malformed');
   return key;
 }
 

@@ -56,10 +56,16 @@ const TOLERANCE_SECONDS = 300;
 /** Checked against when a partner has no hook secret: random per process, never sent to anyone. */
 export const UNKNOWN_PARTNER_HOOK_SECRET = `whsec_${randomBytes(32).toString('base64')}`;
 
+/** The 401's challenge (RFC 9110 section 11.6.1): a Standard Webhooks signature, named by x-partner. */
+export const HOOK_CHALLENGE =
+  'StandardWebhooks realm="partner-hooks", headers="x-partner webhook-id webhook-timestamp webhook-signature"';
+
 function unauthorized(): AppError {
   return new AppError(
     'unauthorized',
     'Sign the request with Standard Webhooks (webhook-id, webhook-timestamp within 5 minutes, webhook-signature) using your webhook secret, and name yourself in x-partner.',
+    [],
+    { 'WWW-Authenticate': HOOK_CHALLENGE },
   );
 }
 

@@ -51,7 +51,9 @@ export function supplierHookRoutes(): RouteDef[] {
         const secret = unseal(supplier.secretSealed, deps.config.dataEncryptionKey);
         const hookReq = { header: (name: string) => req.get(name), rawBody: req.rawBody };
         const auth = adapter.authenticate(hookReq, supplier, secret, Date.now());
-        if (!auth.ok) throw new AppError('unauthorized', auth.message);
+        if (!auth.ok) {
+          throw new AppError('unauthorized', auth.message, [], { 'WWW-Authenticate': adapter.challenge(supplier) });
+        }
         const parsed = adapter.parse(body);
         if (!parsed.ok) {
           throw new AppError('invalid_input', parsed.message, [{ field: '/', problem: parsed.message }]);

@@ -126,10 +126,15 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const validateJob = compileSchema(PartnerJob);
 
+/** The 401's challenge (RFC 9110 section 11.6.1): either of the two ways a partner authenticates. */
+export const PARTNER_CHALLENGE = 'Bearer realm="api", HMAC-SHA256 realm="partners", headers="x-partner x-signature"';
+
 function unauthorized(): AppError {
   return new AppError(
     'unauthorized',
     'Partner credentials are missing or invalid: send your partner API key ("Authorization: Bearer <key>" or "x-api-key"), or sign the raw body with HMAC-SHA256 and send "x-partner: <partner id>" and "x-signature: <hex>".',
+    [],
+    { 'WWW-Authenticate': PARTNER_CHALLENGE },
   );
 }
 

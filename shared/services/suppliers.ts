@@ -44,6 +44,8 @@ export type AuthResult = { ok: true; messageId?: string } | { ok: false; message
 
 export interface SupplierAdapter {
   name: string;
+  /** The 401's WWW-Authenticate challenge (RFC 9110 section 11.6.1): the scheme and the supplier's headers. */
+  challenge(supplier: { slug: string }): string;
   /**
    * Where each partner-job field is in the supplier's own job (a path of keys): the parser reads
    * the job through it, and a refusal names the field as the supplier sent it (`comments`, not
@@ -130,6 +132,7 @@ const SECRET_HEADER_FIELDS: FieldPaths = {
 export const secretHeaderAdapter: SupplierAdapter = {
   name: 'secret-header',
   fields: SECRET_HEADER_FIELDS,
+  challenge: (s) => `SharedSecret realm="supplier-${s.slug}", header="x-${s.slug}-secret"`,
   authenticate(req, supplier, secret) {
     const given = req.header(`x-${supplier.slug}-secret`)?.trim() ?? '';
     // Compared in constant time even when missing, so a missing header costs as much as a wrong one.
@@ -196,6 +199,7 @@ const HMAC_FIELDS: FieldPaths = {
 export const hmacAdapter: SupplierAdapter = {
   name: 'hmac',
   fields: HMAC_FIELDS,
+  challenge: (s) => `HMAC-SHA256 realm="supplier-${s.slug}", headers="x-${s.slug}-timestamp x-${s.slug}-signature"`,
   authenticate(req, supplier, secret, nowMs = Date.now()) {
     const tsHeader = `x-${supplier.slug}-timestamp`;
     const sigHeader = `x-${supplier.slug}-signature`;
