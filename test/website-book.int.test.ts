@@ -333,6 +333,27 @@ describe('CSRF', () => {
     expect(await res.text()).toContain('The form could not be read');
     expect(await bookingsOfQuote(q.quoteId)).toHaveLength(0);
   });
+
+  it('a form declared in another charset is a 415 page and books nothing', async () => {
+    const q = await quote();
+    const bookPath = pathOf(q.bookingUrl);
+    const jar = new CookieJar();
+    const token = csrfOf((await getPage(api.url, bookPath, jar)).html, bookPath);
+    const fields = new URLSearchParams({ ...passenger(), csrf: token }).toString();
+    // "Zoë" in Latin-1: one byte 0xEB, which is not UTF-8.
+    const body = Buffer.concat([Buffer.from(`${fields}&notes=Zo`), Buffer.from([0xeb])]);
+    for (const charset of ['iso-8859-1', 'windows-1252']) {
+      const res = await fetch(`${api.url}${bookPath}`, {
+        method: 'POST',
+        headers: { 'content-type': `application/x-www-form-urlencoded; charset=${charset}`, cookie: jar.header() },
+        body,
+      });
+      expect(res.status).toBe(415);
+      expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+      expect(await res.text()).toContain(`The form must be sent as UTF-8, not ${charset}.`);
+    }
+    expect(await bookingsOfQuote(q.quoteId)).toHaveLength(0);
+  });
 });
 
 describe('an expired quote', () => {

@@ -30,6 +30,41 @@ export function assertUtf8(buf: Buffer): void {
   if (!isUtf8(buf)) throw Object.assign(new Error('body is not UTF-8'), { type: NOT_UTF8, status: 400 });
 }
 
+/** Most bytes a page's form (website, operator pages) may carry. */
+const FORM_LIMIT = '16kb';
+
+/**
+ * Reads a page's `application/x-www-form-urlencoded` body into `req.body`, for handlers that
+ * answer every refusal as a page: a form declaring a charset other than UTF-8 is 415 (the
+ * pages are served as UTF-8, and a browser posts their forms so), bytes that are not UTF-8 are
+ * 400 (refused, not decoded into U+FFFD), over 16 KB 413, anything else unreadable 400.
+ */
+export function formReader(): (req: Request, res: Response) => Promise<void> {
+  const urlencoded = express.urlencoded({
+    extended: false,
+    limit: FORM_LIMIT,
+    parameterLimit: 20,
+    verify: (_req, _res, buf) => assertUtf8(buf),
+  });
+  return async (req, res) => {
+    const charset = otherCharset(req.headers['content-type'] ?? '');
+    if (charset !== null) {
+      throw new AppError('unsupported_media_type', `The form must be sent as UTF-8, not ${charset}.`, [
+        { field: '/', problem: `charset ${charset} is not accepted; send UTF-8` },
+      ]);
+    }
+    try {
+      await new Promise<void>((resolve, reject) =>
+        urlencoded(req, res, (err?: unknown) => (err ? reject(err) : resolve())),
+      );
+    } catch (err) {
+      const e = err as { type?: string };
+      if (e.type === 'entity.too.large') throw new AppError('payload_too_large', 'The form is larger than expected.');
+      throw new AppError('invalid_input', 'The form could not be read: go back and send it again.');
+    }
+  };
+}
+
 /** A charset parameter other than UTF-8's: 415, as JSON is UTF-8 (RFC 8259 section 8.1). */
 function otherCharset(contentType: string): string | null {
   const m = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(contentType);

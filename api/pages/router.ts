@@ -1,7 +1,6 @@
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
-import { AppError } from '../../shared/errors.ts';
 import type { ApiDeps } from '../deps.ts';
-import { assertUtf8 } from '../middleware/body.ts';
+import { formReader } from '../middleware/body.ts';
 import type { RateLimits } from '../middleware/rate-limit.ts';
 import { OFFER_LINK_PATH } from '../routes/offers.ts';
 import { PASSENGER_VERIFY_LINK_PATH } from '../routes/passenger-verify.ts';
@@ -26,9 +25,6 @@ import { TRACK_CANCEL_PATH, TRACK_PATH, trackHandlers } from './track-page.ts';
 import { trackScript, trackScriptPath } from './track-script.ts';
 import { verifyLinkHandlers } from './verify-page.ts';
 
-/** The largest form the website accepts (its forms carry a few short fields). */
-const FORM_LIMIT = '16kb';
-
 /** Every path `websiteRouter` serves lies under one of these (`servedUnder`, api/app.ts). */
 export const WEBSITE_PATHS = ['/book', '/track', '/o', '/driver', PASSENGER_VERIFY_LINK_PATH, '/docs', '/assets'];
 
@@ -46,13 +42,7 @@ export const WEBSITE_PATHS = ['/book', '/track', '/o', '/driver', PASSENGER_VERI
 export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
   const { config } = deps;
   const router = express.Router();
-  // Raw bytes that are not UTF-8 are refused (the form page), not decoded into U+FFFD.
-  const urlencoded = express.urlencoded({
-    extended: false,
-    limit: FORM_LIMIT,
-    parameterLimit: 20,
-    verify: (_req, _res, buf) => assertUtf8(buf),
-  });
+  const readForm = formReader();
   const serviceName = config.serviceName;
   const page = pageLimiter(limits);
   const quote = pageLimiter(limits, [
@@ -63,15 +53,7 @@ export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
   const withForm =
     (handler: (req: Request, res: Response) => Promise<void>) =>
     async (req: Request, res: Response): Promise<void> => {
-      try {
-        await new Promise<void>((resolve, reject) =>
-          urlencoded(req, res, (err?: unknown) => (err ? reject(err) : resolve())),
-        );
-      } catch (err) {
-        const e = err as { type?: string; status?: number };
-        if (e.type === 'entity.too.large') throw new AppError('payload_too_large', 'The form is larger than expected.');
-        throw new AppError('invalid_input', 'The form could not be read: go back and send it again.');
-      }
+      await readForm(req, res);
       await handler(req, res);
     };
   const handle = (handler: (req: Request, res: Response) => Promise<void>) => pageHandler(serviceName, handler);

@@ -1,16 +1,12 @@
 import express, { type Request, type Response, type Router } from 'express';
-import { AppError } from '../../../shared/errors.ts';
 import type { ApiDeps } from '../../deps.ts';
-import { assertUtf8 } from '../../middleware/body.ts';
+import { formReader } from '../../middleware/body.ts';
 import type { RateLimits } from '../../middleware/rate-limit.ts';
 import { pageHandler, pageLimiter, sendMessagePage } from '../site.ts';
 import { loginHandlers } from './login.ts';
 import { operatorPages } from './pages.ts';
 import { QUEUES_PATH, queuesBoard } from './queues-board.ts';
 import { HOME_PATH, LOGIN_PATH, requireSession } from './session.ts';
-
-/** The largest form the operator pages accept (a few short fields). */
-const FORM_LIMIT = '16kb';
 
 /** Every path `operatorRouter` serves lies under this (`servedUnder`, api/app.ts). */
 export const OPERATOR_PATHS = [HOME_PATH];
@@ -29,13 +25,7 @@ type Handler = (req: Request, res: Response) => Promise<void>;
 export function operatorRouter(deps: ApiDeps, limits: RateLimits): Router {
   const serviceName = deps.config.serviceName;
   const router = express.Router();
-  // Raw bytes that are not UTF-8 are refused (the form page), not decoded into U+FFFD.
-  const urlencoded = express.urlencoded({
-    extended: false,
-    limit: FORM_LIMIT,
-    parameterLimit: 20,
-    verify: (_req, _res, buf) => assertUtf8(buf),
-  });
+  const readForm = formReader();
   const page = pageLimiter(limits);
   const session = requireSession(deps);
 
@@ -43,15 +33,7 @@ export function operatorRouter(deps: ApiDeps, limits: RateLimits): Router {
   const withForm =
     (handler: Handler): Handler =>
     async (req, res) => {
-      try {
-        await new Promise<void>((resolve, reject) =>
-          urlencoded(req, res, (err?: unknown) => (err ? reject(err) : resolve())),
-        );
-      } catch (err) {
-        const e = err as { type?: string };
-        if (e.type === 'entity.too.large') throw new AppError('payload_too_large', 'The form is larger than expected.');
-        throw new AppError('invalid_input', 'The form could not be read: go back and send it again.');
-      }
+      await readForm(req, res);
       await handler(req, res);
     };
   /** A page of a signed-in operator: limited, then the handler, failures as pages. */
