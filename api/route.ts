@@ -12,7 +12,7 @@ export interface RoutePolicy {
   durationSeconds: number;
 }
 
-export interface HandlerContext<B, Q, P> {
+export interface HandlerContext<B, Q, P, V = unknown> {
   req: Request;
   res: Response;
   deps: ApiDeps;
@@ -21,8 +21,8 @@ export interface HandlerContext<B, Q, P> {
   query: Q;
   params: P;
   requestId: string;
-  /** What the route's `verify` returned (the caller it authenticated), when it has one. */
-  verified: unknown;
+  /** What the route's `verify` returned (the caller it authenticated); undefined without one. */
+  verified: V;
 }
 
 export interface HandlerResult {
@@ -53,6 +53,7 @@ export interface RouteDef<
   B extends TSchema | undefined = TSchema | undefined,
   Q extends TSchema | undefined = TSchema | undefined,
   P extends TSchema | undefined = TSchema | undefined,
+  V = unknown,
 > {
   method: 'get' | 'post' | 'put' | 'patch' | 'delete';
   /** Express path syntax (`/api/public/v1/booking/:ref`). */
@@ -99,17 +100,18 @@ export interface RouteDef<
   /**
    * For a route that authenticates its callers itself from the raw body (partner HMAC, signed
    * webhooks): runs after the declared auth and the rate limit and BEFORE the request is
-   * validated, so an unsigned or wrongly signed request is 401 without its body being judged
+   * validated (body, query and path parameters alike: the route's own raw-body check must not
+   * rely on them), so an unsigned or wrongly signed request is 401 without its body being judged
    * (nobody without the credentials is told what a valid body looks like, or made to fix one
    * when the signature is what is wrong). Throws to refuse; its result reaches the handler as
    * `verified`.
    */
-  verify?(ctx: { req: Request; deps: ApiDeps; caller: Caller }): Promise<unknown>;
+  verify?(ctx: { req: Request; deps: ApiDeps; caller: Caller }): Promise<V>;
   responses: Record<number, { description: string; schema?: TSchema; contentType?: string }>;
   /** Error codes this route can answer with, for the document. Envelope errors common to all routes are added. */
   errors?: ErrorCode[];
   handler(
-    ctx: HandlerContext<Infer<B>, Infer<Q>, Infer<P>>,
+    ctx: HandlerContext<Infer<B>, Infer<Q>, Infer<P>, V>,
   ): Promise<HandlerResult | StreamedResult> | HandlerResult | StreamedResult;
 }
 
@@ -117,6 +119,7 @@ export function defineRoute<
   B extends TSchema | undefined = undefined,
   Q extends TSchema | undefined = undefined,
   P extends TSchema | undefined = undefined,
->(def: RouteDef<B, Q, P>): RouteDef {
+  V = undefined,
+>(def: RouteDef<B, Q, P, V>): RouteDef {
   return def as unknown as RouteDef;
 }

@@ -117,7 +117,7 @@ export function bookingStatusHookRoutes(): RouteDef[] {
         return { partnerId, messageId };
       },
       handler: async ({ req, deps, body, requestId, verified }) => {
-        const { partnerId, messageId } = verified as { partnerId: string; messageId: string };
+        const { partnerId, messageId } = verified;
         const rawBody = req.rawBody ?? Buffer.alloc(0);
 
         // A redelivered webhook-id replays the first answer (the idempotency_keys table, scope per partner).

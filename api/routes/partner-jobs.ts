@@ -68,7 +68,7 @@ export function partnerJobRoutes(): RouteDef[] {
           apiKeyId = caller.key.id;
           testMode = caller.key.mode === 'test';
         } else if (caller.kind === 'anonymous') {
-          partner = verified as IntakePartner;
+          partner = verified;
         } else {
           throw new AppError('forbidden', 'Job intake is for partners: a driver token cannot submit jobs.');
         }
