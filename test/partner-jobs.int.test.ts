@@ -356,6 +356,18 @@ describe('amend and cancel by jobRef', () => {
     expect(amend.json.results[0]?.error?.code).toBe('conflict');
   });
 
+  it('refuses a place abroad without telling the partner to send worldwide (a job has no such field)', async () => {
+    const r = await asPartner(job('ABROAD-1', { dropoff: 'Paris CDG' }));
+    expect(r.status, r.text).toBe(422);
+    const error = r.json.results[0]?.error;
+    expect(error?.code).toBe('address_not_found');
+    expect(error?.details).toEqual([
+      { field: '/dropoff', problem: expect.stringMatching(/outside the UK .*: jobs are for journeys in the UK$/) },
+    ]);
+    expect(r.text).not.toContain('worldwide');
+    expect(await env.rt.db('partner_jobs').where({ job_ref: 'ABROAD-1' })).toHaveLength(0);
+  });
+
   it('rejects amend of an unknown jobRef with 404 job_not_found', async () => {
     const r = await asPartner(job('NOPE', { action: 'amend' }));
     expect(r.status).toBe(404);

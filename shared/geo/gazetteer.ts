@@ -42,7 +42,7 @@ import {
   outwardArea,
   tokensOf,
 } from './text.ts';
-import type { GeocodeOptions, GeocodeResult, Geocoder, Place } from './types.ts';
+import { type GeocodeOptions, type GeocodeResult, type Geocoder, type Place, WORLDWIDE_HINT } from './types.ts';
 
 export type { District, NearestDistrict } from './districts.ts';
 
@@ -1005,7 +1005,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
         return {
           ok: false,
           reason: 'outside_uk',
-          message: `"${query}" is outside the UK (${rec.name}${where ? `, ${where}` : ''}); send worldwide: true to use places abroad`,
+          message: `"${query}" is outside the UK (${rec.name}${where ? `, ${where}` : ''})${WORLDWIDE_HINT}`,
         };
       }
       return {
@@ -1101,7 +1101,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
         : {
             ok: false,
             reason: 'outside_uk',
-            message: `${formatted} is a postcode in ${crown}, outside the UK; send worldwide: true to use places abroad`,
+            message: `${formatted} is a postcode in ${crown}, outside the UK${WORLDWIDE_HINT}`,
           };
     }
     if (!areas.has(area)) return null;

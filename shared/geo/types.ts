@@ -28,6 +28,18 @@ export interface Place {
   crs?: string;
 }
 
+/**
+ * How a refusal of a place abroad ends (`reason: 'outside_uk'`), for callers that can send
+ * `worldwide` (quotes, bookings, MCP); callers that cannot (partner jobs, supplier hooks)
+ * replace it (`withoutWorldwideHint`).
+ */
+export const WORLDWIDE_HINT = '; send worldwide: true to use places abroad';
+
+/** `text` with the worldwide hint replaced by `instead`; unchanged when it has none. */
+export function withoutWorldwideHint(text: string, instead: string): string {
+  return text.split(WORLDWIDE_HINT).join(instead);
+}
+
 export interface GeocodeOptions {
   /** Places outside the UK resolve only when true. */
   worldwide?: boolean;

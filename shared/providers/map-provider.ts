@@ -17,7 +17,15 @@
  */
 import { nearestDistrict as defaultNearestDistrict, type NearestDistrict } from '../geo/gazetteer.ts';
 import { slowSecondsFor } from '../geo/route-estimate.ts';
-import type { GeocodeOptions, GeocodeResult, Geocoder, Place, RouteEstimate, RouteProvider } from '../geo/types.ts';
+import {
+  type GeocodeOptions,
+  type GeocodeResult,
+  type Geocoder,
+  type Place,
+  type RouteEstimate,
+  type RouteProvider,
+  WORLDWIDE_HINT,
+} from '../geo/types.ts';
 
 export type MapProviderErrorCode =
   | 'missing_key'
@@ -227,7 +235,7 @@ export function createGoogleMapProvider(opts: MapProviderOptions = {}): MapProvi
       return {
         ok: false,
         reason: 'outside_uk',
-        message: `"${query}" is outside the UK (${name}); send worldwide: true to use places abroad`,
+        message: `"${query}" is outside the UK (${name})${WORLDWIDE_HINT}`,
       };
     }
     const kind = placeKind(first.types ?? []);

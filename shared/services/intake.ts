@@ -14,6 +14,7 @@ import type { TestScenario } from '../domain/sandbox.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { parseVehicleType } from '../domain/tariffs/vehicle.ts';
 import { AppError, contentRejected, detailsText, type ErrorDetail, repointed, retryAfterField } from '../errors.ts';
+import { withoutWorldwideHint } from '../geo/types.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
@@ -546,7 +547,12 @@ class Intake {
       const { message, details, changed } = repointed(err.message, err.details, (p) =>
         p === '/departAt' ? '/pickupTime' : p,
       );
-      throw changed ? new AppError(err.code, message, details, err.headers) : err;
+      // A job has no `worldwide`: a place abroad is refused, without telling the sender to send it.
+      const abroad = ': jobs are for journeys in the UK';
+      const unhinted = details.map((d) => ({ ...d, problem: withoutWorldwideHint(d.problem, abroad) }));
+      const rewritten = unhinted.some((d, i) => d.problem !== details[i]?.problem);
+      if (!changed && !rewritten) throw err;
+      throw new AppError(err.code, withoutWorldwideHint(message, abroad), unhinted, err.headers);
     });
   }
 
