@@ -523,4 +523,24 @@ describe('limits and transport', () => {
     // Nothing was counted against the passenger's estimate_fare limit: a call still runs.
     okOf(await call(await connect(ada.accessToken), 'estimate_fare', { pickup: 'Leeds', dropoff: 'York' }));
   });
+
+  it('answers an empty batch and tool arguments that are not an object with JSON-RPC errors', async () => {
+    // JSON-RPC 2.0 section 6: an empty array is an Invalid Request (not 202 Accepted).
+    const empty = await postMcp(ada.accessToken, []);
+    expect(empty.status).toBe(400);
+    expect(await empty.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32600 }, id: null });
+    // Arguments must be an object (MCP tools/call): anything else is Invalid params, said in words.
+    for (const args of ['Leeds to York', ['Leeds', 'York'], 42, null]) {
+      const res = await postMcp(ada.accessToken, {
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'estimate_fare', arguments: args },
+      });
+      const text = await res.text();
+      const body = JSON.parse(text);
+      expect(body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32602 } });
+      expect(body.error.message).toBe('Invalid params: "arguments" must be an object of the tool\'s arguments.');
+    }
+  });
 });

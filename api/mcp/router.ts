@@ -30,7 +30,7 @@ import {
 import { issuesInWords } from './issues-in-words.ts';
 import { ipLimiter, mcpSubject, subjectLimiter } from './limits.ts';
 import { grantOf, PgOAuthProvider } from './provider.ts';
-import { buildMcpServer, TOOL_SCOPES, type ToolName, toolCallsOf } from './tools.ts';
+import { buildMcpServer, callWithArgumentsNotAnObject, TOOL_SCOPES, type ToolName, toolCallsOf } from './tools.ts';
 
 export const MCP_PATH = '/mcp';
 export const TOKEN_PATH = '/token';
@@ -404,6 +404,24 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
         jsonrpc: '2.0',
         error: { code: -32600, message: `Invalid Request: Batch must not exceed ${MAX_BATCH_SIZE} messages` },
         id: null,
+      });
+      return;
+    }
+    // JSON-RPC 2.0 section 6: an empty batch is an Invalid Request (the transport would answer 202).
+    if (Array.isArray(req.body) && req.body.length === 0) {
+      res.status(400).json({
+        jsonrpc: '2.0',
+        error: { code: -32600, message: 'Invalid Request: a batch must hold at least one message' },
+        id: null,
+      });
+      return;
+    }
+    const badArgs = callWithArgumentsNotAnObject(req.body);
+    if (badArgs !== null) {
+      res.status(200).json({
+        jsonrpc: '2.0',
+        id: badArgs,
+        error: { code: -32602, message: 'Invalid params: "arguments" must be an object of the tool\'s arguments.' },
       });
       return;
     }

@@ -548,6 +548,21 @@ export const TOOL_NAMES: readonly ToolName[] = ['estimate_fare', 'get_service_in
  * The tools a JSON-RPC body calls (one per `tools/call` message, in order; an unknown tool name
  * is null), and whether it carries anything else.
  */
+/**
+ * The id of a single `tools/call` request whose `arguments` is present but not an object (a
+ * string, an array, null), which the SDK would answer -32603 with its schema's JSON: the
+ * router answers it -32602 Invalid params, in words. Null for anything else (batches included:
+ * their messages are answered by the SDK).
+ */
+export function callWithArgumentsNotAnObject(body: unknown): string | number | null {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
+  const msg = body as { method?: unknown; id?: unknown; params?: unknown };
+  if (msg.method !== 'tools/call' || (typeof msg.id !== 'string' && typeof msg.id !== 'number')) return null;
+  if (typeof msg.params !== 'object' || msg.params === null || !('arguments' in msg.params)) return null;
+  const args = (msg.params as { arguments?: unknown }).arguments;
+  return typeof args === 'object' && args !== null && !Array.isArray(args) ? null : msg.id;
+}
+
 export function toolCallsOf(body: unknown): { tools: Array<ToolName | null>; other: boolean } {
   const messages = Array.isArray(body) ? body : [body];
   const tools: Array<ToolName | null> = [];
