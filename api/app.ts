@@ -129,6 +129,9 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
         'WWW-Authenticate',
       ],
       maxAge: 600,
+      // The preflight goes on to the route's own OPTIONS answer (mountRoutes), which narrows
+      // Access-Control-Allow-Methods to the methods of that path and says them in Allow.
+      preflightContinue: true,
     }),
   );
   // Prometheus metrics (bearer METRICS_TOKEN, else loopback only).

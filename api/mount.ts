@@ -165,6 +165,10 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
     app.all(path, (req, res, next) => {
       if (req.method === 'OPTIONS') {
         res.setHeader('Allow', allow);
+        // A CORS preflight (the cors middleware went on to here): only this path's methods.
+        if (res.getHeader('Access-Control-Allow-Methods') !== undefined) {
+          res.setHeader('Access-Control-Allow-Methods', allow);
+        }
         res.status(204).end();
         return;
       }

@@ -252,5 +252,20 @@ describe('error envelope', () => {
     });
     expect(pre.status).toBe(204);
     expect(pre.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('idempotency-key');
+    // Only the path's own methods are offered, and said in Allow too.
+    expect(pre.headers.get('access-control-allow-methods')).toBe('POST, OPTIONS');
+    expect(pre.headers.get('allow')).toBe('POST, OPTIONS');
+    expect(pre.headers.get('access-control-max-age')).toBe('600');
+    // A plain OPTIONS (no CORS) is answered with Allow as well.
+    const plain = await fetch(`${http.url}/api/public/v1/booking/DTN-ZATE01`, { method: 'OPTIONS' });
+    expect(plain.status).toBe(204);
+    expect(plain.headers.get('allow')).toBe('GET, POST, HEAD, OPTIONS');
+    expect(plain.headers.get('access-control-allow-methods')).toBe('GET, POST, HEAD, OPTIONS');
+    // A preflight for a path that does not exist is the 404 envelope, not a blanket 204.
+    const nowhere = await fetch(`${http.url}/api/public/v1/nowhere`, {
+      method: 'OPTIONS',
+      headers: { Origin: 'https://agent.example', 'Access-Control-Request-Method': 'POST' },
+    });
+    expect(nowhere.status).toBe(404);
   });
 });
