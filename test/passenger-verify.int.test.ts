@@ -9,7 +9,13 @@ import {
 } from '../api/routes/passenger-verify.ts';
 import { sha256 } from '../shared/crypto.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
-import { isEmailVerified } from '../shared/services/email-verification.ts';
+import { passengerStanding } from '../shared/services/bookings.ts';
+import {
+  isEmailVerified,
+  startVerification,
+  TEST_PURPOSE,
+  verifyByCode,
+} from '../shared/services/email-verification.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { expectSafePage, getPage, postForm } from './helpers/pages.ts';
@@ -446,6 +452,54 @@ describe('POST /api/public/v1/passenger-verify', () => {
       return m?.state === 'recorded';
     });
     expect(mails.filter((m) => m.to.includes('sandbox.passenger@example.com'))).toHaveLength(0);
+  });
+
+  it("keeps a test key's verifications apart: they neither supersede, use up nor confirm a live one", async () => {
+    const email = `apart.${Date.now()}@example.com`;
+    const live = await caller();
+    expect((await post({ email }, live)).json.verificationSent).toBe(true);
+    const { code } = await received(email);
+    // A test key asking for the same address over and over: its e-mails are recorded, and
+    // counted against the sandbox's own allowance for the address (5 an hour), not the live one.
+    const sandbox = await caller('test');
+    for (let i = 0; i < 5; i++) expect((await post({ email }, sandbox)).status).toBe(200);
+    const over = await post({ email }, sandbox);
+    expect(over.status).toBe(429);
+    // The live code e-mailed first is still the address's latest live code, and it verifies.
+    const verified = await post({ email, code }, live);
+    expect(verified.status, JSON.stringify(verified.json)).toBe(200);
+    expect(verified.json).toEqual({ email, verified: true });
+    // And after a test key used up the sandbox's 5 for another address, a live request still sends.
+    const other = `apart.other.${Date.now()}@example.com`;
+    const sandbox2 = await caller('test');
+    for (let i = 0; i < 5; i++) expect((await post({ email: other }, sandbox2)).status).toBe(200);
+    expect((await post({ email: other }, await caller())).json.verificationSent).toBe(true);
+    // A sandbox verification, even completed, confirms the address for test-mode use only.
+    const third = `apart.third.${Date.now()}@example.com`;
+    const started = await startVerification(env.rt.db, {
+      email: third,
+      purpose: TEST_PURPOSE,
+      key: env.config.dataEncryptionKey,
+    });
+    const done = await verifyByCode(env.rt.db, third, started.code, {
+      key: env.config.dataEncryptionKey,
+      purpose: TEST_PURPOSE,
+    });
+    expect(done.verified).toBe(true);
+    expect(await isEmailVerified(env.rt.db, third)).toBe(false);
+    expect(await isEmailVerified(env.rt.db, third, { testMode: true })).toBe(true);
+    // The bookings' standing read says the same: verified for a test-mode booking only.
+    const passenger = { name: 'Third Party', email: third, phone: '+447700900123' };
+    expect((await passengerStanding(env.rt.db, passenger, undefined, true)).emailVerified).toBe(true);
+    expect((await passengerStanding(env.rt.db, passenger)).emailVerified).toBe(false);
+    const asLive = await post({ email: third }, await caller());
+    expect(asLive.json).toMatchObject({ verified: false, verificationSent: true });
+    const asTest = await post({ email: third }, await caller('test'));
+    expect(asTest.json).toMatchObject({ verified: true, verificationSent: false });
+    // The sandbox's code is no live code: a live caller sending it is refused.
+    const wrongMode = await post({ email: third, code: started.code }, await caller());
+    expect(wrongMode.status).toBe(400);
+    expect(await isEmailVerified(env.rt.db, third)).toBe(false);
   });
 
   it('is in the OpenAPI document, which still validates', async () => {

@@ -266,7 +266,9 @@ async function v1PassengerOrLimit(
     () => null,
     (err: unknown) => err,
   );
-  const { emailVerified, quote } = await passengerStanding(deps.db, passenger, quoteId).finally(() => limited);
+  const { emailVerified, quote } = await passengerStanding(deps.db, passenger, quoteId, testMode).finally(
+    () => limited,
+  );
   const refusal = emailVerified ? null : await limited;
   return { passenger, emailVerified, refusal, ...(quote !== undefined ? { preloaded: { quote } } : {}) };
 }

@@ -18,12 +18,14 @@ import {
 import {
   type CodeCheck,
   countVerificationsSince,
+  DEFAULT_PURPOSE,
   isEmailVerified,
   MAX_CODE_ATTEMPTS,
   MAX_WRONG_CODES_PER_DAY,
   normaliseCode,
   sendVerificationEmail,
   startVerification,
+  TEST_PURPOSE,
   verifyByCode,
   verifyByLink,
 } from '../../shared/services/email-verification.ts';
@@ -126,6 +128,12 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
         },
       },
       handler: async ({ body, deps, caller, req, res }) => {
+        // With a test key its e-mail is recorded, never sent (the key's holder reads it): the
+        // verification is the sandbox's own (TEST_PURPOSE), which never verifies an address
+        // for live bookings, and it has no mail-server lookup, as a test-mode booking's address
+        // gets none (the other rules apply in both).
+        const testMode = caller.kind === 'api_key' && caller.key.mode === 'test';
+        const purpose = testMode ? TEST_PURPOSE : DEFAULT_PURPOSE;
         if (body.code !== undefined) {
           const code = normaliseCode(body.code);
           if (code === null) {
@@ -133,7 +141,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
               { field: '/code', problem: 'must be 6 digits' },
             ]);
           }
-          const result = await verifyByCode(deps.db, body.email, code, { key: deps.config.dataEncryptionKey });
+          const result = await verifyByCode(deps.db, body.email, code, { key: deps.config.dataEncryptionKey, purpose });
           if (!result.verified) {
             const problem = codeProblem(result);
             if (result.reason === 'too_many_today') {
@@ -150,9 +158,6 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
           return { status: 200, body: { email: result.email, verified: true } satisfies PassengerVerified };
         }
 
-        // With a test key its e-mail is recorded, never sent: no mail-server lookup, as a
-        // test-mode booking's address gets none (the other rules apply in both).
-        const testMode = caller.kind === 'api_key' && caller.key.mode === 'test';
         const check = await checkEmail(body.email, {
           ...opts.emailCheck,
           mx: mxCheckFor(opts.emailCheck.mx, testMode),
@@ -163,7 +168,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
           ]);
         }
         const email = check.email;
-        if (await isEmailVerified(deps.db, email)) {
+        if (await isEmailVerified(deps.db, email, { testMode })) {
           return {
             status: 200,
             body: { email, accepted: true, verified: true, verificationSent: false } satisfies PassengerVerifyStarted,
@@ -174,9 +179,9 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
           // Counted and started under one lock per address: requests for the same address in
           // parallel would otherwise each count the same few and all send.
           await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`passenger-verify:${mailboxKey(email)}`]);
-          const recent = await countVerificationsSince(trx, email, new Date(Date.now() - HOUR_MS));
+          const recent = await countVerificationsSince(trx, email, new Date(Date.now() - HOUR_MS), { testMode });
           if (recent.count >= perAddress) throw tooManyForAddress(res, perAddress, recent.oldest);
-          const started = await startVerification(trx, { email, key: deps.config.dataEncryptionKey });
+          const started = await startVerification(trx, { email, key: deps.config.dataEncryptionKey, purpose });
           await sendVerificationEmail(trx, {
             email,
             code: started.code,

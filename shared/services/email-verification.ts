@@ -58,6 +58,15 @@ export const DEFAULT_PURPOSE = 'passenger';
  * e-mail sent (`countVerificationsSince`).
  */
 export const BOOKING_LINK_PURPOSE = 'booking_link';
+/**
+ * A verification started with a test key (passenger-verify in the sandbox): its e-mail is
+ * recorded for the key's holder to read, not sent, so its code proves nothing about who owns
+ * the address. It verifies the address for test-mode bookings only: live standing
+ * (`isEmailVerified`, the bookings' standing read) ignores it, and it neither supersedes a
+ * live code nor counts against the live e-mails per address (a test key cannot use up a
+ * stranger's hourly allowance).
+ */
+export const TEST_PURPOSE = 'passenger_test';
 
 interface VerificationRow {
   id: string;
@@ -365,25 +374,44 @@ export async function linkState(
   return { state: 'pending', email: row.email };
 }
 
-/** Whether the address (normalised) has ever been verified, for any purpose. */
-export async function isEmailVerified(db: Queryable, email: string): Promise<boolean> {
+/**
+ * Whether the address (normalised) has ever been verified, for any purpose; for live use
+ * (`testMode` false, the default) a sandbox verification (`TEST_PURPOSE`) does not count.
+ */
+export async function isEmailVerified(
+  db: Queryable,
+  email: string,
+  opts: { testMode?: boolean } = {},
+): Promise<boolean> {
   const row = await db('email_verifications')
     .where({ email: normaliseEmail(email) })
     .whereNotNull('verified_at')
+    .modify((q) => {
+      if (opts.testMode !== true) q.whereNot({ purpose: TEST_PURPOSE });
+    })
     .first('id');
   return row !== undefined;
 }
 
-/** Verifications started for the address's mailbox since `since` (to bound how many e-mails one inbox gets). */
+/**
+ * Verifications started for the address's mailbox since `since` (to bound how many e-mails one
+ * inbox gets): e-mails sent, or with `testMode`, the sandbox's recorded ones (`TEST_PURPOSE`),
+ * each counted apart.
+ */
 export async function countVerificationsSince(
   db: Queryable,
   email: string,
   since: Date,
+  opts: { testMode?: boolean } = {},
 ): Promise<{ count: number; oldest: Date | null }> {
   const row = await db('email_verifications')
     // By mailbox: `+tag` (and Gmail's dotted) variants of an address are one inbox, one count.
     .where({ mailbox_key: mailboxKey(email) })
     .whereNot({ purpose: BOOKING_LINK_PURPOSE })
+    .modify((q) => {
+      if (opts.testMode === true) q.where({ purpose: TEST_PURPOSE });
+      else q.whereNot({ purpose: TEST_PURPOSE });
+    })
     .where('created_at', '>=', since)
     .first<{ count: number; oldest: Date | null }>(
       db.raw('count(*)::int as count'),
