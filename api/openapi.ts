@@ -125,14 +125,12 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
         route.auth === 'key'
           ? keySchemes
           : route.auth === 'public'
-            ? [{}, ...keySchemes]
+            ? [{}, ...keySchemes, { DriverToken: [] }]
             : route.auth === 'driver'
               ? [{ DriverToken: [] }]
               : route.auth === 'driver_or_key'
                 ? [{ DriverToken: [] }, ...keySchemes]
-                : route.auth === 'public_or_driver'
-                  ? [{}, ...keySchemes, { DriverToken: [] }]
-                  : [],
+                : [],
     };
     const path = openApiPath(route.path);
     paths[path] = { ...(paths[path] ?? {}), [route.method]: operation };

@@ -63,12 +63,13 @@ export interface RouteDef<
   description?: string;
   tags: string[];
   /**
-   * `public`: no key needed, but a key that is present must be valid (else 401).
+   * `public`: no key needed, but a key or driver token that is present must be valid (else
+   * 401); a driver's token makes the caller that driver (quotes made through a driver, priced
+   * with their map key; a driver app sends its token with every request).
    * `key`: an API key is required. `none`: not looked at (health checks).
    * `driver`: a driver's bearer token is required. `driver_or_key`: a driver token or an API key.
-   * `public_or_driver`: as `public`, and a driver's token is accepted too (quotes made through a driver).
    */
-  auth: 'none' | 'public' | 'key' | 'driver' | 'driver_or_key' | 'public_or_driver';
+  auth: 'none' | 'public' | 'key' | 'driver' | 'driver_or_key';
   /** false: no rate limit (health checks). Else the general limit plus these policies. */
   rateLimit?: false | RoutePolicy[];
   /**

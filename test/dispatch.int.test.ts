@@ -159,6 +159,11 @@ describe('dispatch', () => {
       expect(c.form.Body).not.toContain('Greta');
     }
     expect(cards.find((c) => c.form.To?.startsWith('whatsapp:'))?.form.From).toMatch(/^whatsapp:\+/);
+    // The card's link opens with the driver's token too (a driver app sends it with every request).
+    const linkPath = /\/o\/[A-Za-z0-9_-]+/.exec(cards[0]?.form.Body ?? '')?.[0] as string;
+    const opened = await call('GET', linkPath, big.token);
+    expect(opened.status, opened.text).toBe(200);
+    expect(opened.json.job.bookingReference).toBe(ref);
     // The feed shows the offer; accepting, progressing and completing appends a settlement.
     const feed = await call('GET', '/api/public/v1/jobs', big.token);
     expect(feed.status).toBe(200);
@@ -638,7 +643,20 @@ describe('dispatch', () => {
     expect(
       (await call('POST', '/api/public/v1/driver/presence', null, { available: true, lat: 53, lng: -2 })).status,
     ).toBe(401);
-    expect((await call('POST', '/api/public/quotes/estimate', d.token, {})).status).toBe(403);
+    // A key route refuses a driver token (403, it is valid); public routes take it, as anyone.
+    const keyOnly = await call('GET', '/api/public/v1/test/messages', d.token);
+    expect(keyOnly.status).toBe(403);
+    expect(keyOnly.json.error.message).toBe('This endpoint needs an API key: a driver token does not open it.');
+    const who = await call('GET', '/api/public/v1/whoami', d.token);
+    expect(who.status).toBe(200);
+    expect(who.json).toEqual({
+      authenticated: true,
+      key: null,
+      driver: { id: d.id, name: 'Token Tia' },
+      rateLimitedBy: 'driver',
+    });
+    expect((await call('GET', '/api/public/v1/openapi.json', d.token)).status).toBe(200);
+    expect((await call('POST', '/api/public/quotes/estimate', d.token, {})).status).toBe(400);
     const bad = await call('POST', '/api/public/v1/driver/presence', d.token, { available: true, lat: 200, lng: -2 });
     expect(bad.status).toBe(400);
     expect(bad.json.error.code).toBe('invalid_input');

@@ -67,7 +67,6 @@ export function authenticate(route: RouteDef, deps: ApiDeps, limits: RateLimits)
     if (route.auth === 'none') return next();
     const raw = presentedKey(req, deps.config);
     const wantsDriver = route.auth === 'driver' || route.auth === 'driver_or_key';
-    const takesDriver = wantsDriver || route.auth === 'public_or_driver';
     if (raw === null) {
       if (route.auth === 'key' || wantsDriver) {
         throw unauthorized(
@@ -89,7 +88,11 @@ export function authenticate(route: RouteDef, deps: ApiDeps, limits: RateLimits)
         await limits.countAuthFailure(ip);
         throw unauthorized('The driver token is not valid, or the driver is not approved.', true);
       }
-      if (!takesDriver) throw new AppError('forbidden', 'A driver token opens the driver app endpoints only.');
+      // Public routes take a driver as they take anyone (a driver app sends its token with
+      // every request: the job card's link, the OpenAPI document); only key routes refuse it.
+      if (route.auth === 'key') {
+        throw new AppError('forbidden', 'This endpoint needs an API key: a driver token does not open it.');
+      }
       res.locals.caller = { kind: 'driver', ip, driver } satisfies Caller;
       return next();
     }

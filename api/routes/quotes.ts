@@ -118,7 +118,7 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
         `${config.pricing.quoteLimitPerHour} requests per hour per caller (API key, else IP).` +
         " A driver's token is accepted too: a driver who stored their own map-provider key (PUT /api/public/v1/driver/map-key) gets quotes geocoded and routed with it.",
       tags: ['quotes'],
-      auth: 'public_or_driver',
+      auth: 'public',
       rateLimit: [{ name: 'quotes', points: config.pricing.quoteLimitPerHour, durationSeconds: 3600 }],
       body: V1QuoteRequest,
       errors: [...QUOTE_ERRORS],

@@ -10,9 +10,9 @@ export const whoamiRoutes: RouteDef[] = [
     method: 'get',
     path: '/api/public/v1/whoami',
     operationId: 'whoami',
-    summary: 'Check the API key this request carries',
+    summary: 'Check the API key (or driver token) this request carries',
     description:
-      'Answers whether a valid key was presented and which one. A present but invalid or revoked key is 401, as on every endpoint.',
+      'Answers whether a valid key was presented and which one (or, for a driver token, which driver). A present but invalid or revoked key or token is 401, as on every endpoint.',
     tags: ['meta'],
     auth: 'public',
     responses: { 200: { description: 'The caller as the service sees it', schema: WhoAmI } },
@@ -30,7 +30,14 @@ export const whoamiRoutes: RouteDef[] = [
             },
             rateLimitedBy: 'key',
           }
-        : { authenticated: false, key: null, rateLimitedBy: 'ip' }) satisfies WhoAmI,
+        : caller.kind === 'driver'
+          ? {
+              authenticated: true,
+              key: null,
+              driver: { id: caller.driver.id, name: caller.driver.name },
+              rateLimitedBy: 'driver',
+            }
+          : { authenticated: false, key: null, rateLimitedBy: 'ip' }) satisfies WhoAmI,
     }),
   }),
 ];

@@ -3,7 +3,7 @@ import { StringEnum } from './common.ts';
 
 /** `GET /api/public/v1/whoami` response. */
 export const WhoAmI = Type.Object({
-  authenticated: Type.Boolean({ description: 'true when a valid API key was presented' }),
+  authenticated: Type.Boolean({ description: 'true when a valid API key or driver token was presented' }),
   key: Type.Union([
     Type.Object({
       id: Type.String(),
@@ -14,6 +14,12 @@ export const WhoAmI = Type.Object({
     }),
     Type.Null(),
   ]),
-  rateLimitedBy: StringEnum(['key', 'ip'] as const),
+  driver: Type.Optional(
+    Type.Object(
+      { id: Type.String(), name: Type.String() },
+      { description: 'The driver whose token was presented (only then)' },
+    ),
+  ),
+  rateLimitedBy: StringEnum(['key', 'driver', 'ip'] as const),
 });
 export type WhoAmI = Static<typeof WhoAmI>;
