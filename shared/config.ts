@@ -69,6 +69,12 @@ export interface Config {
      * the fanout worker refuses to connect to such an address, whatever a name resolves to.
      */
     readonly allowPrivateNetworks: boolean;
+    /**
+     * Deliveries to one endpoint in flight at once, across every fanout worker
+     * (WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT, default 4): an endpoint that hangs holds at most
+     * this many of the workers' slots, so other partners' webhooks are not held behind it.
+     */
+    readonly maxInFlightPerEndpoint: number;
   };
   readonly metrics: {
     /** Bearer token `GET /metrics` requires; empty: only loopback clients may read it. */
@@ -365,6 +371,7 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     webhooks: Object.freeze({
       allowPrivateNetworks: bool(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS', mode !== 'production'),
+      maxInFlightPerEndpoint: int(env, 'WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT', 4, 1, 256),
     }),
     metrics: Object.freeze({
       token: env.METRICS_TOKEN?.trim() ?? '',

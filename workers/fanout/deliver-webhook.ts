@@ -39,6 +39,39 @@ interface EndpointRow {
 
 const jobIdFor = (deliveryId: string, attempt: number) => `webhook-${deliveryId}-${attempt}`;
 
+/**
+ * A slot of an endpoint's in-flight deliveries (`maxInFlightPerEndpoint`), across every fanout
+ * worker: a sorted set per endpoint of slot tokens scored by when their lease ends, so a slot
+ * whose worker died frees itself when the request could no longer be running.
+ */
+const TAKE_SLOT_LUA = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1`;
+/** A slot's lease: longer than a request can take (WEBHOOK_TIMEOUT_MS) and its bookkeeping. */
+const SLOT_LEASE_MS = 30_000;
+/** A delivery that found its endpoint's slots taken looks again after this long, plus up to as much again. */
+export const SLOT_WAIT_MS = 1_000;
+
+const slotKey = (ctx: WorkerContext, endpointId: string) => `${ctx.config.queuePrefix}:fanout:in-flight:${endpointId}`;
+
+async function takeSlot(ctx: WorkerContext, endpointId: string, token: string): Promise<boolean> {
+  const now = Date.now();
+  const taken = await ctx.redis.eval(
+    TAKE_SLOT_LUA,
+    1,
+    slotKey(ctx, endpointId),
+    String(now),
+    String(now + SLOT_LEASE_MS),
+    String(ctx.config.webhooks.maxInFlightPerEndpoint),
+    token,
+    String(SLOT_LEASE_MS),
+  );
+  return taken === 1;
+}
+
 /** Response bytes read (and discarded) before the connection is dropped instead. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
 
@@ -175,6 +208,38 @@ async function failedOnPurpose(ctx: WorkerContext, delivery: DeliveryRow, attemp
  */
 export async function deliverWebhook(payload: JobPayload<'deliver-webhook'>, ctx: WorkerContext): Promise<void> {
   const { deliveryId } = payload;
+  const pending = await ctx
+    .db('webhook_deliveries')
+    .where({ id: deliveryId, state: 'pending' })
+    .first<{ endpoint_id: string; attempts: number } | undefined>('endpoint_id', 'attempts');
+  if (!pending) return;
+  // At most maxInFlightPerEndpoint requests to one endpoint at once: a delivery that finds
+  // them all taken is not attempted (nothing is counted or logged) and looks again shortly,
+  // so an endpoint that hangs cannot hold every worker slot while other partners wait.
+  const token = `${deliveryId}:${Math.random().toString(36).slice(2)}`;
+  if (!(await takeSlot(ctx, pending.endpoint_id, token))) {
+    await ctx.queues.fanout.add(
+      'deliver-webhook',
+      { deliveryId },
+      {
+        jobId: `${jobIdFor(deliveryId, pending.attempts + 1)}-slot-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`,
+        delay: SLOT_WAIT_MS + Math.floor(Math.random() * SLOT_WAIT_MS),
+      },
+    );
+    return;
+  }
+  try {
+    await deliverInSlot(deliveryId, ctx);
+  } finally {
+    await ctx.redis.zrem(slotKey(ctx, pending.endpoint_id), token).catch((err: unknown) => {
+      // Its lease frees it in SLOT_LEASE_MS.
+      ctx.logger.warn({ err, deliveryId }, 'could not free a webhook endpoint slot');
+    });
+  }
+}
+
+/** One attempt of a delivery, holding a slot of its endpoint (`deliverWebhook`). */
+async function deliverInSlot(deliveryId: string, ctx: WorkerContext): Promise<void> {
   const policy = retryPolicy();
 
   const [claimed] = await ctx

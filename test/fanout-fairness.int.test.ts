@@ -1,0 +1,135 @@
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { v7 as uuidv7 } from 'uuid';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { appendStatus } from '../shared/db/bookings.ts';
+import { createPartner } from '../shared/services/partners.ts';
+import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
+
+/**
+ * One partner's endpoint that hangs must not hold every fanout slot: deliveries to one
+ * endpoint in flight at once are capped (WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT), so another
+ * partner's webhook goes out while the hanging ones wait, and theirs follow once it answers.
+ */
+let env: TestEnv;
+let roles: RunningRoles;
+let server: http.Server;
+let receiverUrl: string;
+/** Requests to /hang are held until released; the most held at once is recorded. */
+const held: http.ServerResponse[] = [];
+let mostHeld = 0;
+const delivered: { path: string; at: number }[] = [];
+
+const CAP = 2;
+/** More deliveries than a fanout worker runs at once (ROLE_CONCURRENCY.fanout, 32). */
+const HANGING = 40;
+
+beforeAll(async () => {
+  env = await createTestEnv({ env: { WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT: String(CAP) } });
+  server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      delivered.push({ path: req.url ?? '/', at: Date.now() });
+      if (req.url === '/hang') {
+        held.push(res);
+        mostHeld = Math.max(mostHeld, held.filter((r) => !r.writableEnded).length);
+        return;
+      }
+      res.statusCode = 204;
+      res.end();
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  receiverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  roles = startRoles(['fanout', 'outbox-relay'], env.rt);
+});
+afterAll(async () => {
+  for (const r of held) if (!r.writableEnded) r.end();
+  await roles?.close();
+  server?.closeAllConnections();
+  server?.close();
+  await env?.cleanup();
+});
+
+let refSeq = 0;
+async function partnerAt(path: string) {
+  const partner = await createPartner(env.rt.db, env.config, {
+    name: `Partner ${path}`,
+    webhookUrl: 'https://partner.example/hooks',
+    actor: 'test',
+  });
+  await env.rt
+    .db('webhook_endpoints')
+    .where({ partner_id: partner.id })
+    .update({ url: `${receiverUrl}${path}` });
+  return partner.id;
+}
+
+async function bookingOf(partnerId: string): Promise<string> {
+  const id = uuidv7();
+  refSeq += 1;
+  await env.rt.db('bookings').insert({
+    id,
+    reference: `DTN-FR${String(refSeq).padStart(4, '0')}`,
+    origin: 'partner',
+    status: 'pending',
+    partner_id: partnerId,
+    passenger_name: 'Ada Lovelace',
+    passengers: 1,
+    vehicle_type: 'saloon',
+    pickup: JSON.stringify({ query: 'a', name: 'A', kind: 'poi', lat: 51.5, lng: -0.14 }),
+    dropoff: JSON.stringify({ query: 'b', name: 'B', kind: 'poi', lat: 51.47, lng: -0.45 }),
+    pickup_time: new Date('2026-12-05T14:30:00Z'),
+    fare_pence: 4200,
+    tracking_token_hash: randomBytes(32),
+  });
+  return id;
+}
+
+const dispatching = (bookingId: string) =>
+  env.rt.db.transaction((trx) => appendStatus(trx, bookingId, 'dispatching', 'test'));
+
+describe('webhook fanout with a hanging endpoint', () => {
+  it("caps one endpoint's deliveries in flight, so another partner's webhook is not held behind it", async () => {
+    const hanging = await partnerAt('/hang');
+    const healthy = await partnerAt('/ok');
+    const stuck = await Promise.all(Array.from({ length: HANGING }, () => bookingOf(hanging)));
+    for (const id of stuck) await dispatching(id);
+    // The hanging endpoint has its few requests in flight (and no more).
+    await eventually(async () => held.length >= CAP);
+    await dispatching(await bookingOf(healthy));
+    await eventually(async () => delivered.some((d) => d.path === '/ok'));
+    expect(held.filter((r) => !r.writableEnded)).toHaveLength(CAP);
+    // Waiting for a slot is not an attempt: nothing was logged for the deliveries still waiting.
+    const attempts = await env.rt.db('webhook_delivery_attempts').count<{ n: string }[]>({ n: '*' });
+    expect(Number(attempts[0]?.n)).toBeLessThanOrEqual(1);
+
+    // The endpoint answers again: every delivery to it goes out, once each.
+    const release = setInterval(() => {
+      for (const r of held) {
+        if (!r.writableEnded) {
+          r.statusCode = 204;
+          r.end();
+        }
+      }
+    }, 20);
+    try {
+      await eventually(async () => {
+        const rows = await env.rt
+          .db('webhook_deliveries as d')
+          .join('webhook_endpoints as e', 'e.id', 'd.endpoint_id')
+          .where('e.partner_id', hanging)
+          .select('d.state', 'd.attempts');
+        return rows.length === HANGING && rows.every((r) => r.state === 'delivered' && r.attempts === 1);
+      }, 60_000);
+    } finally {
+      clearInterval(release);
+    }
+    expect(delivered.filter((d) => d.path === '/hang')).toHaveLength(HANGING);
+    expect(mostHeld).toBeLessThanOrEqual(CAP);
+  }, 90_000);
+});
