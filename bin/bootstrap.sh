@@ -26,7 +26,7 @@ fi
 stamp=node_modules/.package-lock.json
 if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
   echo "bootstrap: installing dependencies (npm install from package-lock.json)..." >&2
-  npm install --no-audit --no-fund >&2
+  npm install --no-audit --no-fund --loglevel=warn >&2
 fi
 
 # The browser tests drive Debian's Chromium through playwright-core (which downloads no browser
