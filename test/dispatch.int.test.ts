@@ -191,6 +191,15 @@ describe('dispatch', () => {
     expect(typo.json.error.details).toEqual([
       { field: '/payment/processorFeeGBP', problem: 'must not exceed amountGBP' },
     ]);
+    // A card fee sent with cash is refused, not dropped (the driver page refuses it too).
+    const cashFee = await call('POST', `/api/public/v1/jobs/${ref}/status`, big.token, {
+      status: 'completed',
+      payment: { method: 'cash', amountGBP: 30.5, processorFeeGBP: 0.5 },
+    });
+    expect(cashFee.status, cashFee.text).toBe(400);
+    expect(cashFee.json.error.details).toEqual([
+      { field: '/payment/processorFeeGBP', problem: 'only for method card' },
+    ]);
     const done = await call('POST', `/api/public/v1/jobs/${ref}/status`, big.token, {
       status: 'completed',
       payment: { method: 'card', amountGBP: 30.5, processorFeeGBP: 0.45 },

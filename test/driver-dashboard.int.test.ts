@@ -92,7 +92,10 @@ async function ride(d: { id: string; token: string }, at: { lat: number; lng: nu
   const booking = await env.rt.db('bookings').where({ reference }).first();
   const done = await call('POST', `/api/public/v1/jobs/${reference}/status`, d.token, {
     status: 'completed',
-    payment: { method: n % 2 ? 'cash' : 'card', amountGBP: booking.fare_pence / 100, processorFeeGBP: 0.3 },
+    payment:
+      n % 2
+        ? { method: 'cash', amountGBP: booking.fare_pence / 100 }
+        : { method: 'card', amountGBP: booking.fare_pence / 100, processorFeeGBP: 0.3 },
   });
   expect(done.status, done.text).toBe(200);
   return {

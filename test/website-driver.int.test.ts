@@ -750,6 +750,16 @@ describe('taking jobs from the page', () => {
     const badPlace = await start(jar, csrf, { lat: 86, lng: 0 });
     // Beyond the presence index's latitudes (Web Mercator): refused like the API's presence report.
     expect(badPlace.status).toBe(400);
+    // Decimal degrees only: hexadecimal and exponents are not read as numbers.
+    for (const [lat, lng] of [
+      ['0x10', '-2'],
+      ['53', '-2e0'],
+      ['Infinity', '0'],
+    ]) {
+      const odd = await availability(jar, csrf, { available: '1', lat, lng });
+      expect(odd.status, `${lat},${lng}`).toBe(400);
+    }
+    expect(await positionOf(d.id)).toBeUndefined();
 
     // With the location the page's script puts in the form.
     const here = near(0.1);

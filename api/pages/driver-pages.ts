@@ -1076,7 +1076,9 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
 /** A latitude and longitude from form fields, or null when either is missing or out of range. */
 function coordinates(rawLat: unknown, rawLng: unknown): { lat: number; lng: number } | null {
   if (typeof rawLat !== 'string' || typeof rawLng !== 'string') return null;
-  if (rawLat.trim() === '' || rawLng.trim() === '') return null;
+  // Decimal degrees only: Number() would also read "0x10" as 16, "1e1" as 10 and "" as 0.
+  const DECIMAL = /^\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)\s*$/;
+  if (!DECIMAL.test(rawLat) || !DECIMAL.test(rawLng)) return null;
   const lat = Number(rawLat);
   const lng = Number(rawLng);
   // The presence index's (Redis GEO's) range, as the driver API's presence schema.

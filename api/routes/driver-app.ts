@@ -265,7 +265,7 @@ export function driverAppRoutes(): RouteDef[] {
       operationId: 'reportJobStatus',
       summary: 'Report progress: en route, arrived, on board, completed (with how the fare was paid)',
       description:
-        'Steps go forward only (one may be skipped). `completed` needs `payment` {method: cash | card | pay_link, amountGBP, processorFeeGBP (card)} and appends the settlement record. Reporting the current status again answers the same.',
+        'Steps go forward only (one may be skipped). `completed` needs `payment` {method: cash | card | pay_link, amountGBP, processorFeeGBP (card only: with another method a fee is 400)} and appends the settlement record. Reporting the current status again answers the same.',
       tags: ['drivers'],
       auth: 'driver_or_key',
       params: RefParams,

@@ -325,6 +325,15 @@ export async function reportProgress(
           { field: '/payment', problem: 'required when status is completed' },
         ]);
       }
+      // A card processing fee belongs to a card payment: sent with another method it is refused,
+      // not dropped, as the driver page refuses it (the driver meant something by it).
+      if (payment.method !== 'card' && payment.processorFeeGBP !== undefined && payment.processorFeeGBP > 0) {
+        throw new AppError(
+          'invalid_input',
+          `A card processing fee goes with a card payment; this one was paid by ${payment.method.replace('_', ' ')}.`,
+          [{ field: '/payment/processorFeeGBP', problem: 'only for method card' }],
+        );
+      }
       // A card fee is passed through to the driver's week as entered, and a settlement record
       // cannot be changed afterwards: a fee over the amount paid (45 typed for 0.45) is refused.
       if (payment.method === 'card' && (payment.processorFeeGBP ?? 0) > payment.amountGBP) {
