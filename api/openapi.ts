@@ -117,8 +117,13 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
         ...parameters(route.query, 'query'),
         ...(route.idempotent ? [IDEMPOTENCY_KEY] : []),
       ],
-      ...(route.body
-        ? { requestBody: { required: true, content: { 'application/json': { schema: plain(route.body) } } } }
+      ...((route.documentedBody ?? route.body)
+        ? {
+            requestBody: {
+              required: true,
+              content: { 'application/json': { schema: plain((route.documentedBody ?? route.body) as TSchema) } },
+            },
+          }
         : {}),
       responses,
       security:

@@ -96,6 +96,12 @@ export interface RouteDef<
    * the mount refuses such a body before the handler.
    */
   textCheckedPerJob?: boolean;
+  /**
+   * The body as the OpenAPI document shows it, when the route checks parts of it itself with a
+   * schema of their own (partner jobs, each checked against PartnerJob so a bad job is rejected
+   * alone): `body` then bounds only the envelope. Default `body`.
+   */
+  documentedBody?: TSchema;
   query?: Q;
   params?: P;
   /**

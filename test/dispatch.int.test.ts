@@ -363,7 +363,11 @@ describe('dispatch', () => {
     ).toEqual([{ n: 1 }]);
     // The winner's accept, retried, answers the same; once the passenger cancels, it is refused.
     const winner = results[0]?.status === 200 ? a : b;
-    expect((await call('POST', `/api/public/v1/jobs/${ref}/accept`, winner.token)).status).toBe(200);
+    const first = results.find((r) => r.status === 200);
+    const retried = await call('POST', `/api/public/v1/jobs/${ref}/accept`, winner.token);
+    expect(retried.status).toBe(200);
+    expect(retried.json).toEqual(first?.json);
+    expect(first?.json.deadMiles).toEqual(expect.any(Number));
     const cancelled = await call('POST', `/api/public/v1/booking/${ref}`, null, {
       action: 'cancel',
       email: 'rosa@example.org',

@@ -115,5 +115,29 @@ describe('OpenAPI documents', () => {
     expect(Object.keys(schemaOf('/api/public/v1/booking/{ref}', 'get', '200').properties)).toContain('payment');
     expect(d.paths['/api/public/v1/jobs/{ref}/accept'].post.security).toContainEqual({ DriverToken: [] });
     expect(d.paths['/api/public/v1/driver/presence'].post.security).toEqual([{ DriverToken: [] }]);
+    // The driver app's answers have their shapes, and public routes take a driver token too.
+    expect(Object.keys(schemaOf('/api/public/v1/jobs/{ref}/accept', 'post', '200').properties)).toEqual([
+      'bookingReference',
+      'state',
+      'deadMiles',
+    ]);
+    expect(schemaOf('/api/public/v1/jobs/{ref}/decline', 'post', '200').properties.state).toMatchObject({
+      const: 'declined',
+    });
+    expect(Object.keys(schemaOf('/api/public/v1/jobs/{ref}/status', 'post', '200').properties)).toEqual([
+      'bookingReference',
+      'status',
+    ]);
+    expect(d.paths['/api/public/v1/whoami'].get.security).toContainEqual({ DriverToken: [] });
+  });
+
+  it("documents a partner job's fields, though each job is checked on its own", async () => {
+    const d = await doc('/api/public/openapi.json');
+    const body = d.paths['/api/public/v1/jobs'].post.requestBody.content['application/json'].schema;
+    const [one, many] = body.anyOf;
+    expect(Object.keys(one.properties)).toEqual(expect.arrayContaining(['jobRef', 'pickup', 'pickupTime', 'fare']));
+    expect(one.required).toEqual(['jobRef']);
+    expect(many).toMatchObject({ type: 'array', minItems: 1, maxItems: 100 });
+    expect(Object.keys(many.items.properties)).toContain('passengerName');
   });
 });

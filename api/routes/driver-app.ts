@@ -152,6 +152,19 @@ function holderOf(caller: Caller): JobHolder {
 const announce = (deps: ApiDeps, bookingId: string) =>
   publishBookingEvent(deps.redis, deps.config.queuePrefix, bookingId);
 
+/** What accepting an offer answers. */
+const AcceptedJob = Type.Object({
+  bookingReference: Type.String(),
+  state: Type.Literal('accepted'),
+  deadMiles: Type.Union([Type.Number(), Type.Null()], {
+    description: 'Road miles from where the driver was to the pickup (null for an operator, or no position)',
+  }),
+});
+
+/** What declining or handing back answers. */
+const JobState = <S extends string>(state: S) =>
+  Type.Object({ bookingReference: Type.String(), state: Type.Literal(state) });
+
 export function driverAppRoutes(): RouteDef[] {
   return [
     defineRoute({
@@ -202,7 +215,7 @@ export function driverAppRoutes(): RouteDef[] {
       auth: 'driver_or_key',
       params: RefParams,
       errors: ['forbidden', 'job_not_found', 'offer_unavailable'],
-      responses: { 200: { description: 'The job is yours' } },
+      responses: { 200: { description: 'The job is yours (accepting again answers the same)', schema: AcceptedJob } },
       handler: async ({ deps, caller, params }) => {
         const accepted = await acceptOffer(deps, holderOf(caller), params.ref, deps.config.bookings.referencePrefix);
         await announce(deps, accepted.bookingId);
@@ -222,7 +235,7 @@ export function driverAppRoutes(): RouteDef[] {
       params: RefParams,
       body: Decline,
       errors: ['forbidden', 'job_not_found', 'offer_unavailable'],
-      responses: { 200: { description: 'Declined' } },
+      responses: { 200: { description: 'Declined', schema: JobState('declined') } },
       handler: async ({ deps, caller, params, body }) => {
         const declined = await declineOffer(
           deps,
@@ -246,7 +259,7 @@ export function driverAppRoutes(): RouteDef[] {
       params: RefParams,
       body: Decline,
       errors: ['forbidden', 'job_not_found', 'conflict'],
-      responses: { 200: { description: 'Handed back' } },
+      responses: { 200: { description: 'Handed back', schema: JobState('handed_back') } },
       handler: async ({ deps, caller, params, body }) => {
         const back = await handBackJob(
           deps,
@@ -271,7 +284,12 @@ export function driverAppRoutes(): RouteDef[] {
       params: RefParams,
       body: Progress,
       errors: ['forbidden', 'job_not_found', 'conflict'],
-      responses: { 200: { description: 'Recorded' } },
+      responses: {
+        200: {
+          description: 'Recorded (reporting the current status again answers the same)',
+          schema: Type.Object({ bookingReference: Type.String(), status: Type.String() }),
+        },
+      },
       handler: async ({ deps, caller, params, body }) => {
         const done = await reportProgress(
           deps,

@@ -1,5 +1,9 @@
 import { AppError } from '../../shared/errors.ts';
-import { PartnerJobsRequest, partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
+import {
+  PartnerJobsDocumented,
+  PartnerJobsRequest,
+  partnerJobsResponses,
+} from '../../shared/schemas/partner-jobs.ts';
 import { underClaims } from '../../shared/services/idempotency.ts';
 import {
   assertActive,
@@ -42,6 +46,7 @@ export function partnerJobRoutes(): RouteDef[] {
       tags: ['partners'],
       auth: 'public',
       body: PartnerJobsRequest,
+      documentedBody: PartnerJobsDocumented,
       textCheckedPerJob: true,
       errors: ['forbidden', 'daily_limit_reached', 'idempotency_in_progress', 'idempotency_key_reused'],
       responses: partnerJobsResponses(),

@@ -54,6 +54,12 @@ export const PartnerJobsRequest = Type.Union([
   }),
 ]);
 
+/** The request body as documented: one PartnerJob, or 1 to 100 of them (each checked on its own). */
+export const PartnerJobsDocumented = Type.Union([
+  PartnerJob,
+  Type.Array(PartnerJob, { minItems: 1, maxItems: MAX_JOBS_PER_REQUEST }),
+]);
+
 const JobError = Type.Object({
   code: Type.String(),
   message: Type.String(),

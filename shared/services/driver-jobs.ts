@@ -103,7 +103,8 @@ export async function acceptOffer(
         bookingId: booking.id,
         reference: booking.reference,
         status: 'driver_assigned' as const,
-        deadMiles: null,
+        // As the first accept answered (recorded on the booking then).
+        deadMiles: (booking as { dead_miles?: number | null }).dead_miles ?? null,
         again: true,
       };
     }
