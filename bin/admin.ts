@@ -1,12 +1,17 @@
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { type LevelWithSilent, pino } from 'pino';
 import type { Config } from '../shared/config.ts';
 import { createDb, type Db } from '../shared/db/knex.ts';
 import { type BillingWeek, parseWeek } from '../shared/domain/billing/week.ts';
 import { mailboxKey } from '../shared/domain/email-acceptance.ts';
+import { referenceForMessage } from '../shared/domain/reference.ts';
 import { VEHICLE_TYPES, type VehicleType } from '../shared/domain/tariffs/types.ts';
+import { defaultGazetteer } from '../shared/geo/gazetteer.ts';
 import { configOrExit } from '../shared/lifecycle.ts';
+import { REDACT_PATHS } from '../shared/logger.ts';
 import { checkEndpointUrl, EndpointUrlError, endpointUrlRules } from '../shared/net/public-address.ts';
 import { issueApiKey, listApiKeys, revokeApiKeyAs } from '../shared/services/api-keys.ts';
 import {
@@ -29,7 +34,13 @@ import {
   rejectDriver,
   suspendDriver,
 } from '../shared/services/drivers.ts';
-import { createOperator, disableOperator, listOperators, OperatorInputError } from '../shared/services/operators.ts';
+import {
+  createOperator,
+  disableOperator,
+  listOperators,
+  NAME_MAX,
+  OperatorInputError,
+} from '../shared/services/operators.ts';
 import { reinstatePartner, suspendPartner } from '../shared/services/partner-suspension.ts';
 import { createPartner, extendPartnerTrial } from '../shared/services/partners.ts';
 import {
@@ -116,8 +127,10 @@ function rateCardOwner(v: Record<string, unknown>): RateCardOwner {
 }
 
 /**
- * `--fixed "MAN>M1=45.00,LHR<>SW1=70"`: fixed prices between places named by postcode district or
- * IATA code; `>` one way, `<>` both ways.
+ * `--fixed "MAN>M1=45.00,LHR<>SW1A=70"`: fixed prices between places named by postcode district or
+ * IATA code; `>` one way, `<>` both ways. A quote matches a route by its places' district or
+ * airport code, so a code the gazetteer does not know as one (a typo, or a sector such as SW1,
+ * whose places are in SW1A, SW1E...) would never match, and is refused; so is a price of £0.
  */
 function fixedRoutes(text: string): NonNullable<RateCardInput['fixedRoutes']> {
   return text
@@ -127,13 +140,28 @@ function fixedRoutes(text: string): NonNullable<RateCardInput['fixedRoutes']> {
     .map((part) => {
       const m = /^([A-Za-z0-9]{2,8})\s*(<>|>)\s*([A-Za-z0-9]{2,8})\s*=\s*(\d{1,4}(?:\.\d{1,2})?)$/.exec(part);
       if (!m) throw new CliError('invalid_input', `--fixed: "${part}" is not FROM>TO=GBP or FROM<>TO=GBP`);
-      return {
-        from: (m[1] as string).toUpperCase(),
-        to: (m[3] as string).toUpperCase(),
-        pricePence: Math.round(Number(m[4]) * 100),
-        ...(m[2] === '<>' ? { bidirectional: true } : {}),
-      };
+      const from = (m[1] as string).toUpperCase();
+      const to = (m[3] as string).toUpperCase();
+      for (const code of [from, to]) {
+        if (!fixedRoutePlace(code)) {
+          throw new CliError(
+            'invalid_input',
+            `--fixed: "${code}" is not a postcode district or airport code the geocoder knows (a district such as SW1A or M1, or an IATA code such as LHR)`,
+          );
+        }
+      }
+      const pricePence = Math.round(Number(m[4]) * 100);
+      if (pricePence < 1) throw new CliError('invalid_input', `--fixed: "${part}" has no price; give one above £0`);
+      return { from, to, pricePence, ...(m[2] === '<>' ? { bidirectional: true } : {}) };
     });
+}
+
+/** A fixed-route place a quote can match (`placeKeys` in the tariff engine): a postcode district or an airport's IATA code. */
+function fixedRoutePlace(code: string): boolean {
+  const gazetteer = defaultGazetteer();
+  if (gazetteer.district(code)) return true;
+  const airport = gazetteer.geocodeSync(`${code} airport`, { worldwide: true });
+  return airport.ok && airport.place.iata === code;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -142,6 +170,20 @@ function required(values: Record<string, unknown>, name: string): string {
   const v = values[name];
   if (typeof v !== 'string' || v.trim() === '') throw new CliError('invalid_input', `--${name} is required`);
   return v.trim();
+}
+
+/**
+ * `--name N` of a partner or key: required, at most NAME_MAX characters (as `operator create`),
+ * and one line of visible text: no control characters, line breaks or invisible formatting
+ * (bidi overrides), which would make it read as something else in a list or a log.
+ */
+function nameArg(values: Record<string, unknown>, name = 'name'): string {
+  const v = required(values, name);
+  if (/[\p{Cc}\p{Cf}\u2028\u2029]/u.test(v)) {
+    throw new CliError('invalid_input', `--${name} must be one line of text, without control characters`);
+  }
+  if ([...v].length > NAME_MAX) throw new CliError('invalid_input', `--${name} must be at most ${NAME_MAX} characters`);
+  return v;
 }
 
 /** An invoice decision, its refusals as CLI errors (`invoice_not_found`, `conflict`). */
@@ -187,10 +229,19 @@ function contactArg(v: Record<string, unknown>): { kind: 'email' | 'phone'; valu
   }
 }
 
-function positiveInt(value: unknown, name: string): number | null {
+/** `--daily-limit`: jobs a partner may send in a day. */
+const DAILY_LIMIT_MAX = 1_000_000;
+/** `--fleet-capacity`: vehicles in a tier-3 operator's fleet. */
+const FLEET_CAPACITY_MAX = 100_000;
+
+/**
+ * A whole number from 1 to `max`: the domain's bound, never more than its column holds (2147483647
+ * for an `integer`; for a bigint id, the integers JavaScript holds exactly).
+ */
+function positiveInt(value: unknown, name: string, max: number): number | null {
   if (value === undefined) return null;
-  if (typeof value !== 'string' || !/^\d+$/.test(value) || Number(value) < 1) {
-    throw new CliError('invalid_input', `--${name} must be a whole number of at least 1`);
+  if (typeof value !== 'string' || !/^\d+$/.test(value) || Number(value) < 1 || Number(value) > max) {
+    throw new CliError('invalid_input', `--${name} must be a whole number from 1 to ${max}`);
   }
   return Number(value);
 }
@@ -225,7 +276,7 @@ function operatorFleet(v: Record<string, unknown>): { fleetClasses: VehicleType[
   if (classes.length === 0 || unknown.length > 0) {
     throw new CliError('invalid_input', `--fleet-classes must list vehicle classes from: ${VEHICLE_TYPES.join(', ')}`);
   }
-  const capacity = positiveInt(v['fleet-capacity'], 'fleet-capacity');
+  const capacity = positiveInt(v['fleet-capacity'], 'fleet-capacity', FLEET_CAPACITY_MAX);
   if (capacity === null) throw new CliError('invalid_input', '--fleet-capacity is required with --operator');
   return { fleetClasses: classes as VehicleType[], fleetCapacity: capacity };
 }
@@ -301,9 +352,9 @@ export const COMMANDS: Record<string, Command> = {
     },
     run: (v, _p, ctx) =>
       createPartner(ctx.db, ctx.config, {
-        name: required(v, 'name'),
+        name: nameArg(v),
         canSetFares: v['can-set-fares'] === true,
-        dailyLimit: positiveInt(v['daily-limit'], 'daily-limit'),
+        dailyLimit: positiveInt(v['daily-limit'], 'daily-limit', DAILY_LIMIT_MAX),
         webhookUrl: webhookUrlArg(v['webhook-url'], 'webhook-url', ctx.config),
         operator: operatorFleet(v),
         actor: ctx.actor,
@@ -371,7 +422,7 @@ export const COMMANDS: Record<string, Command> = {
       const partnerId = v.partner === undefined ? null : uuidArg(String(v.partner), '--partner');
       const created = await issueApiKey(ctx.db, {
         serviceCode: ctx.config.serviceCode,
-        name: required(v, 'name'),
+        name: nameArg(v),
         partnerId,
         mode: v.test === true ? 'test' : 'live',
         actor: ctx.actor,
@@ -459,6 +510,16 @@ export const COMMANDS: Record<string, Command> = {
     positionals: 1,
     run: async (_v, p, ctx) => {
       const id = uuidArg(p[0], 'ID');
+      // Suspension takes an approved driver off the network (suspending one again repeats it);
+      // an application is answered with `driver reject`, and a rejected driver has nothing to suspend.
+      const driver = await ctx.db('drivers').where({ id }).first<{ status: DriverStatus } | undefined>('status');
+      if (!driver) throw new CliError('not_found', `no driver ${id}`);
+      if (driver.status !== 'approved' && driver.status !== 'suspended') {
+        throw new CliError(
+          'conflict',
+          `driver ${id} is ${driver.status.replace(/_/g, ' ')}: only an approved driver can be suspended${driver.status === 'pending_approval' ? ' (use driver reject to turn down an application)' : ''}`,
+        );
+      }
       const suspended = await suspendDriver(ctx.db, id, ctx.actor);
       if (!suspended) throw new CliError('not_found', `no driver ${id}`);
       return suspended;
@@ -471,10 +532,7 @@ export const COMMANDS: Record<string, Command> = {
       if ((v.driver === undefined) === (v.partner === undefined)) {
         throw new CliError('invalid_input', 'give exactly one of --driver or --partner');
       }
-      const days = positiveInt(required(v, 'days'), 'days') as number;
-      if (days > MAX_TRIAL_EXTENSION_DAYS) {
-        throw new CliError('invalid_input', `--days must be at most ${MAX_TRIAL_EXTENSION_DAYS}`);
-      }
+      const days = positiveInt(required(v, 'days'), 'days', MAX_TRIAL_EXTENSION_DAYS) as number;
       if (v.driver !== undefined) {
         const id = uuidArg(String(v.driver), '--driver');
         const extended = await extendDriverTrial(ctx.db, id, days, ctx.actor);
@@ -526,7 +584,7 @@ export const COMMANDS: Record<string, Command> = {
   },
   'ratecard set': {
     usage:
-      'ratecard set --driver ID | --partner ID --per-mile GBP --minimum GBP [--flag-fall GBP] [--fixed "MAN>M1=45.00,LHR<>SW1=70"]',
+      'ratecard set --driver ID | --partner ID --per-mile GBP --minimum GBP [--flag-fall GBP] [--fixed "MAN>M1=45.00,LHR<>SW1A=70"]',
     options: {
       driver: { type: 'string' },
       partner: { type: 'string' },
@@ -542,6 +600,12 @@ export const COMMANDS: Record<string, Command> = {
         ...(v['flag-fall'] !== undefined ? { flagFallPence: penceArg(v['flag-fall'], 'flag-fall') as number } : {}),
         ...(typeof v.fixed === 'string' ? { fixedRoutes: fixedRoutes(v.fixed) } : {}),
       };
+      if (input.perMilePence === 0 && input.minimumPence === 0 && !input.flagFallPence) {
+        throw new CliError(
+          'invalid_input',
+          '--per-mile 0 with --minimum 0 (and no --flag-fall) prices every ride at £0: give a per-mile price or a minimum fare',
+        );
+      }
       try {
         return await setRateCard(ctx.db, rateCardOwner(v), input, ctx.actor);
       } catch (err) {
@@ -553,7 +617,13 @@ export const COMMANDS: Record<string, Command> = {
   'ratecard remove': {
     usage: 'ratecard remove --driver ID | --partner ID',
     options: { driver: { type: 'string' }, partner: { type: 'string' } },
-    run: async (v, _p, ctx) => ({ removed: await removeRateCard(ctx.db, rateCardOwner(v), ctx.actor) }),
+    run: async (v, _p, ctx) => {
+      const owner = rateCardOwner(v);
+      if (await removeRateCard(ctx.db, owner, ctx.actor)) return { removed: true };
+      const [table, id] = 'driverId' in owner ? ['driver', owner.driverId] : ['partner', owner.partnerId];
+      const known = await ctx.db(`${table}s`).where({ id }).first('id');
+      throw new CliError('not_found', known ? `${table} ${id} has no approved rate card` : `no ${table} ${id}`);
+    },
   },
   'settlement record': {
     usage: `settlement record --booking REF --kind ${OPERATOR_SETTLEMENT_KINDS.join('|')} [--amount GBP] [--fee GBP] [--corrects ID] [--note TEXT]`,
@@ -570,7 +640,9 @@ export const COMMANDS: Record<string, Command> = {
       if (!(OPERATOR_SETTLEMENT_KINDS as readonly string[]).includes(kind)) {
         throw new CliError('invalid_input', `--kind must be one of ${OPERATOR_SETTLEMENT_KINDS.join(', ')}`);
       }
-      const corrects = v.corrects === undefined ? undefined : positiveInt(v.corrects, 'corrects');
+      // A settlement record's id (a bigint): any whole number JavaScript holds exactly.
+      const corrects =
+        v.corrects === undefined ? undefined : positiveInt(v.corrects, 'corrects', Number.MAX_SAFE_INTEGER);
       try {
         return await recordSettlement(
           ctx.db,
@@ -583,6 +655,7 @@ export const COMMANDS: Record<string, Command> = {
             ...(typeof v.note === 'string' ? { note: v.note.slice(0, 500) } : {}),
           },
           ctx.actor,
+          ctx.config.bookings.referencePrefix,
         );
       } catch (err) {
         if (err instanceof SettlementError) throw new CliError(err.code, err.message);
@@ -595,8 +668,8 @@ export const COMMANDS: Record<string, Command> = {
     options: {},
     positionals: 1,
     run: async (_v, p, ctx) => {
-      const history = await bookingHistory(ctx.db, p[0] ?? '');
-      if (!history) throw new CliError('booking_not_found', `no booking ${p[0] ?? ''}`);
+      const history = await bookingHistory(ctx.db, p[0] ?? '', ctx.config.bookings.referencePrefix);
+      if (!history) throw new CliError('booking_not_found', `no booking ${referenceForMessage(p[0] ?? '')}`);
       return history;
     },
   },
@@ -662,8 +735,14 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   'webhook rotate': {
-    usage: 'webhook rotate --partner ID | --supplier ID [--overlap-hours 24]',
-    options: { partner: { type: 'string' }, supplier: { type: 'string' }, 'overlap-hours': { type: 'string' } },
+    usage:
+      'webhook rotate --partner ID | --supplier ID [--overlap-hours 24] [--force: rotate again while the last overlap is open, ending it now]',
+    options: {
+      partner: { type: 'string' },
+      supplier: { type: 'string' },
+      'overlap-hours': { type: 'string' },
+      force: { type: 'boolean' },
+    },
     run: (v, _p, ctx) => {
       const owner = endpointOwner(v);
       const raw = v['overlap-hours'];
@@ -671,7 +750,9 @@ export const COMMANDS: Record<string, Command> = {
         throw new CliError('invalid_input', '--overlap-hours must be a whole number from 0 to 720');
       }
       const hours = raw === undefined ? 24 : Number(raw);
-      return webhookAction(() => rotateWebhookSecret(ctx.db, ctx.config, owner, hours, ctx.actor));
+      return webhookAction(() =>
+        rotateWebhookSecret(ctx.db, ctx.config, owner, hours, ctx.actor, { force: v.force === true }),
+      );
     },
   },
   'tariff import': {
@@ -679,7 +760,9 @@ export const COMMANDS: Record<string, Command> = {
     options: {},
     positionals: 1,
     run: async (_v, p, ctx) => {
-      const file = p[0] as string;
+      // Relative to where the operator ran `npm run admin` (npm runs scripts in the package root
+      // and says where it was started in INIT_CWD), or to this process's own directory.
+      const file = path.resolve(process.env.INIT_CWD ?? process.cwd(), p[0] as string);
       let json: unknown;
       try {
         json = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -748,21 +831,73 @@ function usage(): string {
     .join('\n')}`;
 }
 
+/** Connection failures (Node's and Postgres's own codes): the database is down, unreachable or refuses the login; not a bug. */
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  '57P01', // admin_shutdown
+  '57P03', // cannot_connect_now (starting up or shutting down)
+  '53300', // too_many_connections
+  '3D000', // the database named in DATABASE_URL does not exist
+  '28000', // invalid_authorization_specification
+  '28P01', // invalid_password
+]);
+
+/**
+ * The CLI's log (knex's pool warnings, the detail of an unexpected error): on stderr, never
+ * stdout (which carries the one JSON document), and silent unless ADMIN_LOG_LEVEL asks for it,
+ * so stderr carries only the JSON error. The detail can hold SQL and personal data.
+ */
+function cliLogger() {
+  const level = (process.env.ADMIN_LOG_LEVEL ?? 'silent') as LevelWithSilent;
+  return pino(
+    {
+      name: 'dtn-admin',
+      level: pino.levels.values[level] !== undefined || level === 'silent' ? level : 'error',
+      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    },
+    pino.destination({ dest: 2, sync: true }),
+  );
+}
+
+/** What an error that is not a CliError prints: no SQL, no stack, no values (they are in the log). */
+function unexpected(err: unknown): CliError {
+  const e = err as { code?: unknown; name?: unknown } | null;
+  const code = typeof e?.code === 'string' ? e.code : undefined;
+  if ((code && UNREACHABLE.has(code)) || e?.name === 'KnexTimeoutError') {
+    return new CliError(
+      'service_unavailable',
+      `cannot reach the database${code ? ` (${code})` : ''}: check DATABASE_URL and that Postgres is running, then retry`,
+    );
+  }
+  return new CliError(
+    'internal_error',
+    `unexpected error${code && /^[0-9A-Z]{5}$/.test(code) ? ` (database error ${code})` : ''}; nothing was printed about it here: run again with ADMIN_LOG_LEVEL=error for the detail on stderr, and check the logs`,
+  );
+}
+
 async function main(argv: string[]): Promise<number> {
   const two = `${argv[0]} ${argv[1]}`;
   const name = COMMANDS[two] ? two : argv[0] !== undefined && COMMANDS[argv[0]] ? argv[0] : null;
   if (!name || argv.includes('--help')) {
-    const unknown = argv.length > 0 && !argv.includes('--help');
-    (unknown ? process.stderr : process.stdout).write(
-      unknown
-        ? `${JSON.stringify({ error: { code: 'invalid_input', message: `unknown command "${argv.slice(0, 2).join(' ')}"`, usage: usage() } })}\n`
-        : `${usage()}\n`,
-    );
-    return unknown ? 1 : 0;
+    if (argv.includes('--help')) {
+      process.stdout.write(`${usage()}\n`);
+      return 0;
+    }
+    // No command (exit 2, a usage error) or an unknown one (exit 1): JSON on stderr with the usage.
+    const message = argv.length === 0 ? 'no command given' : `unknown command "${argv.slice(0, 2).join(' ')}"`;
+    process.stderr.write(`${JSON.stringify({ error: { code: 'invalid_input', message, usage: usage() } })}\n`);
+    return argv.length === 0 ? 2 : 1;
   }
   const command = COMMANDS[name] as Command;
   const config = await configOrExit({ json: true });
-  const db = createDb(config, { appName: 'dtn-admin', poolMax: 2 });
+  const logger = cliLogger();
+  const db = createDb(config, { appName: 'dtn-admin', poolMax: 2, logger });
   try {
     let parsed: ReturnType<typeof parseArgs>;
     try {
@@ -791,12 +926,12 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(result instanceof RawOutput ? result.text : `${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } catch (err) {
-    const code = err instanceof CliError ? err.code : 'internal_error';
-    const message = err instanceof CliError ? err.message : `unexpected error: ${(err as Error).message}`;
+    if (!(err instanceof CliError)) logger.error({ err, command: name }, 'admin command failed');
+    const { code, message } = err instanceof CliError ? err : unexpected(err);
     process.stderr.write(`${JSON.stringify({ error: { code, message } })}\n`);
     return 1;
   } finally {
-    await db.destroy();
+    await db.destroy().catch(() => {});
   }
 }
 

@@ -1,3 +1,7 @@
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unseal } from '../shared/crypto.ts';
 import { verifyPassword } from '../shared/services/operators.ts';
@@ -21,6 +25,25 @@ afterAll(async () => {
 });
 
 const admin = (...args: string[]) => runTs('bin/admin.ts', args, { ...env.childEnv, DTN_OPERATOR: 'ops-test' }, 90_000);
+/** Each a process of its own, three at a time; answered in the order given. */
+async function adminAll(list: string[][]): Promise<Array<Awaited<ReturnType<typeof admin>>>> {
+  const out: Array<Awaited<ReturnType<typeof admin>>> = [];
+  let next = 0;
+  await Promise.all(
+    [1, 2, 3].map(async () => {
+      for (let i = next++; i < list.length; i = next++) out[i] = await admin(...(list[i] as string[]));
+    }),
+  );
+  return out;
+}
+/** The one JSON error on stderr of a run that failed with exit 1 and printed nothing on stdout. */
+function refused(r: Awaited<ReturnType<typeof admin>>, what: string): { code: string; message: string } {
+  expect(r.code, `${what}: ${r.stdout}${r.stderr}`).toBe(1);
+  expect(r.stdout, what).toBe('');
+  const lines = r.stderr.trim().split('\n');
+  expect(lines, what).toHaveLength(1);
+  return JSON.parse(lines[0] as string).error;
+}
 const whoami = (key: string) => fetch(`${http.url}/api/public/v1/whoami`, { headers: { 'x-api-key': key } });
 
 describe('admin CLI', () => {
@@ -368,4 +391,159 @@ describe('admin CLI', () => {
     const err = JSON.parse(misconfigured.stderr.trim().split('\n').pop() as string);
     expect(err.error).toMatchObject({ code: 'configuration_error', message: expect.stringContaining('PORT') });
   }, 180_000);
+
+  it('refuses numbers no column holds and names that are too long or not one line, naming the option', async () => {
+    const cases: Array<[string[], string]> = [
+      [['partner', 'create', '--name', 'X', '--daily-limit', '99999999999999999999'], '--daily-limit'],
+      [
+        [
+          'partner',
+          'create',
+          '--name',
+          'Op',
+          '--operator',
+          '--fleet-classes',
+          'saloon',
+          '--fleet-capacity',
+          '99999999999',
+        ],
+        '--fleet-capacity',
+      ],
+      [['trial', 'extend', '--partner', '00000000-0000-7000-8000-000000000000', '--days', '99999999999'], '--days'],
+      [['partner', 'create', '--name', 'x'.repeat(101)], '--name'],
+      [['partner', 'create', '--name', 'Evil Co\nAdmin: approved'], '--name'],
+      [['key', 'create', '--name', 'agent\u202egnp.exe'], '--name'],
+      [['key', 'create', '--name', 'y'.repeat(101)], '--name'],
+    ];
+    const runs = await adminAll(cases.map(([args]) => args));
+    runs.forEach((r, i) => {
+      const [args, option] = cases[i] as [string[], string];
+      const error = refused(r, args.join(' '));
+      expect(error.code, args.join(' ')).toBe('invalid_input');
+      expect(error.message, args.join(' ')).toContain(option);
+      expect(error.message, args.join(' ')).not.toMatch(/insert into|out of range for type/i);
+    });
+    const n = await env.rt.db('partners').whereIn('name', ['X', 'Op']).count({ n: '*' }).first();
+    expect(Number(n?.n)).toBe(0);
+    // A name of exactly 100 characters is fine.
+    const ok = await admin('key', 'create', '--name', 'z'.repeat(100));
+    expect(ok.code, ok.stderr).toBe(0);
+  });
+
+  it('keeps stdout empty and stderr one JSON error, with no SQL or stack, when the database fails', async () => {
+    const down = await runTs(
+      'bin/admin.ts',
+      ['key', 'list'],
+      { ...env.childEnv, DATABASE_URL: 'postgres://postgres@127.0.0.1:5999/dtn' },
+      90_000,
+    );
+    const unreachable = refused(down, 'database down');
+    expect(unreachable).toMatchObject({
+      code: 'service_unavailable',
+      message: expect.stringContaining('DATABASE_URL'),
+    });
+    expect(down.stderr).not.toMatch(/Acquire connection|\n\s+at /);
+    // A query that fails for another reason (here: no such tables) is an internal error without its SQL.
+    const broken = await runTs(
+      'bin/admin.ts',
+      ['key', 'list'],
+      { ...env.childEnv, DATABASE_SCHEMA: 'no_such_schema' },
+      90_000,
+    );
+    const internal = refused(broken, 'no tables');
+    expect(internal.code).toBe('internal_error');
+    expect(internal.message).toMatch(/^unexpected error/);
+    expect(internal.message).not.toMatch(/select|api_keys|relation/i);
+  });
+
+  it('prints usage on stderr and exits 2 when given no command', async () => {
+    const r = await admin();
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    const err = JSON.parse(r.stderr);
+    expect(err.error.code).toBe('invalid_input');
+    expect(err.error.usage).toContain('booking history REF');
+    expect(err.error.usage).toContain('[--force');
+  });
+
+  it('finds a booking by the reference forms the API accepts, and answers booking_not_found otherwise', async () => {
+    const driver = await approvedDriver(env.rt.db);
+    const code = `1${randomBytes(2).toString('hex').toUpperCase()}0`;
+    const b = await insertOfferedBooking(env.rt.db, `DTN-${code}`, { driverId: driver.id });
+    const typed = `i${code.slice(1, 5).toLowerCase()}o`;
+    const forms = [`DTN-${typed.toUpperCase()}`, typed, `dtn${code}`, code.replace('1', 'L')];
+    const runs = await adminAll([...forms.map((f) => ['booking', 'history', f]), ['booking', 'history', 'DTN-ZZZZZZ']]);
+    forms.forEach((f, i) => {
+      const r = runs[i] as Awaited<ReturnType<typeof admin>>;
+      expect(r.code, `${f}: ${r.stderr}`).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ reference: b.reference, status: 'dispatching' });
+    });
+    expect(refused(runs[forms.length] as Awaited<ReturnType<typeof admin>>, 'unknown').code).toBe('booking_not_found');
+  });
+
+  it('reads a tariff file relative to where npm was run (INIT_CWD)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dtn-tariff-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'rates.json'), JSON.stringify({ authority: 'Nowhere' }));
+      const r = await runTs(
+        'bin/admin.ts',
+        ['tariff', 'import', 'rates.json'],
+        { ...env.childEnv, INIT_CWD: dir },
+        90_000,
+      );
+      const error = refused(r, 'tariff import');
+      // Found and read (it is not a valid table), not "cannot read rates.json" from the package root.
+      expect(error.message).toContain(`${path.join(dir, 'rates.json')} is not a tariff table`);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses rate cards that price rides at nothing or name places no quote can match; remove of no card is not_found', async () => {
+    const partner = await createPartner(env.rt.db, env.config, { name: 'Card Co', actor: 'test' });
+    const set = (...args: string[]) => ['ratecard', 'set', '--partner', partner.id, ...args];
+    const bad = [
+      set('--per-mile', '0', '--minimum', '0'),
+      set('--per-mile', '2', '--minimum', '5', '--fixed', 'ZZ9>M1=45'),
+      set('--per-mile', '2', '--minimum', '5', '--fixed', 'MAN>QQQ=45'),
+      set('--per-mile', '2', '--minimum', '5', '--fixed', 'MAN>M1=0'),
+      ['ratecard', 'remove', '--partner', partner.id],
+      ['ratecard', 'remove', '--partner', '00000000-0000-7000-8000-000000000000'],
+    ];
+    const runs = await adminAll(bad);
+    runs.forEach((r, i) => {
+      const args = bad[i] as string[];
+      expect(refused(r, args.join(' ')).code, args.join(' ')).toBe(
+        args[1] === 'remove' ? 'not_found' : 'invalid_input',
+      );
+    });
+    expect(await env.rt.db('rate_cards').where({ partner_id: partner.id }).first()).toBeUndefined();
+    const ok = await admin(...set('--per-mile', '2.10', '--minimum', '0', '--fixed', 'MAN>M1=45.00,LHR<>SW1A=70'));
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(JSON.parse(ok.stdout).card.fixedRoutes).toHaveLength(2);
+    const removed = await admin('ratecard', 'remove', '--partner', partner.id);
+    expect(JSON.parse(removed.stdout)).toEqual({ removed: true });
+  });
+
+  it('suspends only an approved driver: an application or a rejected driver is a conflict', async () => {
+    const pending = await approvedDriver(env.rt.db);
+    const rejected = await approvedDriver(env.rt.db);
+    await env.rt.db('drivers').where({ id: pending.id }).update({ status: 'pending_approval' });
+    await env.rt.db('drivers').where({ id: rejected.id }).update({ status: 'rejected' });
+    const [a, b] = await adminAll([
+      ['driver', 'suspend', pending.id],
+      ['driver', 'suspend', rejected.id],
+    ]);
+    expect(refused(a as Awaited<ReturnType<typeof admin>>, 'pending')).toMatchObject({
+      code: 'conflict',
+      message: expect.stringContaining('pending approval'),
+    });
+    expect(refused(b as Awaited<ReturnType<typeof admin>>, 'rejected').code).toBe('conflict');
+    const statuses = await env.rt
+      .db('drivers')
+      .whereIn('id', [pending.id, rejected.id])
+      .orderBy('status')
+      .pluck('status');
+    expect(statuses).toEqual(['pending_approval', 'rejected']);
+  });
 });

@@ -375,5 +375,18 @@ describe('booking status fanout', () => {
     });
     const missing = await admin('webhook', 'rotate', '--partner', uuidv7());
     expect(JSON.parse(missing.stderr).error.code).toBe('not_found');
+
+    // A second rotation while the first one's overlap is open would end it early: refused, naming its end.
+    const rotated = await admin('webhook', 'rotate', '--partner', partner.id);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    const { previousExpiresAt } = JSON.parse(rotated.stdout);
+    const again = await admin('webhook', 'rotate', '--partner', partner.id);
+    expect(again.code).toBe(1);
+    expect(JSON.parse(again.stderr).error).toMatchObject({
+      code: 'conflict',
+      message: expect.stringContaining(previousExpiresAt),
+    });
+    const forced = await admin('webhook', 'rotate', '--partner', partner.id, '--force');
+    expect(forced.code, forced.stderr).toBe(0);
   });
 });

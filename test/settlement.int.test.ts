@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordSettlement } from '../shared/services/settlement.ts';
+import { approvedDriver } from './helpers/drivers.ts';
 import { createTestEnv, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 
@@ -10,8 +11,11 @@ import { runTs } from './helpers/process.ts';
  * derived from them; through the real CLI and against the database's own refusal to edit.
  */
 let env: TestEnv;
+/** The driver who drove the test bookings (a payment is taken by whoever holds the job). */
+let driverId: string;
 beforeAll(async () => {
   env = await createTestEnv();
+  driverId = (await approvedDriver(env.rt.db)).id;
 });
 afterAll(async () => {
   await env?.cleanup();
@@ -19,14 +23,21 @@ afterAll(async () => {
 
 const admin = (...args: string[]) => runTs('bin/admin.ts', args, { ...env.childEnv, DTN_OPERATOR: 'finance-test' });
 
-async function booking(farePence: number): Promise<{ id: string; reference: string }> {
+const record = (input: Parameters<typeof recordSettlement>[1]) =>
+  recordSettlement(env.rt.db, input, 'test', env.config.bookings.referencePrefix);
+
+async function booking(
+  farePence: number,
+  opts: { reference?: string; status?: string; driver?: boolean } = {},
+): Promise<{ id: string; reference: string }> {
   const id = randomUUID();
-  const reference = `DTN-${randomBytes(3).toString('hex').toUpperCase()}`;
+  const reference = opts.reference ?? `DTN-${randomBytes(3).toString('hex').toUpperCase()}`;
   await env.rt.db('bookings').insert({
     id,
     reference,
     origin: 'api',
-    status: 'completed',
+    status: opts.status ?? 'completed',
+    driver_id: opts.driver === false ? null : driverId,
     passenger_name: 'Pat Passenger',
     pickup: JSON.stringify({ name: 'Leeds', lat: 53.79, lng: -1.54 }),
     dropoff: JSON.stringify({ name: 'Bradford', lat: 53.79, lng: -1.75 }),
@@ -57,11 +68,7 @@ describe('settlement records', () => {
       amountGBP: 10,
       paymentState: 'due',
     });
-    const rest = await recordSettlement(
-      env.rt.db,
-      { reference: b.reference, kind: 'card_paid', amountPence: 1500, processorFeePence: 26 },
-      'test',
-    );
+    const rest = await record({ reference: b.reference, kind: 'card_paid', amountPence: 1500, processorFeePence: 26 });
     expect(rest).toMatchObject({ paymentState: 'paid', processorFeeGBP: 0.26 });
 
     const refund = await admin(
@@ -81,17 +88,13 @@ describe('settlement records', () => {
     expect(refunded).toMatchObject({ kind: 'refund', amountGBP: -5, paymentState: 'due' });
 
     // The refund was a mistake: a correction that reverses it, pointing at it.
-    const fixed = await recordSettlement(
-      env.rt.db,
-      {
-        reference: b.reference,
-        kind: 'correction',
-        amountPence: 500,
-        correctsId: refunded.id,
-        note: 'refund reversed',
-      },
-      'test',
-    );
+    const fixed = await record({
+      reference: b.reference,
+      kind: 'correction',
+      amountPence: 500,
+      correctsId: refunded.id,
+      note: 'refund reversed',
+    });
     expect(fixed).toMatchObject({ correctsId: refunded.id, amountGBP: 5, paymentState: 'paid' });
 
     const rows = await env.rt.db('settlement_records').where({ booking_id: b.id }).orderBy('id');
@@ -110,11 +113,7 @@ describe('settlement records', () => {
 
   it('a void makes the booking owe nothing', async () => {
     const b = await booking(1800);
-    const v = await recordSettlement(
-      env.rt.db,
-      { reference: b.reference, kind: 'void', amountPence: 0, note: 'no-show' },
-      'test',
-    );
+    const v = await record({ reference: b.reference, kind: 'void', amountPence: 0, note: 'no-show' });
     expect(v.paymentState).toBe('void');
   });
 
@@ -132,14 +131,69 @@ describe('settlement records', () => {
       [['--booking', b.reference, '--kind', 'cash_received', '--amount', '5', '--fee', '0.20'], 'invalid_input'],
       [['--booking', b.reference, '--kind', 'correction', '--amount', '1'], 'invalid_input'],
       [['--booking', b.reference, '--kind', 'correction', '--amount', '1', '--corrects', String(rec.id)], 'not_found'],
-      [['--booking', 'DTN-NOPE00', '--kind', 'cash_received', '--amount', '1'], 'not_found'],
+      [['--booking', 'DTN-NOPE00', '--kind', 'cash_received', '--amount', '1'], 'booking_not_found'],
+      // A card fee over the amount paid (5 typed for 0.05), refused as the driver app refuses it.
+      [['--booking', b.reference, '--kind', 'card_paid', '--amount', '1', '--fee', '5'], 'invalid_input'],
     ];
     for (const [args, code] of cases) {
       const r = await admin('settlement', 'record', ...args);
       expect(r.code, args.join(' ')).toBe(1);
-      expect(JSON.parse(r.stderr).error.code, args.join(' ')).toBe(code);
+      const { error } = JSON.parse(r.stderr);
+      expect(error.code, args.join(' ')).toBe(code);
+      expect(error.message, args.join(' ')).not.toMatch(/insert into|select |out of range for type/i);
     }
+    // An id no column holds: refused naming the option, not passed to the database.
+    const corrects = await admin(
+      'settlement',
+      'record',
+      '--booking',
+      b.reference,
+      '--kind',
+      'correction',
+      '--amount=-1.00',
+      '--corrects',
+      '99999999999999999999',
+    );
+    expect(JSON.parse(corrects.stderr).error).toMatchObject({
+      code: 'invalid_input',
+      message: expect.stringContaining('--corrects'),
+    });
     const n = await env.rt.db('settlement_records').where({ booking_id: b.id }).count({ n: '*' }).first();
     expect(Number(n?.n)).toBe(0);
+  });
+
+  it('reads a booking reference as the API does: any case, I/L/O for 1/1/0, without prefix or hyphen', async () => {
+    const code = `1${randomBytes(2).toString('hex').toUpperCase()}0`;
+    const b = await booking(1000, { reference: `DTN-${code}` });
+    const typed = `i${code.slice(1, 5).toLowerCase()}o`;
+    for (const ref of [`dtn-${typed}`, typed, `DTN${code}`, ` ${code.toLowerCase()} `]) {
+      const r = await admin('settlement', 'record', '--booking', ref, '--kind', 'refund', '--amount', '0.01');
+      expect(r.code, `${ref}: ${r.stderr}`).toBe(0);
+      expect(JSON.parse(r.stdout).bookingReference).toBe(b.reference);
+    }
+    await expect(record({ reference: 'not a reference', kind: 'void', amountPence: 0 })).rejects.toMatchObject({
+      code: 'booking_not_found',
+    });
+  });
+
+  it('refuses a payment on a booking no driver or operator holds; refunds, voids and corrections still apply', async () => {
+    const b = await booking(2000, { status: 'no_driver_available', driver: false });
+    for (const kind of ['cash_received', 'card_paid', 'pay_link_paid', 'bank_transfer_received']) {
+      const r = await admin('settlement', 'record', '--booking', b.reference, '--kind', kind, '--amount', '20');
+      expect(r.code, kind).toBe(1);
+      expect(JSON.parse(r.stderr).error, kind).toMatchObject({
+        code: 'conflict',
+        message: expect.stringContaining('no driver available'),
+      });
+    }
+    const refund = await record({ reference: b.reference, kind: 'refund', amountPence: 500 });
+    const corrected = await record({
+      reference: b.reference,
+      kind: 'correction',
+      amountPence: 500,
+      correctsId: refund.id,
+    });
+    expect(corrected).toMatchObject({ correctsId: refund.id, amountGBP: 5 });
+    expect((await record({ reference: b.reference, kind: 'void', amountPence: 0 })).paymentState).toBe('void');
   });
 });

@@ -1,4 +1,5 @@
 import type { Db, Queryable } from '../db/knex.ts';
+import { normaliseReference } from '../domain/reference.ts';
 
 /** One changed field of an amendment; journey fields carry their old and new values. */
 export interface AmendmentChange {
@@ -89,10 +90,27 @@ export interface BookingHistory {
   }[];
 }
 
-/** A booking's status history and amendments, oldest first (`admin booking history REF`); null when unknown. */
-export async function bookingHistory(db: Db, reference: string): Promise<BookingHistory | null> {
+/**
+ * A booking reference as an operator types it, read as the API reads one (`normaliseReference`:
+ * any case, spaces, I and L for 1, O for 0, no hyphen), and also without its prefix (`1gbmwk`,
+ * as a passenger reads it out over the phone); null when it cannot be a reference.
+ */
+export function bookingReferenceFor(raw: string, prefix: string): string | null {
+  const ref = normaliseReference(raw, prefix);
+  if (ref) return ref;
+  const bare = raw.trim().replace(/[\s_]/g, '');
+  return /^[0-9A-Za-z]{6}$/.test(bare) ? normaliseReference(`${prefix}-${bare}`, prefix) : null;
+}
+
+/**
+ * A booking's status history and amendments, oldest first (`admin booking history REF`); null
+ * when unknown. `prefix` is the configured reference prefix (`bookingReferenceFor`).
+ */
+export async function bookingHistory(db: Db, rawReference: string, prefix: string): Promise<BookingHistory | null> {
+  const reference = bookingReferenceFor(rawReference, prefix);
+  if (!reference) return null;
   const booking = await db('bookings')
-    .where({ reference: reference.trim().toUpperCase() })
+    .where({ reference })
     .first<{ id: string; reference: string; status: string; test_mode: boolean } | undefined>(
       'id',
       'reference',

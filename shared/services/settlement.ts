@@ -1,5 +1,7 @@
 import type { Db } from '../db/knex.ts';
 import { type PaymentState, paymentState } from '../domain/payment-state.ts';
+import { referenceForMessage } from '../domain/reference.ts';
+import { bookingReferenceFor } from './booking-history.ts';
 
 /**
  * Settlement records written by operators and finance (the driver app writes the payment that
@@ -28,7 +30,7 @@ const METHOD: Partial<Record<OperatorSettlementKind, string>> = {
 
 export class SettlementError extends Error {
   constructor(
-    readonly code: 'invalid_input' | 'not_found',
+    readonly code: 'invalid_input' | 'not_found' | 'booking_not_found' | 'conflict',
     message: string,
   ) {
     super(message);
@@ -55,8 +57,17 @@ export interface RecordedSettlement {
   paymentState: PaymentState;
 }
 
-/** Append a settlement record to a booking (held by its driver or operator) and answer its new payment state. */
-export async function recordSettlement(db: Db, input: NewSettlement, actor: string): Promise<RecordedSettlement> {
+/**
+ * Append a settlement record to a booking (held by its driver or operator) and answer its new
+ * payment state. The reference is read as the API reads one (`bookingReferenceFor`: any case,
+ * I/L/O for 1/1/0, the prefix or its hyphen left out); `prefix` is the configured one.
+ */
+export async function recordSettlement(
+  db: Db,
+  input: NewSettlement,
+  actor: string,
+  prefix: string,
+): Promise<RecordedSettlement> {
   const fee = input.processorFeePence ?? 0;
   if (!Number.isInteger(input.amountPence) || !Number.isInteger(fee) || fee < 0) {
     throw new SettlementError('invalid_input', 'amounts must be whole pence and the fee not negative');
@@ -73,9 +84,19 @@ export async function recordSettlement(db: Db, input: NewSettlement, actor: stri
   if (fee > 0 && input.kind !== 'card_paid' && input.kind !== 'correction') {
     throw new SettlementError('invalid_input', 'only card payments (or their corrections) carry a processor fee');
   }
+  // As the driver app refuses it (`reportProgress`): the fee is passed through to the driver's
+  // week and the record cannot be changed afterwards, so a fee over the amount paid is a typo.
+  if (input.kind === 'card_paid' && fee > input.amountPence) {
+    throw new SettlementError(
+      'invalid_input',
+      `the card processing fee (£${(fee / 100).toFixed(2)}) cannot be more than the amount paid (£${(input.amountPence / 100).toFixed(2)})`,
+    );
+  }
+  const reference = bookingReferenceFor(input.reference, prefix);
+  if (!reference) throw new SettlementError('booking_not_found', `no booking ${referenceForMessage(input.reference)}`);
   return db.transaction(async (trx) => {
     // Lock the booking so concurrent records see each other when the state is derived.
-    const booking = await trx('bookings').whereRaw('reference = upper(?)', [input.reference.trim()]).forUpdate().first<
+    const booking = await trx('bookings').where({ reference }).forUpdate().first<
       | {
           id: string;
           reference: string;
@@ -86,7 +107,16 @@ export async function recordSettlement(db: Db, input: NewSettlement, actor: stri
         }
       | undefined
     >('id', 'reference', 'status', 'fare_pence', 'driver_id', 'operator_partner_id');
-    if (!booking) throw new SettlementError('not_found', `no booking ${input.reference}`);
+    if (!booking) throw new SettlementError('booking_not_found', `no booking ${reference}`);
+    // A payment is taken by whoever drove the ride (the driver app records it when the driver
+    // completes the job): a booking no driver or operator holds (never assigned, or given back,
+    // as with no_driver_available) had no one to pay. Refunds, corrections and voids still apply.
+    if (METHOD[input.kind] && !booking.driver_id && !booking.operator_partner_id) {
+      throw new SettlementError(
+        'conflict',
+        `${booking.reference} is ${booking.status.replace(/_/g, ' ')} and no driver or operator holds it: there is no payment to record`,
+      );
+    }
     if (input.correctsId !== undefined) {
       const target = await trx('settlement_records').where({ id: input.correctsId }).first('booking_id');
       if (!target || target.booking_id !== booking.id) {

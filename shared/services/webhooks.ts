@@ -448,6 +448,9 @@ export async function setWebhookEndpoint(
 /**
  * Give the owner's endpoint a new secret. The old one keeps signing (both signatures are
  * sent) until `overlapHours` from now, so the receiver can switch without losing events.
+ * Only one previous secret is kept: while an earlier rotation's overlap is open, rotating again
+ * would end it early (the secret the receiver may still hold would stop signing before the
+ * `previousExpiresAt` it was promised), so that is a WebhookConflictError unless `force`.
  */
 export async function rotateWebhookSecret(
   db: Db,
@@ -455,10 +458,24 @@ export async function rotateWebhookSecret(
   owner: EndpointOwner,
   overlapHours: number,
   actor: string,
+  opts: { force?: boolean } = {},
 ): Promise<{ id: string; webhookSecret: string; previousExpiresAt: string }> {
   return db.transaction(async (trx) => {
-    const endpoint = await trx('webhook_endpoints').where(ownerWhere(owner)).orderBy('created_at').forUpdate().first();
+    const endpoint = await trx('webhook_endpoints')
+      .where(ownerWhere(owner))
+      .orderBy('created_at')
+      .forUpdate()
+      .first(
+        '*',
+        trx.raw('(previous_secret_sealed is not null and previous_secret_expires_at > now()) as overlap_open'),
+      );
     if (!endpoint) throw new WebhookNotFoundError('no webhook endpoint for that owner');
+    if (endpoint.overlap_open === true && opts.force !== true) {
+      const until = (endpoint.previous_secret_expires_at as Date).toISOString();
+      throw new WebhookConflictError(
+        `the previous webhook secret is still accepted until ${until} (the last rotation's overlap); rotating again now would stop it early. Rotate after ${until}, or pass --force to end that overlap now`,
+      );
+    }
     const webhookSecret = newWebhookSecret();
     const [row] = await trx('webhook_endpoints')
       .where({ id: endpoint.id })
@@ -475,7 +492,11 @@ export async function rotateWebhookSecret(
       action: 'webhook.rotate',
       subject_type: 'webhook_endpoint',
       subject_id: endpoint.id,
-      details: JSON.stringify({ ...owner, previousExpiresAt }),
+      details: JSON.stringify({
+        ...owner,
+        previousExpiresAt,
+        ...(endpoint.overlap_open === true ? { forced: true } : {}),
+      }),
     });
     return { id: endpoint.id as string, webhookSecret, previousExpiresAt };
   });
