@@ -27,6 +27,7 @@ import { normalisePhone } from '../shared/services/bookings.ts';
 import {
   approveDriver,
   DRIVER_STATUSES,
+  DriverNotSuspendableError,
   type DriverStatus,
   extendDriverTrial,
   listDrivers,
@@ -511,18 +512,21 @@ export const COMMANDS: Record<string, Command> = {
     run: async (_v, p, ctx) => {
       const id = uuidArg(p[0], 'ID');
       // Suspension takes an approved driver off the network (suspending one again repeats it);
-      // an application is answered with `driver reject`, and a rejected driver has nothing to suspend.
-      const driver = await ctx.db('drivers').where({ id }).first<{ status: DriverStatus } | undefined>('status');
-      if (!driver) throw new CliError('not_found', `no driver ${id}`);
-      if (driver.status !== 'approved' && driver.status !== 'suspended') {
+      // an application is answered with `driver reject`, and a rejected driver has nothing to
+      // suspend (checked by the service under the driver's row lock).
+      try {
+        const suspended = await suspendDriver(ctx.db, id, ctx.actor);
+        if (!suspended) throw new CliError('not_found', `no driver ${id}`);
+        return suspended;
+      } catch (err) {
+        if (!(err instanceof DriverNotSuspendableError)) throw err;
         throw new CliError(
           'conflict',
-          `driver ${id} is ${driver.status.replace(/_/g, ' ')}: only an approved driver can be suspended${driver.status === 'pending_approval' ? ' (use driver reject to turn down an application)' : ''}`,
+          err.status === 'pending_approval'
+            ? `${err.message.replace(' (reject the application instead)', '')} (use driver reject to turn down an application)`
+            : err.message,
         );
       }
-      const suspended = await suspendDriver(ctx.db, id, ctx.actor);
-      if (!suspended) throw new CliError('not_found', `no driver ${id}`);
-      return suspended;
     },
   },
   'trial extend': {

@@ -348,6 +348,12 @@ describe('operator pages: drivers', () => {
     expect((await db()('drivers').where({ id }).first()).status).toBe('rejected');
     const outcome = await getPage(api.url, done.location as string, jar);
     expect(outcome.html).toContain('Rejected the application of Rory Rejected.');
+    // A rejected driver is not suspended (a form posted from a page opened before): said, nothing changes.
+    const late = await postForm(api.url, `/operator/drivers/${id}/suspend`, { csrf: csrfOf(list.html, action) }, jar);
+    expect(late.status).toBe(400);
+    expectSafePage(late);
+    expect(late.html).toContain('This driver is rejected: only an approved driver can be suspended.');
+    expect((await db()('drivers').where({ id }).first()).status).toBe('rejected');
     // Unknown driver: a 404 page.
     const unknown = await postForm(
       api.url,

@@ -100,6 +100,23 @@ export interface StoredCorridor {
   bufferMiles: number;
 }
 
+/**
+ * Only an approved driver is suspended (again, if already suspended): an application is turned
+ * down with `rejectDriver`, and a rejected driver has nothing to suspend. Checked under the
+ * driver's row lock, so an approval or rejection racing the suspension cannot slip between.
+ */
+export class DriverNotSuspendableError extends Error {
+  constructor(
+    readonly driverId: string,
+    readonly status: DriverStatus,
+  ) {
+    super(
+      `driver ${driverId} is ${status.replace(/_/g, ' ')}: only an approved driver can be suspended${status === 'pending_approval' ? ' (reject the application instead)' : ''}`,
+    );
+    this.name = 'DriverNotSuspendableError';
+  }
+}
+
 /** The licensing authority has already seen this licence number apply (answered 409). */
 export class DriverLicenceTakenError extends Error {
   constructor(
@@ -671,6 +688,9 @@ async function disable<S extends 'rejected' | 'suspended'>(
       .forNoKeyUpdate()
       .first<{ status: DriverStatus } | undefined>('status');
     if (!before) return null;
+    if (status === 'suspended' && before.status !== 'approved' && before.status !== 'suspended') {
+      throw new DriverNotSuspendableError(id, before.status);
+    }
     const released = await releaseJobs(trx, id, `driver ${status} by an operator`);
     await trx('drivers').where({ id }).update({
       status,
@@ -699,7 +719,7 @@ export function rejectDriver(
 /**
  * Suspend a driver: never offered jobs, marked unavailable, their token stops working at once,
  * and the jobs they hold go back to dispatch (`releaseJobs`). `approveDriver` reinstates them
- * with a new token. Null if unknown.
+ * with a new token. Null if unknown; DriverNotSuspendableError unless approved (or suspended).
  */
 export function suspendDriver(
   db: Db,

@@ -7,6 +7,7 @@ import {
   approveDriver,
   DRIVER_STATUSES,
   type DriverListing,
+  DriverNotSuspendableError,
   type DriverStatus,
   extendDriverTrial,
   listDrivers,
@@ -389,7 +390,19 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
         log(req, res, { driverId: id, tokenPrefix: approved.token.slice(0, 14) }, 'operator approved a driver');
         done = 'approved';
       } else {
-        const changed = action === 'reject' ? await rejectDriver(db, id, actor) : await suspendDriver(db, id, actor);
+        let changed: Awaited<ReturnType<typeof rejectDriver | typeof suspendDriver>>;
+        try {
+          changed = action === 'reject' ? await rejectDriver(db, id, actor) : await suspendDriver(db, id, actor);
+        } catch (err) {
+          if (err instanceof DriverNotSuspendableError) {
+            return invalid(
+              res,
+              `This driver is ${err.status.replace(/_/g, ' ')}: only an approved driver can be suspended.`,
+              list,
+            );
+          }
+          throw err;
+        }
         if (!changed) return notFound(res, 'driver', list);
         log(
           req,
