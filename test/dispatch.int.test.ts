@@ -638,6 +638,54 @@ describe('dispatch', () => {
     });
   });
 
+  it('records a ride on account as charged to the account, and a bank transfer; account only for an account booking', async () => {
+    const d = await driver('Account Ari');
+    const onAccount = await insertOfferedBooking(env.rt.db, 'DTN-ACC0A1', { driverId: d.id });
+    await env.rt.db('bookings').where({ id: onAccount.id }).update({ payment_method: 'account' });
+    const paidByPassenger = await insertOfferedBooking(env.rt.db, 'DTN-ACC0A2', { driverId: d.id });
+    for (const b of [onAccount, paidByPassenger]) {
+      expect((await call('POST', `/api/public/v1/jobs/${b.reference}/accept`, d.token)).status).toBe(200);
+      for (const status of ['driver_en_route', 'driver_arrived', 'passenger_on_board']) {
+        expect((await call('POST', `/api/public/v1/jobs/${b.reference}/status`, d.token, { status })).status).toBe(200);
+      }
+    }
+    const wrong = await call('POST', `/api/public/v1/jobs/${paidByPassenger.reference}/status`, d.token, {
+      status: 'completed',
+      payment: { method: 'account', amountGBP: 42 },
+    });
+    expect(wrong.status, wrong.text).toBe(400);
+    expect(wrong.json.error.details).toEqual([
+      { field: '/payment/method', problem: 'account only for a booking made on account' },
+    ]);
+    const byTransfer = await call('POST', `/api/public/v1/jobs/${paidByPassenger.reference}/status`, d.token, {
+      status: 'completed',
+      payment: { method: 'bank_transfer', amountGBP: 42 },
+    });
+    expect(byTransfer.status, byTransfer.text).toBe(200);
+    const charged = await call('POST', `/api/public/v1/jobs/${onAccount.reference}/status`, d.token, {
+      status: 'completed',
+      payment: { method: 'account', amountGBP: 42 },
+    });
+    expect(charged.status, charged.text).toBe(200);
+    const records = await env.rt
+      .db('settlement_records')
+      .whereIn('booking_id', [onAccount.id, paidByPassenger.id])
+      .select('booking_id', 'kind', 'method', 'amount_pence', 'driver_id');
+    expect(records).toEqual(
+      expect.arrayContaining([
+        { booking_id: onAccount.id, kind: 'account_charged', method: 'account', amount_pence: 4200, driver_id: d.id },
+        {
+          booking_id: paidByPassenger.id,
+          kind: 'bank_transfer_received',
+          method: 'bank_transfer',
+          amount_pence: 4200,
+          driver_id: d.id,
+        },
+      ]),
+    );
+    expect(records).toHaveLength(2);
+  });
+
   it('refuses driver endpoints without a driver token, and a driver token elsewhere', async () => {
     const d = await driver('Token Tia');
     // 401s carry the bearer challenge (RFC 6750 section 3): invalid_token when one was sent.

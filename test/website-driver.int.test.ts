@@ -632,6 +632,10 @@ describe('a job through to completion', () => {
     expect(onBoard.html).toContain(`<input id="amount" name="amount" type="text" inputmode="decimal"`);
     expect(onBoard.html).toContain(`value="${fare}"`);
     expect(onBoard.html).toContain('<input type="radio" name="method" value="cash" checked>');
+    expect(onBoard.html).toContain('value="bank_transfer"> Bank transfer to you');
+    // A booking the passenger pays is not charged to an account: that choice is not offered.
+    expect(onBoard.html).not.toContain('value="account"');
+    expect(onBoard.html).toContain('The passenger paid you directly.');
     // A bad amount is shown next to the field, what was typed kept; nothing is recorded.
     const bad = await postForm(
       api.url,

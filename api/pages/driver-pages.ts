@@ -106,12 +106,16 @@ const STEP_BUTTONS: Record<Step, string> = {
 };
 
 /** How a fare can be paid to the driver (the status API's payment methods). */
-const METHODS: readonly Payment['method'][] = ['cash', 'card', 'pay_link'];
+const METHODS: readonly Payment['method'][] = ['cash', 'card', 'pay_link', 'bank_transfer', 'account'];
 const METHOD_LABELS: Record<Payment['method'], string> = {
   cash: 'Cash',
   card: 'Card, on your own card reader',
   pay_link: 'Your payment link',
+  bank_transfer: 'Bank transfer to you',
+  account: 'Charged to the booker’s account',
 };
+/** The methods offered for a booking: `account` only for one made on account. */
+const methodsFor = (bookingMethod: string) => METHODS.filter((m) => m !== 'account' || bookingMethod === 'account');
 
 const pounds = new Intl.NumberFormat('en-GB', { style: 'currency', currency: 'GBP' });
 const gbpText = (gbp: number | null): string => (gbp === null ? 'not priced' : pounds.format(gbp));
@@ -294,9 +298,9 @@ function progressForms(
     hidden('status', 'completed'),
     `<fieldset ${field('method')}>`,
     '<legend>How was the fare paid?</legend>',
-    '<span class="hint" id="method-hint">The passenger paid you directly.</span>',
+    `<span class="hint" id="method-hint">${defaultMethod === 'account' ? 'Booked on the booker’s account: the passenger does not pay you.' : 'The passenger paid you directly.'}</span>`,
     ...fieldError('method'),
-    ...METHODS.map(
+    ...methodsFor(defaultMethod).map(
       (m) =>
         `<label class="choice"><input type="radio" name="method" value="${m}"${m === method ? ' checked' : ''}> ${escapeHtml(METHOD_LABELS[m])}</label>`,
     ),

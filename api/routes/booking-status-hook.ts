@@ -41,7 +41,7 @@ const StatusUpdate = Type.Object({
   ),
   payment: Type.Optional(
     Type.Object({
-      method: StringEnum(['cash', 'card', 'pay_link']),
+      method: StringEnum(['cash', 'card', 'pay_link', 'bank_transfer', 'account']),
       amountGBP: Type.Number({ minimum: 0, maximum: 10_000, multipleOf: 0.01 }),
       processorFeeGBP: Type.Optional(Type.Number({ minimum: 0, maximum: 1_000, multipleOf: 0.01 })),
     }),
@@ -80,7 +80,7 @@ export function bookingStatusHookRoutes(): RouteDef[] {
         'Signed with Standard Webhooks, as our status fanout is: `webhook-id`, `webhook-timestamp` (Unix seconds, within 5 minutes of our clock), `webhook-signature` (`v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{raw body}">` with your `whsec_` webhook secret), plus `x-partner: <your partner id>` naming whose secrets to check.',
         'While a secret rotation overlaps, the previous secret is accepted too. A missing, wrong or stale signature is 401 unauthorized.',
         'The same `webhook-id` delivered again answers the first result without applying the update again (remembered 24 h; the same id with a different body is 422 idempotency_key_reused).',
-        '`driver_assigned` accepts our open offer to you (include `driver` {name, phone?, licensingAuthority?, vehicle?}: the passenger’s lookup, tracking and pay pages and the booker’s webhooks show the name and vehicle, and the lookup the licensing authority; the phone goes only to the booker’s webhooks). Sent again for a booking you hold with a driver (another one, or the first after accepting without one), it is a new assignment until the passenger is on board: the booking is `driver_assigned` again and the new driver’s progress follows; after that it only corrects the details shown. `driver_en_route`, `driver_arrived`, `passenger_on_board` and `completed` (with `payment` {method: cash | card | pay_link, amountGBP, processorFeeGBP?}) report progress on a booking you hold; `handed_back` {reason?} gives the booking (or the open offer) back and we dispatch it elsewhere.',
+        '`driver_assigned` accepts our open offer to you (include `driver` {name, phone?, licensingAuthority?, vehicle?}: the passenger’s lookup, tracking and pay pages and the booker’s webhooks show the name and vehicle, and the lookup the licensing authority; the phone goes only to the booker’s webhooks). Sent again for a booking you hold with a driver (another one, or the first after accepting without one), it is a new assignment until the passenger is on board: the booking is `driver_assigned` again and the new driver’s progress follows; after that it only corrects the details shown. `driver_en_route`, `driver_arrived`, `passenger_on_board` and `completed` (with `payment` {method: cash | card | pay_link | bank_transfer | account (a booking made on account), amountGBP, processorFeeGBP? (card only)}) report progress on a booking you hold; `handed_back` {reason?} gives the booking (or the open offer) back and we dispatch it elsewhere.',
         'A booking you neither hold nor have an open offer for is 404 booking_not_found.',
       ].join('\n\n'),
       tags: ['partners'],

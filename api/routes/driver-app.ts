@@ -46,7 +46,9 @@ const Progress = Type.Object({
   status: StringEnum(['driver_en_route', 'driver_arrived', 'passenger_on_board', 'completed']),
   payment: Type.Optional(
     Type.Object({
-      method: StringEnum(['cash', 'card', 'pay_link']),
+      method: StringEnum(['cash', 'card', 'pay_link', 'bank_transfer', 'account'], {
+        description: 'account: charged to the booker’s account (a booking made on account only)',
+      }),
       amountGBP: Type.Number({ minimum: 0, maximum: 10_000, multipleOf: 0.01 }),
       processorFeeGBP: Type.Optional(Type.Number({ minimum: 0, maximum: 1_000, multipleOf: 0.01 })),
     }),
@@ -278,7 +280,7 @@ export function driverAppRoutes(): RouteDef[] {
       operationId: 'reportJobStatus',
       summary: 'Report progress: en route, arrived, on board, completed (with how the fare was paid)',
       description:
-        'Steps go forward only (one may be skipped). `completed` needs `payment` {method: cash | card | pay_link, amountGBP, processorFeeGBP (card only: with another method a fee is 400)} and appends the settlement record. Reporting the current status again answers the same.',
+        'Steps go forward only (one may be skipped). `completed` needs `payment` {method: cash | card | pay_link | bank_transfer | account (a booking made on account), amountGBP, processorFeeGBP (card only: with another method a fee is 400)} and appends the settlement record. Reporting the current status again answers the same.',
       tags: ['drivers'],
       auth: 'driver_or_key',
       params: RefParams,

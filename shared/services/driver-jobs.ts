@@ -280,7 +280,8 @@ export const PROGRESS = [
 export type Progress = (typeof PROGRESS)[number];
 
 export interface Payment {
-  method: 'cash' | 'card' | 'pay_link';
+  /** `account`: charged to the booker's account (only for a booking made on account). */
+  method: 'cash' | 'card' | 'pay_link' | 'bank_transfer' | 'account';
   amountGBP: number;
   processorFeeGBP?: number;
 }
@@ -289,6 +290,8 @@ const SETTLEMENT_KIND: Record<Payment['method'], string> = {
   cash: 'cash_received',
   card: 'card_paid',
   pay_link: 'pay_link_paid',
+  bank_transfer: 'bank_transfer_received',
+  account: 'account_charged',
 };
 
 /**
@@ -325,6 +328,14 @@ export async function reportProgress(
         throw new AppError('invalid_input', 'Completing a job needs how the fare was paid.', [
           { field: '/payment', problem: 'required when status is completed' },
         ]);
+      }
+      // Only a booking made on account is charged to one: the passenger of any other pays.
+      if (payment.method === 'account' && booking.payment_method !== 'account') {
+        throw new AppError(
+          'invalid_input',
+          `This booking was not made on account: the passenger pays by ${booking.payment_method.replace('_', ' ')}.`,
+          [{ field: '/payment/method', problem: 'account only for a booking made on account' }],
+        );
       }
       // A card processing fee belongs to a card payment: sent with another method it is refused,
       // not dropped, as the driver page refuses it (the driver meant something by it).

@@ -15,6 +15,7 @@ export const OPERATOR_SETTLEMENT_KINDS = [
   'card_paid',
   'pay_link_paid',
   'bank_transfer_received',
+  'account_charged',
   'refund',
   'correction',
   'void',
@@ -26,6 +27,7 @@ const METHOD: Partial<Record<OperatorSettlementKind, string>> = {
   card_paid: 'card',
   pay_link_paid: 'pay_link',
   bank_transfer_received: 'bank_transfer',
+  account_charged: 'account',
 };
 
 export class SettlementError extends Error {
