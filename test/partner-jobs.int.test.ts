@@ -410,6 +410,46 @@ describe('partner authentication', () => {
     expect(reused.json.error?.code).toBe('idempotency_key_reused');
   });
 
+  it('takes a signed timestamp: stale is 401, and a captured amendment replayed cannot undo a newer one', async () => {
+    const now = () => String(Math.floor(Date.now() / 1000));
+    const signedAt = (raw: string, ts: string) => ({
+      'x-partner': partner.id,
+      'x-timestamp': ts,
+      'x-signature': sign(`${ts}.${raw}`, partner.signingSecret),
+    });
+    const created = JSON.stringify(job('TS-1'));
+    const first = await send(created, signedAt(created, now()));
+    expect(first.status, first.text).toBe(201);
+    // Signed over the body alone but sent with a timestamp, or the other way round: 401.
+    expect(
+      (await send(created, { ...signedAt(created, now()), 'x-signature': sign(created, partner.signingSecret) }))
+        .status,
+    ).toBe(401);
+    // Outside 5 minutes (or in milliseconds): 401, saying why.
+    const stale = String(Math.floor(Date.now() / 1000) - 301);
+    const old = await send(created, signedAt(created, stale));
+    expect(old.status).toBe(401);
+    expect(old.json.error?.message).toContain('within 300 seconds');
+    expect((await send(created, signedAt(created, String(Date.now())))).status).toBe(401);
+    expect((await send(created, signedAt(created, 'soon'))).status).toBe(401);
+
+    // Amendment A, then B; a copy of A's request sent again answers A's first answer and changes nothing.
+    const amendA = JSON.stringify(job('TS-1', { action: 'amend', notes: 'gate A' }));
+    const headersA = signedAt(amendA, now());
+    const a = await send(amendA, headersA);
+    expect(a.status, a.text).toBe(200);
+    expect(a.json.results[0]?.outcome).toBe('amended');
+    const amendB = JSON.stringify(job('TS-1', { action: 'amend', notes: 'gate B' }));
+    const b = await send(amendB, signedAt(amendB, now()));
+    expect(b.json.results[0]?.outcome).toBe('amended');
+    const replayed = await send(amendA, headersA);
+    expect(replayed.status).toBe(200);
+    expect(replayed.headers.get('idempotency-replayed')).toBe('true');
+    expect(replayed.text).toBe(a.text);
+    const row = await bookingByRef(first.json.results[0]?.bookingReference as string);
+    expect(row.notes).toBe('gate B');
+  });
+
   it('answers 401 for a wrong signature, a signature of another body, and missing credentials', async () => {
     const raw = JSON.stringify(job('H-3'));
     const wrong = await send(raw, { 'x-partner': partner.id, 'x-signature': sign(raw, 'not-the-secret') });
@@ -423,7 +463,7 @@ describe('partner authentication', () => {
     // The challenge names both ways in (RFC 9110 section 11.6.1).
     for (const r of [wrong, other, none]) {
       expect(r.headers.get('www-authenticate')).toBe(
-        'Bearer realm="api", HMAC-SHA256 realm="partners", headers="x-partner x-signature"',
+        'Bearer realm="api", HMAC-SHA256 realm="partners", headers="x-partner x-signature", optional="x-timestamp"',
       );
     }
     const badKey = await send(raw, { authorization: 'Bearer dtn_live_nonsense' });

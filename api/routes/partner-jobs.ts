@@ -1,10 +1,6 @@
 import { AppError } from '../../shared/errors.ts';
-import {
-  PartnerJobsDocumented,
-  PartnerJobsRequest,
-  partnerJobsResponses,
-} from '../../shared/schemas/partner-jobs.ts';
-import { underClaims } from '../../shared/services/idempotency.ts';
+import { PartnerJobsDocumented, PartnerJobsRequest, partnerJobsResponses } from '../../shared/schemas/partner-jobs.ts';
+import { SIGNED_MESSAGE, underClaims } from '../../shared/services/idempotency.ts';
 import {
   assertActive,
   type IntakeCaller,
@@ -42,7 +38,7 @@ export function partnerJobRoutes(): RouteDef[] {
       operationId: 'submitPartnerJobs',
       summary: 'Submit partner jobs: one job or a batch of up to 100 (new, amend, cancel)',
       description:
-        'Partners only: send your partner API key (Authorization: Bearer, or x-api-key), or sign the raw body with HMAC-SHA256 using your signing secret and send x-partner: <partner id> and x-signature: <hex> (sha256= prefix accepted). Each job has jobRef (your unique reference), action (new, amend, cancel; default new), pickup, dropoff, pickupTime (required for new and amend), passengerName, passengerPhone, passengerEmail, passengers (1 to 8), vehicleType, flightNumber, fare (GBP, only for partners allowed to set fares) and notes. Every job gets its own outcome (created 201, amended, cancelled, unchanged 200, rejected 4xx with an error); an array answers 200 when all succeeded, else 207; a single object answers with its own status. A repeated new job with the same content is unchanged; with other content it amends. New jobs count against a daily limit per partner (Europe/London day): 429 daily_limit_reached with Retry-After.',
+        'Partners only: send your partner API key (Authorization: Bearer, or x-api-key), or sign the raw body with HMAC-SHA256 using your signing secret and send x-partner: <partner id> and x-signature: <hex> (sha256= prefix accepted); recommended: also send x-timestamp: <Unix seconds> and sign "<timestamp>.<raw body>" instead, which refuses a request older than 5 minutes and answers a copy of a signed request with its first answer (a captured amendment cannot be replayed). Each job has jobRef (your unique reference), action (new, amend, cancel; default new), pickup, dropoff, pickupTime (required for new and amend), passengerName, passengerPhone, passengerEmail, passengers (1 to 8), vehicleType, flightNumber, fare (GBP, only for partners allowed to set fares) and notes. Every job gets its own outcome (created 201, amended, cancelled, unchanged 200, rejected 4xx with an error); an array answers 200 when all succeeded, else 207; a single object answers with its own status. A repeated new job with the same content is unchanged; with other content it amends. New jobs count against a daily limit per partner (Europe/London day): 429 daily_limit_reached with Retry-After.',
       tags: ['partners'],
       auth: 'public',
       body: PartnerJobsRequest,
@@ -59,6 +55,7 @@ export function partnerJobRoutes(): RouteDef[] {
               req.get('x-partner'),
               req.get('x-signature'),
               req.rawBody,
+              req.get('x-timestamp'),
             )
           : undefined,
       handler: async ({ req, deps, caller, body, verified }) => {
@@ -96,10 +93,23 @@ export function partnerJobRoutes(): RouteDef[] {
         // The Idempotency-Key is claimed here, once the partner is authenticated, scoped by its
         // API key or, signing with HMAC, by the partner (whatever address it sends from).
         const key = req.get('idempotency-key');
-        const claims =
+        const claims: Parameters<typeof underClaims>[1][number][] =
           key === undefined
             ? []
             : [{ scope: caller.kind === 'api_key' ? callerScope(caller) : `hmac:${partner.id}`, key }];
+        // A timestamped signed message delivered again (the same signature: the same timestamp
+        // and body) answers its first result and changes nothing, so a captured amendment
+        // replayed inside the 5 minutes cannot undo a newer one (remembered 24 h, as the
+        // supplier hmac adapter's messages).
+        const messageId = caller.kind === 'anonymous' ? verified?.messageId : undefined;
+        if (messageId) {
+          claims.unshift({
+            scope: `partner-message:${partner.id}`,
+            key: messageId,
+            always: true,
+            label: SIGNED_MESSAGE,
+          });
+        }
         return underClaims(
           deps.db,
           claims,

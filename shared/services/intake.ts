@@ -128,12 +128,14 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const validateJob = compileSchema(PartnerJob);
 
 /** The 401's challenge (RFC 9110 section 11.6.1): either of the two ways a partner authenticates. */
-export const PARTNER_CHALLENGE = 'Bearer realm="api", HMAC-SHA256 realm="partners", headers="x-partner x-signature"';
+export const PARTNER_CHALLENGE =
+  'Bearer realm="api", HMAC-SHA256 realm="partners", headers="x-partner x-signature", optional="x-timestamp"';
 
-function unauthorized(): AppError {
+function unauthorized(why?: string): AppError {
   return new AppError(
     'unauthorized',
-    'Partner credentials are missing or invalid: send your partner API key ("Authorization: Bearer <key>" or "x-api-key"), or sign the raw body with HMAC-SHA256 and send "x-partner: <partner id>" and "x-signature: <hex>".',
+    why ??
+      'Partner credentials are missing or invalid: send your partner API key ("Authorization: Bearer <key>" or "x-api-key"), or sign the raw body with HMAC-SHA256 and send "x-partner: <partner id>" and "x-signature: <hex>" (optionally with "x-timestamp: <Unix seconds>", signing "<timestamp>.<raw body>").',
     [],
     { 'WWW-Authenticate': PARTNER_CHALLENGE },
   );
@@ -162,41 +164,66 @@ export function assertActive(partner: IntakePartner): void {
   }
 }
 
-/**
- * HMAC partner authentication: `x-partner` names the partner, `x-signature` is the hex
- * HMAC-SHA256 of the raw body with the partner's signing secret (a `sha256=` prefix is
- * accepted), compared in constant time. Anything missing or wrong is 401, the same answer
- * whether or not the partner exists.
- */
 /** Signs for a partner id that does not exist: the check still runs, and never matches (see partnerBySignature). */
 const UNKNOWN_PARTNER_SECRET = randomBytes(32);
 
+/** How far a signed `x-timestamp` may be from our clock (seconds), as the supplier `hmac` adapter's. */
+export const PARTNER_SIGNATURE_TOLERANCE_SECONDS = 300;
+
+/** A partner authenticated by its signature; `messageId` names a timestamped signed message. */
+export type SignedPartner = IntakePartner & { messageId?: string };
+
+/**
+ * HMAC partner authentication (CONTRACT.md section 6): `x-partner` names the partner,
+ * `x-signature` is the hex HMAC-SHA256 of the raw body with the partner's signing secret (a
+ * `sha256=` prefix is accepted), compared in constant time. Anything missing or wrong is 401,
+ * the same answer whether or not the partner exists.
+ *
+ * Optionally the partner also sends `x-timestamp` (Unix seconds) and signs
+ * `"<timestamp>.<raw body>"` instead: the request is then refused outside 5 minutes of our
+ * clock, and the signed message is named (`messageId`) so the route answers a copy of it with
+ * its first answer rather than applying it again. A captured amendment can then not be
+ * replayed later to undo a newer one, which a body-only signature cannot prevent.
+ */
 export async function partnerBySignature(
   db: Db,
   key: Buffer,
   partnerHeader: string | undefined,
   signatureHeader: string | undefined,
   rawBody: Buffer | undefined,
-): Promise<IntakePartner> {
+  timestampHeader?: string,
+  nowMs = Date.now(),
+): Promise<SignedPartner> {
   const partnerId = partnerHeader?.trim() ?? '';
   const signature = (signatureHeader ?? '')
     .trim()
     .replace(/^sha256=/i, '')
     .toLowerCase();
   if (!UUID.test(partnerId) || !/^[0-9a-f]{64}$/.test(signature)) throw unauthorized();
+  const timestamp = timestampHeader?.trim();
+  if (timestamp !== undefined) {
+    if (!/^\d{1,12}$/.test(timestamp)) {
+      throw unauthorized('x-timestamp must be the time of signing in whole Unix seconds.');
+    }
+    if (Math.abs(Math.floor(nowMs / 1000) - Number(timestamp)) > PARTNER_SIGNATURE_TOLERANCE_SECONDS) {
+      throw unauthorized(
+        `x-timestamp must be within ${PARTNER_SIGNATURE_TOLERANCE_SECONDS} seconds of the current time (Unix seconds, not milliseconds): sign every attempt, retries included, when you send it.`,
+      );
+    }
+  }
   const row = await db('partners')
     .where({ id: partnerId.toLowerCase() })
     .first<{ signing_secret_sealed: string } | undefined>('signing_secret_sealed');
   // An unknown partner id costs the same HMAC as a known one, so the answer's timing does not
   // tell whether an id exists (the 401 is the same either way).
   const secret = row ? unseal(row.signing_secret_sealed, key) : UNKNOWN_PARTNER_SECRET;
-  const expected = createHmac('sha256', secret)
-    .update(rawBody ?? Buffer.alloc(0))
-    .digest('hex');
+  const mac = createHmac('sha256', secret);
+  if (timestamp !== undefined) mac.update(`${timestamp}.`);
+  const expected = mac.update(rawBody ?? Buffer.alloc(0)).digest('hex');
   if (!safeEqual(expected, signature) || !row) throw unauthorized();
   const partner = await loadPartner(db, partnerId.toLowerCase());
   if (!partner) throw unauthorized();
-  return partner;
+  return timestamp !== undefined ? { ...partner, messageId: `sha256=${signature}` } : partner;
 }
 
 /**
