@@ -1,12 +1,11 @@
-import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendStatus } from '../shared/db/bookings.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { insertPendingBooking } from './helpers/bookings.ts';
 import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
 
 /**
@@ -70,24 +69,8 @@ async function partnerAt(path: string) {
 }
 
 async function bookingOf(partnerId: string): Promise<string> {
-  const id = uuidv7();
   refSeq += 1;
-  await env.rt.db('bookings').insert({
-    id,
-    reference: `DTN-FR${String(refSeq).padStart(4, '0')}`,
-    origin: 'partner',
-    status: 'pending',
-    partner_id: partnerId,
-    passenger_name: 'Ada Lovelace',
-    passengers: 1,
-    vehicle_type: 'saloon',
-    pickup: JSON.stringify({ query: 'a', name: 'A', kind: 'poi', lat: 51.5, lng: -0.14 }),
-    dropoff: JSON.stringify({ query: 'b', name: 'B', kind: 'poi', lat: 51.47, lng: -0.45 }),
-    pickup_time: new Date('2026-12-05T14:30:00Z'),
-    fare_pence: 4200,
-    tracking_token_hash: randomBytes(32),
-  });
-  return id;
+  return insertPendingBooking(env.rt.db, `DTN-FR${String(refSeq).padStart(4, '0')}`, partnerId);
 }
 
 const dispatching = (bookingId: string) =>

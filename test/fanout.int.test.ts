@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendStatus } from '../shared/db/bookings.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
+import { insertPendingBooking } from './helpers/bookings.ts';
 import { appFor, createTestEnv, eventually, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 import { readSigned } from './helpers/signed-webhook.ts';
@@ -80,24 +81,8 @@ async function partnerBooking(path: string, answers: number[] = []) {
 }
 
 async function insertBooking(partnerId: string | null): Promise<string> {
-  const id = uuidv7();
   refSeq += 1;
-  await env.rt.db('bookings').insert({
-    id,
-    reference: `DTN-WH${String(refSeq).padStart(4, '0')}`,
-    origin: partnerId ? 'partner' : 'api',
-    status: 'pending',
-    partner_id: partnerId,
-    passenger_name: 'Ada Lovelace',
-    passengers: 1,
-    vehicle_type: 'saloon',
-    pickup: JSON.stringify({ query: 'a', name: 'A', kind: 'poi', lat: 51.5, lng: -0.14 }),
-    dropoff: JSON.stringify({ query: 'b', name: 'B', kind: 'poi', lat: 51.47, lng: -0.45 }),
-    pickup_time: new Date('2026-12-05T14:30:00Z'),
-    fare_pence: 4200,
-    tracking_token_hash: randomBytes(32),
-  });
-  return id;
+  return insertPendingBooking(env.rt.db, `DTN-WH${String(refSeq).padStart(4, '0')}`, partnerId);
 }
 
 const setStatus = (bookingId: string, status: string) =>

@@ -96,3 +96,28 @@ export async function insertOfferedBooking(
   });
   return { id, reference, offerId };
 }
+
+/**
+ * A pending booking written straight to the table (no pricing, no dispatch job), London to
+ * Heathrow on 5 December 2026, submitted by `partnerId` when given: for tests of what follows
+ * a booking (status fanout) that need many quickly.
+ */
+export async function insertPendingBooking(db: Db, reference: string, partnerId: string | null): Promise<string> {
+  const id = uuidv7();
+  await db('bookings').insert({
+    id,
+    reference,
+    origin: partnerId ? 'partner' : 'api',
+    status: 'pending',
+    partner_id: partnerId,
+    passenger_name: 'Ada Lovelace',
+    passengers: 1,
+    vehicle_type: 'saloon',
+    pickup: JSON.stringify({ query: 'a', name: 'A', kind: 'poi', lat: 51.5, lng: -0.14 }),
+    dropoff: JSON.stringify({ query: 'b', name: 'B', kind: 'poi', lat: 51.47, lng: -0.45 }),
+    pickup_time: new Date('2026-12-05T14:30:00Z'),
+    fare_pence: 4200,
+    tracking_token_hash: randomBytes(32),
+  });
+  return id;
+}
