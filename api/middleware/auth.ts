@@ -13,6 +13,17 @@ export type Caller =
   | { kind: 'driver'; ip: string; driver: DriverIdentity };
 
 /**
+ * Whether the caller works in the sandbox: a test key, or a sandbox driver's token (a driver
+ * who applied with a test key, or the simulator's). Anonymous callers are live. What a caller
+ * makes (quotes, bookings, applications, verification e-mails) takes its mode from here.
+ */
+export function callerTestMode(caller: Caller): boolean {
+  return caller.kind === 'api_key'
+    ? caller.key.mode === 'test'
+    : caller.kind === 'driver' && caller.driver.testMode === true;
+}
+
+/**
  * 401 with the challenge RFC 6750 section 3 asks of a resource taking bearer credentials: the
  * realm, with `error="invalid_token"` when a credential was presented and refused and
  * `error="invalid_request"` when the request's credentials are malformed (an Authorization

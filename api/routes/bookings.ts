@@ -48,7 +48,7 @@ import {
 import { gbp, priceQuote } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
-import type { Caller } from '../middleware/auth.ts';
+import { type Caller, callerTestMode } from '../middleware/auth.ts';
 import { fixedWindowCounter, unavailable } from '../middleware/rate-limit.ts';
 import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
@@ -311,7 +311,7 @@ export function bookingCaller(caller: Caller, req?: Request): BookingCaller {
 }
 
 /** Lookups and cancellations see the caller's mode only: a test key its test bookings, anyone else live ones. */
-const testModeOf = (caller: Caller) => caller.kind === 'api_key' && caller.key.mode === 'test';
+const testModeOf = (caller: Caller) => callerTestMode(caller);
 
 function payment(raw: keyof typeof PAYMENT_SPELLINGS | undefined) {
   return raw ? PAYMENT_SPELLINGS[raw] : 'cash';

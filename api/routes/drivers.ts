@@ -1,6 +1,7 @@
 import { AppError } from '../../shared/errors.ts';
 import { DriverApplyRequest, DriverApplyResponse } from '../../shared/schemas/drivers.ts';
 import { applyDriver, DriverLicenceTakenError } from '../../shared/services/drivers.ts';
+import { callerTestMode } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 
 export const DRIVER_APPLY_PATH = '/api/public/v1/drivers/apply';
@@ -49,7 +50,7 @@ export function driverRoutes(opts: DriverRoutesOptions = {}): RouteDef[] {
         try {
           const applied = await applyDriver(deps.db, body, {
             actor: caller.kind === 'api_key' ? `key:${caller.key.prefix}` : 'public',
-            testMode: caller.kind === 'api_key' && caller.key.mode === 'test',
+            testMode: callerTestMode(caller),
             onContentRejected: (reasons) => req.log?.warn({ reasons }, 'content rejected'),
           });
           return { status: 201, body: applied satisfies DriverApplyResponse };

@@ -30,6 +30,7 @@ import {
   verifyByLink,
 } from '../../shared/services/email-verification.ts';
 import { baseUrlFor } from '../base-url.ts';
+import { callerTestMode } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 
 export const PASSENGER_VERIFY_PATH = '/api/public/v1/passenger-verify';
@@ -132,7 +133,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
         // verification is the sandbox's own (TEST_PURPOSE), which never verifies an address
         // for live bookings, and it has no mail-server lookup, as a test-mode booking's address
         // gets none (the other rules apply in both).
-        const testMode = caller.kind === 'api_key' && caller.key.mode === 'test';
+        const testMode = callerTestMode(caller);
         const purpose = testMode ? TEST_PURPOSE : DEFAULT_PURPOSE;
         if (body.code !== undefined) {
           const code = normaliseCode(body.code);

@@ -11,7 +11,7 @@ import {
 } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
-import type { Caller } from '../middleware/auth.ts';
+import { type Caller, callerTestMode } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { screen } from './bookings.ts';
 
@@ -46,7 +46,7 @@ export function quoteCaller(caller: Caller): QuoteCaller {
   return caller.kind === 'api_key'
     ? { apiKeyId: caller.key.id, partnerId: caller.key.partnerId, testMode: caller.key.mode === 'test' }
     : caller.kind === 'driver'
-      ? { apiKeyId: null, partnerId: null, testMode: false, driverId: caller.driver.id }
+      ? { apiKeyId: null, partnerId: null, testMode: callerTestMode(caller), driverId: caller.driver.id }
       : { apiKeyId: null, partnerId: null, testMode: false };
 }
 

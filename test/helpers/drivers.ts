@@ -12,6 +12,8 @@ export interface TestDriverOptions {
   /** Home city (default Manchester), 20 miles around it. */
   home?: string;
   paymentLink?: string;
+  /** A sandbox driver (as one applying with a test key): offered and making test-mode bookings only. */
+  testMode?: boolean;
 }
 
 export interface TestDriver {
@@ -55,7 +57,7 @@ export async function approvedDriver(db: Db, opts: TestDriverOptions = {}): Prom
         : {}),
       ...(opts.paymentLink ? { paymentLink: opts.paymentLink } : {}),
     },
-    { actor: 'test' },
+    { actor: 'test', ...(opts.testMode ? { testMode: true } : {}) },
   );
   const approved = await approveDriver(db, driverId, 'test');
   if (!approved) throw new Error(`driver ${driverId} could not be approved`);
