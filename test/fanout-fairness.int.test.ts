@@ -114,5 +114,10 @@ describe('webhook fanout with a hanging endpoint', () => {
     }
     expect(delivered.filter((d) => d.path === '/hang')).toHaveLength(HANGING);
     expect(mostHeld).toBeLessThanOrEqual(CAP);
+    // The waits were real jobs, and none of them is kept once run: what the queue keeps is the
+    // deliveries' own jobs (one each: every delivery went out on its first attempt).
+    const kept = await env.rt.queues.fanout.getJobs(['completed'], 0, 1000);
+    expect(kept.filter((j) => j.id?.includes('-wait-'))).toEqual([]);
+    expect(kept.length).toBeLessThanOrEqual(HANGING + 1);
   }, 90_000);
 });

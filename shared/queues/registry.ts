@@ -74,7 +74,17 @@ export const JOBS = {
    * schedules its own retries (`webhook-<deliveryId>-<attempt>`) and marks the row dead when
    * they run out (shared/services/webhooks.ts).
    */
-  'deliver-webhook': { queue: 'fanout', payload: Type.Object({ deliveryId: Uuid }, { additionalProperties: false }) },
+  'deliver-webhook': {
+    queue: 'fanout',
+    payload: Type.Object(
+      {
+        deliveryId: Uuid,
+        /** How many times this attempt has found its endpoint's slots taken (the wait grows with it). */
+        slotWaits: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+      },
+      { additionalProperties: false },
+    ),
+  },
   /**
    * The weekly invoice run (a job scheduler fires it every Monday 02:00 Europe/London): issue
    * the invoices of `week`, by default the week that ended before the run was due, then charge

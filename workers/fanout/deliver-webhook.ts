@@ -45,26 +45,31 @@ const jobIdFor = (deliveryId: string, attempt: number) => `webhook-${deliveryId}
  * whose worker died frees itself when the request could no longer be running.
  */
 const TAKE_SLOT_LUA = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1`;
 /** A slot's lease: longer than a request can take (WEBHOOK_TIMEOUT_MS) and its bookkeeping. */
 const SLOT_LEASE_MS = 30_000;
-/** A delivery that found its endpoint's slots taken looks again after this long, plus up to as much again. */
+/**
+ * A delivery that found its endpoint's slots taken looks again after SLOT_WAIT_MS, doubling with
+ * each further wait up to SLOT_WAIT_MAX_MS, plus up to as much again at random (so the waiting
+ * deliveries of a hanging endpoint spread out rather than poll it together).
+ */
 export const SLOT_WAIT_MS = 1_000;
+const SLOT_WAIT_MAX_MS = 30_000;
 
 const slotKey = (ctx: WorkerContext, endpointId: string) => `${ctx.config.queuePrefix}:fanout:in-flight:${endpointId}`;
 
+/** Leases are timed by Redis's clock (TIME), so workers whose clocks differ agree on them. */
 async function takeSlot(ctx: WorkerContext, endpointId: string, token: string): Promise<boolean> {
-  const now = Date.now();
   const taken = await ctx.redis.eval(
     TAKE_SLOT_LUA,
     1,
     slotKey(ctx, endpointId),
-    String(now),
-    String(now + SLOT_LEASE_MS),
     String(ctx.config.webhooks.maxInFlightPerEndpoint),
     token,
     String(SLOT_LEASE_MS),
@@ -207,7 +212,7 @@ async function failedOnPurpose(ctx: WorkerContext, delivery: DeliveryRow, attemp
  * BullMQ's default retries cover those.
  */
 export async function deliverWebhook(payload: JobPayload<'deliver-webhook'>, ctx: WorkerContext): Promise<void> {
-  const { deliveryId } = payload;
+  const { deliveryId, slotWaits = 0 } = payload;
   const pending = await ctx
     .db('webhook_deliveries')
     .where({ id: deliveryId, state: 'pending' })
@@ -218,12 +223,16 @@ export async function deliverWebhook(payload: JobPayload<'deliver-webhook'>, ctx
   // so an endpoint that hangs cannot hold every worker slot while other partners wait.
   const token = `${deliveryId}:${Math.random().toString(36).slice(2)}`;
   if (!(await takeSlot(ctx, pending.endpoint_id, token))) {
+    const wait = Math.min(SLOT_WAIT_MAX_MS, SLOT_WAIT_MS * 2 ** Math.min(slotWaits, 10));
     await ctx.queues.fanout.add(
       'deliver-webhook',
-      { deliveryId },
+      { deliveryId, slotWaits: slotWaits + 1 },
       {
-        jobId: `${jobIdFor(deliveryId, pending.attempts + 1)}-slot-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`,
-        delay: SLOT_WAIT_MS + Math.floor(Math.random() * SLOT_WAIT_MS),
+        // One id per attempt and wait: a copy of this job (a stalled one run again) adds nothing.
+        jobId: `${jobIdFor(deliveryId, pending.attempts + 1)}-wait-${slotWaits + 1}`,
+        delay: wait + Math.floor(Math.random() * wait),
+        // A wait is not worth keeping once it has run (a hanging endpoint makes many).
+        removeOnComplete: true,
       },
     );
     return;
