@@ -760,6 +760,26 @@ describe('pricing worker away', () => {
       expect(batch.status).toBe(207);
       expect(batch.retryAfter).toBeNull();
       expect(batch.json.results.map((r) => r.error?.retryAfterSeconds)).toEqual([5, 5]);
+      // A timestamped signed message refused for now: the same bytes again are told to sign
+      // afresh (409), not the 503 replayed until the timestamp goes stale; signed afresh, it runs.
+      const raw = JSON.stringify(job('AWAY-4'));
+      const signed = (ts: string) => ({
+        'content-type': 'application/json',
+        'x-partner': p.id,
+        'x-timestamp': ts,
+        'x-signature': sign(`${ts}.${raw}`, p.signingSecret),
+      });
+      const ts = String(Math.floor(Date.now() / 1000));
+      const postSigned = async (headers: Record<string, string>) => {
+        const res = await fetch(`${s.url}/api/public/v1/jobs`, { method: 'POST', headers, body: raw });
+        return { status: res.status, json: (await res.json()) as Json };
+      };
+      expect((await postSigned(signed(ts))).status).toBe(503);
+      const copy = await postSigned(signed(ts));
+      expect(copy.status).toBe(409);
+      expect(copy.json.error?.code).toBe('conflict');
+      expect(copy.json.error?.message).toContain('signed afresh');
+      expect((await postSigned(signed(String(Number(ts) + 1)))).status).toBe(503);
       expect(await lonely.rt.db('bookings').count({ n: '*' })).toEqual([{ n: 0 }]);
     } finally {
       await s.close();

@@ -58,7 +58,7 @@ export function partnerJobRoutes(): RouteDef[] {
               req.get('x-timestamp'),
             )
           : undefined,
-      handler: async ({ req, deps, caller, body, verified }) => {
+      handler: async ({ req, deps, caller, body, verified, requestId }) => {
         let partner: IntakePartner | undefined;
         let apiKeyId: string | null = null;
         let testMode = false;
@@ -113,7 +113,13 @@ export function partnerJobRoutes(): RouteDef[] {
         return underClaims(
           deps.db,
           claims,
-          { method: req.method, path: JOBS_PATH, rawBody: req.rawBody, sealKey: deps.config.dataEncryptionKey },
+          {
+            method: req.method,
+            path: JOBS_PATH,
+            rawBody: req.rawBody,
+            sealKey: deps.config.dataEncryptionKey,
+            requestId,
+          },
           async () => {
             const results = await processJobs(
               { ...deps, logger: req.log ?? deps.logger },

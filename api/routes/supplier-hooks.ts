@@ -41,7 +41,7 @@ export function supplierHookRoutes(): RouteDef[] {
       textCheckedPerJob: true,
       errors: ['unauthorized', 'not_found', 'invalid_input', 'idempotency_in_progress', 'idempotency_key_reused'],
       responses: partnerJobsResponses(),
-      handler: async ({ req, deps, params, body }) => {
+      handler: async ({ req, deps, params, body, requestId }) => {
         const slug = params.supplier;
         const supplier = await activeSupplierBySlug(deps.db, slug);
         const adapter = supplier ? ADAPTERS[supplier.adapter] : undefined;
@@ -83,6 +83,7 @@ export function supplierHookRoutes(): RouteDef[] {
             path: idempotencyPathOf({ path: SUPPLIER_HOOK_PATH }, req.path),
             rawBody: req.rawBody,
             sealKey: deps.config.dataEncryptionKey,
+            requestId,
           },
           async () => {
             const results = (

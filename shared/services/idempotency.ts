@@ -1,6 +1,6 @@
 import { seal, sha256, unseal } from '../crypto.ts';
 import type { Db } from '../db/knex.ts';
-import { AppError } from '../errors.ts';
+import { AppError, errorBody } from '../errors.ts';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
 /**
@@ -242,6 +242,10 @@ export async function beginIdempotent(
  * claim still running is 409 and a key used for another request 422, as `beginIdempotent` says.
  * An answer `run` marks `remember: false` (a job failed on our side or hit a limit) lets every
  * claim but the `always` ones go, so a retry runs again; an error it throws lets them all go.
+ * An `always` claim then records a 409 `conflict` saying to sign the message afresh, not the
+ * answer: replaying a refusal for now (a 503 with its Retry-After) to a sender who retries the
+ * same signed bytes would only repeat it until the timestamp went stale, and running the copy
+ * again would let a captured message be replayed.
  */
 export async function underClaims(
   db: Db,
@@ -250,7 +254,7 @@ export async function underClaims(
    * captured copy being replayed: a genuine retry is signed afresh, so it is never let go).
    */
   claims: readonly { scope: string; key: string; always?: boolean; label?: ClaimLabel }[],
-  request: { method: string; path: string; rawBody: Buffer | undefined; sealKey: Buffer },
+  request: { method: string; path: string; rawBody: Buffer | undefined; sealKey: Buffer; requestId?: string },
   run: () => Promise<{ status: number; body: unknown; headers?: Record<string, string>; remember: boolean }>,
 ): Promise<{ status: number; body: unknown; headers?: Record<string, string> }> {
   const held: (Extract<IdempotencyStart, { kind: 'new' }> & { always: boolean })[] = [];
@@ -287,11 +291,27 @@ export async function underClaims(
     throw err;
   }
   const body = Buffer.from(JSON.stringify(answer.body));
+  const resign = {
+    status: 409,
+    headers: {},
+    body: Buffer.from(
+      JSON.stringify(
+        errorBody(
+          'conflict',
+          'This signed message was answered with a refusal for now (a job to be sent again): send it again signed afresh, with a new timestamp, as every attempt must be.',
+          [],
+          request.requestId ?? '',
+        ),
+      ),
+    ),
+  };
   await Promise.all(
     held.map((h) =>
-      answer.remember || h.always
+      answer.remember
         ? h.complete({ status: answer.status, headers: answer.headers ?? {}, body })
-        : h.abandon(),
+        : h.always
+          ? h.complete(resign)
+          : h.abandon(),
     ),
   );
   return { status: answer.status, body: answer.body, headers: answer.headers ?? {} };
