@@ -529,6 +529,8 @@ describe('limits and transport', () => {
     const empty = await postMcp(ada.accessToken, []);
     expect(empty.status).toBe(400);
     expect(await empty.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32600 }, id: null });
+    // Counted against the passenger's general limit, as every message is.
+    expect(empty.headers.get('ratelimit')).toMatch(/r=\d+/);
     // Arguments must be an object (MCP tools/call): anything else is Invalid params, said in words.
     for (const args of ['Leeds to York', ['Leeds', 'York'], 42, null]) {
       const res = await postMcp(ada.accessToken, {
@@ -537,6 +539,7 @@ describe('limits and transport', () => {
         method: 'tools/call',
         params: { name: 'estimate_fare', arguments: args },
       });
+      expect(res.headers.get('ratelimit')).toMatch(/r=\d+/);
       const text = await res.text();
       const body = JSON.parse(text);
       expect(body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32602 } });

@@ -408,7 +408,9 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
       return;
     }
     // JSON-RPC 2.0 section 6: an empty batch is an Invalid Request (the transport would answer 202).
+    // Counted against the general limit, as every message is.
     if (Array.isArray(req.body) && req.body.length === 0) {
+      await general(req, res, subject);
       res.status(400).json({
         jsonrpc: '2.0',
         error: { code: -32600, message: 'Invalid Request: a batch must hold at least one message' },
@@ -418,6 +420,7 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
     }
     const badArgs = callWithArgumentsNotAnObject(req.body);
     if (badArgs !== null) {
+      await general(req, res, subject);
       res.status(200).json({
         jsonrpc: '2.0',
         id: badArgs,
