@@ -81,9 +81,20 @@ function securityHeaders(options: HelmetOptions) {
  * operator pages' layers (about 65 path matches, some 5% of a booking's CPU in the API);
  * a path under none of them goes on exactly as it did.
  */
-export function servedUnder(prefixes: readonly string[], router: RequestHandler): RequestHandler {
+export function servedUnder(
+  prefixes: readonly string[],
+  router: RequestHandler,
+  /**
+   * Pages only: an OPTIONS request goes on past the router (whose automatic answer would list
+   * its form methods), to the API route of the same path (its CORS preflight) or the 404.
+   */
+  opts: { pagesOnly?: boolean } = {},
+): RequestHandler {
   const lower = prefixes.map((p) => p.toLowerCase());
-  return (req, res, next) => (isUnder(lower, req.path.toLowerCase()) ? router(req, res, next) : next());
+  return (req, res, next) =>
+    isUnder(lower, req.path.toLowerCase()) && !(opts.pagesOnly && req.method === 'OPTIONS')
+      ? router(req, res, next)
+      : next();
 }
 
 /** Whether `path` is one of `prefixes` or below one (both lower case). */
@@ -140,9 +151,9 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
   // The MCP tool server and its OAuth endpoints, which parse their own bodies (OAuth posts forms).
   app.use(servedUnder(MCP_ROUTER_PATHS, mcpRouter(deps, limits)));
   // The passenger website (/book, /track) and /docs, whose forms also post form bodies.
-  app.use(servedUnder(WEBSITE_PATHS, websiteRouter(deps, limits)));
+  app.use(servedUnder(WEBSITE_PATHS, websiteRouter(deps, limits), { pagesOnly: true }));
   // The operator pages (/operator, behind operator sign-in) and the BullMQ board (/operator/queues).
-  app.use(servedUnder(OPERATOR_PATHS, operatorRouter(deps, limits)));
+  app.use(servedUnder(OPERATOR_PATHS, operatorRouter(deps, limits), { pagesOnly: true }));
   app.use(jsonBody(config.http.bodyLimitBytes));
 
   const routes: RouteDef[] = [...healthRoutes, ...publicRoutes(config), ...(opts.extraRoutes ?? [])];

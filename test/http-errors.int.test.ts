@@ -261,6 +261,13 @@ describe('error envelope', () => {
     expect(plain.status).toBe(204);
     expect(plain.headers.get('allow')).toBe('GET, POST, HEAD, OPTIONS');
     expect(plain.headers.get('access-control-allow-methods')).toBe('GET, POST, HEAD, OPTIONS');
+    // A path the website also serves (the verification link's page) preflights as its API route.
+    const link = await fetch(`${http.url}/api/public/v1/passenger-verify/link?token=x`, {
+      method: 'OPTIONS',
+      headers: { Origin: 'https://agent.example', 'Access-Control-Request-Method': 'GET' },
+    });
+    expect(link.status).toBe(204);
+    expect(link.headers.get('access-control-allow-methods')).toBe('GET, HEAD, OPTIONS');
     // A preflight for a path that does not exist is the 404 envelope, not a blanket 204.
     const nowhere = await fetch(`${http.url}/api/public/v1/nowhere`, {
       method: 'OPTIONS',
