@@ -8,7 +8,7 @@ import { jobFeed } from '../shared/services/driver-jobs.ts';
 import { applyDriver } from '../shared/services/drivers.ts';
 import { queueStatusFanout } from '../shared/services/webhooks.ts';
 import type { WorkerContext } from '../workers/context.ts';
-import { deliverWebhook } from '../workers/fanout/deliver-webhook.ts';
+import { deliverInSlot } from '../workers/fanout/deliver-webhook.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 
 /**
@@ -307,7 +307,8 @@ describe('hot-path statements read by index, whatever the tables hold', () => {
   it('claims a webhook delivery by its primary key, however many are pending', async () => {
     const ctx = { db } as unknown as WorkerContext;
     const plans = await plansOfStatements(
-      () => deliverWebhook({ deliveryId: deliveredId }, ctx),
+      // The attempt itself (its endpoint slot taken): the claim is the statement under test.
+      () => deliverInSlot(deliveredId, ctx),
       /update "webhook_deliveries"/,
     );
     for (const p of plans) {

@@ -138,6 +138,6 @@ describe('OpenAPI documents', () => {
     expect(Object.keys(one.properties)).toEqual(expect.arrayContaining(['jobRef', 'pickup', 'pickupTime', 'fare']));
     expect(one.required).toEqual(['jobRef']);
     expect(many).toMatchObject({ type: 'array', minItems: 1, maxItems: 100 });
-    expect(Object.keys(many.items.properties)).toContain('passengerName');
+    expect(Object.keys(many.items.anyOf[0].properties)).toContain('passengerName');
   });
 });

@@ -54,10 +54,20 @@ export const PartnerJobsRequest = Type.Union([
   }),
 ]);
 
-/** The request body as documented: one PartnerJob, or 1 to 100 of them (each checked on its own). */
+/**
+ * The request body as documented: one PartnerJob, or 1 to 100 of them. Each job of an array is
+ * checked on its own, so an item that is not a PartnerJob is that job's rejection in a 207, not
+ * the request's: the array's items are documented as PartnerJob or anything else.
+ */
 export const PartnerJobsDocumented = Type.Union([
   PartnerJob,
-  Type.Array(PartnerJob, { minItems: 1, maxItems: MAX_JOBS_PER_REQUEST }),
+  Type.Array(
+    Type.Union([
+      PartnerJob,
+      Type.Unknown({ description: 'Anything else is rejected as that job alone (its result), not the batch' }),
+    ]),
+    { minItems: 1, maxItems: MAX_JOBS_PER_REQUEST },
+  ),
 ]);
 
 const JobError = Type.Object({

@@ -248,7 +248,7 @@ export async function deliverWebhook(payload: JobPayload<'deliver-webhook'>, ctx
 }
 
 /** One attempt of a delivery, holding a slot of its endpoint (`deliverWebhook`). */
-async function deliverInSlot(deliveryId: string, ctx: WorkerContext): Promise<void> {
+export async function deliverInSlot(deliveryId: string, ctx: WorkerContext): Promise<void> {
   const policy = retryPolicy();
 
   const [claimed] = await ctx
