@@ -130,7 +130,7 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
         route.auth === 'key'
           ? keySchemes
           : route.auth === 'public'
-            ? [{}, ...keySchemes, { DriverToken: [] }]
+            ? [{}, ...keySchemes, ...(route.refusesDriverToken ? [] : [{ DriverToken: [] }])]
             : route.auth === 'driver'
               ? [{ DriverToken: [] }]
               : route.auth === 'driver_or_key'

@@ -70,6 +70,11 @@ export interface RouteDef<
    * `driver`: a driver's bearer token is required. `driver_or_key`: a driver token or an API key.
    */
   auth: 'none' | 'public' | 'key' | 'driver' | 'driver_or_key';
+  /**
+   * A public route that is not for drivers (partner job intake): a driver's token is refused
+   * with 403 and this message, and the OpenAPI document does not offer it.
+   */
+  refusesDriverToken?: string;
   /** false: no rate limit (health checks). Else the general limit plus these policies. */
   rateLimit?: false | RoutePolicy[];
   /**

@@ -893,10 +893,10 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(`${usage()}\n`);
       return 0;
     }
-    // No command (exit 2, a usage error) or an unknown one (exit 1): JSON on stderr with the usage.
+    // No command or an unknown one: JSON on stderr with the usage, exit 1 as every error (CONTRACT.md section 9).
     const message = argv.length === 0 ? 'no command given' : `unknown command "${argv.slice(0, 2).join(' ')}"`;
     process.stderr.write(`${JSON.stringify({ error: { code: 'invalid_input', message, usage: usage() } })}\n`);
-    return argv.length === 0 ? 2 : 1;
+    return 1;
   }
   const command = COMMANDS[name] as Command;
   const config = await configOrExit({ json: true });

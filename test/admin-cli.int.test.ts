@@ -456,9 +456,9 @@ describe('admin CLI', () => {
     expect(internal.message).not.toMatch(/select|api_keys|relation/i);
   });
 
-  it('prints usage on stderr and exits 2 when given no command', async () => {
+  it('prints usage on stderr and exits 1 (as every error) when given no command', async () => {
     const r = await admin();
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     const err = JSON.parse(r.stderr);
     expect(err.error.code).toBe('invalid_input');

@@ -716,6 +716,9 @@ describe('dispatch', () => {
       rateLimitedBy: 'driver',
     });
     expect((await call('GET', '/api/public/v1/openapi.json', d.token)).status).toBe(200);
+    const intake = await call('POST', '/api/public/v1/jobs', d.token, []);
+    expect(intake.status).toBe(403);
+    expect(intake.json.error.message).toBe('Job intake is for partners: a driver token cannot submit jobs.');
     // What a driver's token makes takes the driver's mode: a sandbox driver's booking is a
     // test-mode one (never dispatched to live drivers), a live driver's a live one.
     const sandboxDriver = await driver('Sandbox Sid', { testMode: true });

@@ -129,6 +129,8 @@ describe('OpenAPI documents', () => {
       'status',
     ]);
     expect(d.paths['/api/public/v1/whoami'].get.security).toContainEqual({ DriverToken: [] });
+    // Partner job intake is not for drivers: not offered there.
+    expect(d.paths['/api/public/v1/jobs'].post.security).not.toContainEqual({ DriverToken: [] });
   });
 
   it("documents a partner job's fields, though each job is checked on its own", async () => {

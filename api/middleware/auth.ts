@@ -104,6 +104,7 @@ export function authenticate(route: RouteDef, deps: ApiDeps, limits: RateLimits)
       if (route.auth === 'key') {
         throw new AppError('forbidden', 'This endpoint needs an API key: a driver token does not open it.');
       }
+      if (route.refusesDriverToken) throw new AppError('forbidden', route.refusesDriverToken);
       res.locals.caller = { kind: 'driver', ip, driver } satisfies Caller;
       return next();
     }

@@ -41,6 +41,7 @@ export function partnerJobRoutes(): RouteDef[] {
         'Partners only: send your partner API key (Authorization: Bearer, or x-api-key), or sign the raw body with HMAC-SHA256 using your signing secret and send x-partner: <partner id> and x-signature: <hex> (sha256= prefix accepted); recommended: also send x-timestamp: <Unix seconds> and sign "<timestamp>.<raw body>" instead, which refuses a request older than 5 minutes and answers a copy of a signed request with its first answer (a captured amendment cannot be replayed). Each job has jobRef (your unique reference), action (new, amend, cancel; default new), pickup, dropoff, pickupTime (required for new and amend), passengerName, passengerPhone, passengerEmail, passengers (1 to 8), vehicleType, flightNumber, fare (GBP, only for partners allowed to set fares) and notes. Every job gets its own outcome (created 201, amended, cancelled, unchanged 200, rejected 4xx with an error); an array answers 200 when all succeeded, else 207; a single object answers with its own status. A repeated new job with the same content is unchanged; with other content it amends. New jobs count against a daily limit per partner (Europe/London day): 429 daily_limit_reached with Retry-After.',
       tags: ['partners'],
       auth: 'public',
+      refusesDriverToken: 'Job intake is for partners: a driver token cannot submit jobs.',
       body: PartnerJobsRequest,
       documentedBody: PartnerJobsDocumented,
       textCheckedPerJob: true,

@@ -129,7 +129,8 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
         },
       },
       handler: async ({ body, deps, caller, req, res }) => {
-        // With a test key its e-mail is recorded, never sent (the key's holder reads it): the
+        // With a test key its e-mail is recorded, never sent (not yet readable through the test
+        // messages, which list a key's bookings' messages): the
         // verification is the sandbox's own (TEST_PURPOSE), which never verifies an address
         // for live bookings, and it has no mail-server lookup, as a test-mode booking's address
         // gets none (the other rules apply in both).
