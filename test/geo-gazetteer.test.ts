@@ -193,6 +193,16 @@ const airports: Golden[] = [
   g('heathrow terminal five', 'airport', /Terminal 5$/, [51.4715, -0.488], 1, airport('LHR', { terminal: 'T5' })),
   g('LHR T4', 'airport', /Terminal 4$/, [51.4584, -0.446], 1, airport('LHR', { terminal: 'T4' })),
   g('Heathrow, Terminal 5', 'airport', /Terminal 5$/, [51.4715, -0.488], 1, airport('LHR', { terminal: 'T5' })),
+  // An airport named after its city, with a terminal: the airport (the city was once taken, 14 km off).
+  g('Manchester Airport T2', 'airport', /Terminal 2$/, [53.3537, -2.275], 1, airport('MAN', { terminal: 'T2' })),
+  g(
+    'Manchester Airport Terminal 1',
+    'airport',
+    /Terminal 1$/,
+    [53.3537, -2.275],
+    2,
+    airport('MAN', { terminal: 'T1' }),
+  ),
   g('Gatwick', 'airport', 'London Gatwick Airport', GATWICK, 3, airport('LGW')),
   g('lgw', 'airport', 'London Gatwick Airport', GATWICK, 3, airport('LGW')),
   g(

@@ -426,6 +426,9 @@ function parseQuery(norm: string): Parsed {
   const tokens = tokensOf(norm).map(correctIntentWord);
   let terminal: string | null = null;
   const airportCore: string[] = [];
+  // The text without its terminal ("Manchester Airport" of "Manchester Airport T2"): the
+  // airport's own name, where the core without airport words ("Manchester") is the city's.
+  const withoutTerminal: string[] = [];
   for (let i = 0; i < tokens.length; i++) {
     const t = tokens[i] ?? '';
     const next = tokens[i + 1];
@@ -449,6 +452,7 @@ function parseQuery(norm: string): Parsed {
       i += 1;
       continue;
     }
+    withoutTerminal.push(t);
     if (AIRPORT_WORDS.has(t)) continue;
     airportCore.push(t);
   }
@@ -477,9 +481,15 @@ function parseQuery(norm: string): Parsed {
           ? 'place'
           : null;
   const whole = tokens.join(' ');
-  const keys = [...new Set([whole, stationCore.join(' '), airportCore.join(' '), placeCore.join(' ')])].filter(
-    (k) => k !== '',
-  );
+  const keys = [
+    ...new Set([
+      whole,
+      ...(terminal !== null ? [withoutTerminal.join(' ')] : []),
+      stationCore.join(' '),
+      airportCore.join(' '),
+      placeCore.join(' '),
+    ]),
+  ].filter((k) => k !== '');
   return { norm: whole, intent, terminal, airportCore: airportCore.join(' '), keys };
 }
 
