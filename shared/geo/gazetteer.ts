@@ -429,6 +429,7 @@ function parseQuery(norm: string): Parsed {
   // The text without its terminal ("Manchester Airport" of "Manchester Airport T2"): the
   // airport's own name, where the core without airport words ("Manchester") is the city's.
   const withoutTerminal: string[] = [];
+  let bareTerminalWord = false;
   for (let i = 0; i < tokens.length; i++) {
     const t = tokens[i] ?? '';
     const next = tokens[i + 1];
@@ -452,7 +453,9 @@ function parseQuery(norm: string): Parsed {
       i += 1;
       continue;
     }
-    withoutTerminal.push(t);
+    // "terminal" with no number names no terminal, and is no part of the airport's name either.
+    if (t === 'terminal' || t === 'terminals') bareTerminalWord = true;
+    else withoutTerminal.push(t);
     if (AIRPORT_WORDS.has(t)) continue;
     airportCore.push(t);
   }
@@ -484,7 +487,7 @@ function parseQuery(norm: string): Parsed {
   const keys = [
     ...new Set([
       whole,
-      ...(terminal !== null ? [withoutTerminal.join(' ')] : []),
+      ...(terminal !== null || bareTerminalWord ? [withoutTerminal.join(' ')] : []),
       stationCore.join(' '),
       airportCore.join(' '),
       placeCore.join(' '),
