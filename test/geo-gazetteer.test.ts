@@ -203,6 +203,7 @@ const airports: Golden[] = [
     2,
     airport('MAN', { terminal: 'T1' }),
   ),
+  g('Newcastle Central', 'station', 'Newcastle', [54.9683, -1.6174], 1),
   // "terminal" with no number: the airport, not an airport abroad in a town of the same name.
   g('Glasgow Airport terminal', 'airport', 'Glasgow International Airport', [55.8719, -4.4331], 3, airport('GLA')),
   g('Gatwick', 'airport', 'London Gatwick Airport', GATWICK, 3, airport('LGW')),

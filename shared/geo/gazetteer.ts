@@ -159,6 +159,8 @@ const STATION_ALIASES: Record<string, string> = {
   'new street': 'BHM',
   'lime street': 'LIV',
   'kings cross st pancras': 'KGX',
+  // The name people use for a station whose official name is the town's.
+  'newcastle central': 'NCL',
 };
 
 /** "<city> station" for cities whose main station has another name (used only with "station"). */
