@@ -204,6 +204,10 @@ const airports: Golden[] = [
     airport('MAN', { terminal: 'T1' }),
   ),
   g('Newcastle Central', 'station', 'Newcastle', [54.9683, -1.6174], 1),
+  // Where at the airport, or "international" beside "airport": still the airport, not its city.
+  g('Manchester Airport Arrivals', 'airport', 'Manchester Airport', [53.3537, -2.275], 3, airport('MAN')),
+  g('Edinburgh Airport departures', 'airport', 'Edinburgh Airport', [55.95, -3.3725], 3, airport('EDI')),
+  g('Leeds Bradford International Airport', 'airport', 'Leeds Bradford Airport', [53.8659, -1.6606], 3, airport('LBA')),
   // "terminal" with no number: the airport, not an airport abroad in a town of the same name.
   g('Glasgow Airport terminal', 'airport', 'Glasgow International Airport', [55.8719, -4.4331], 3, airport('GLA')),
   g('Gatwick', 'airport', 'London Gatwick Airport', GATWICK, 3, airport('LGW')),

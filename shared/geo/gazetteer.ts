@@ -161,6 +161,7 @@ const STATION_ALIASES: Record<string, string> = {
   'kings cross st pancras': 'KGX',
   // The name people use for a station whose official name is the town's.
   'newcastle central': 'NCL',
+  'new st': 'BHM',
 };
 
 /** "<city> station" for cities whose main station has another name (used only with "station"). */
@@ -216,6 +217,16 @@ const AIRPORT_WORDS = new Set([
   'arrivals',
   'aerodrome',
   'airfield',
+]);
+/** Airport words that are never part of an airport's name: where at the airport, not which airport. */
+const NOT_IN_AIRPORT_NAMES = new Set([
+  'terminal',
+  'terminals',
+  'term',
+  'departures',
+  'arrivals',
+  'departure',
+  'arrival',
 ]);
 /** Words dropped from airport names to make the short form ("London Heathrow"). */
 const GENERIC_AIRPORT_WORDS = new Set(['airport', 'international', 'intl', 'aerodrome', 'airfield', 'airstrip']);
@@ -455,9 +466,15 @@ function parseQuery(norm: string): Parsed {
       i += 1;
       continue;
     }
-    // "terminal" with no number names no terminal, and is no part of the airport's name either.
-    if (t === 'terminal' || t === 'terminals') bareTerminalWord = true;
-    else withoutTerminal.push(t);
+    // "terminal" with no number names no terminal, and is no part of the airport's name, as
+    // "arrivals" and "departures" are not; nor "international" beside "airport" ("Leeds
+    // Bradford International Airport" is Leeds Bradford Airport).
+    if (
+      NOT_IN_AIRPORT_NAMES.has(t) ||
+      (GENERIC_AIRPORT_WORDS.has(t) && t !== 'airport' && tokens.includes('airport'))
+    ) {
+      bareTerminalWord = true;
+    } else withoutTerminal.push(t);
     if (AIRPORT_WORDS.has(t)) continue;
     airportCore.push(t);
   }
