@@ -219,6 +219,18 @@ describe('admin CLI', () => {
     for (const b of [offered, assigned]) {
       expect(await db('outbox').where('job_id', 'like', `dispatch-${b.id}-released-%`).first()).toBeDefined();
     }
+    // The driver, who may be on the way, is told the job taken back is no longer theirs (by SMS
+    // and WhatsApp, as a job card); the open offer and the ride under way need no message.
+    const told = await db('outbound_messages')
+      .where({ driver_id: driver.id, purpose: 'job_taken_back' })
+      .select('booking_id', 'channel', 'body');
+    expect(told.map((m) => [m.booking_id, m.channel]).sort()).toEqual(
+      [
+        [assigned.id, 'sms'],
+        [assigned.id, 'whatsapp'],
+      ].sort(),
+    );
+    expect(told[0]?.body).toContain('job DTN-SUSP02 has been taken back from you (driver suspended by an operator)');
   });
 
   it('suspends a partner operator: offers withdrawn, held jobs kept or taken back on request, rides under way left; reinstates it', async () => {

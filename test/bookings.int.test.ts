@@ -2009,7 +2009,9 @@ describe('cancellation reaches whoever holds the job', () => {
       env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'job_cancelled', channel: 'sms' }).first(),
     );
     expect(sms).toMatchObject({ channel: 'sms', recipient: '+447700900801', driver_id: driverId });
-    expect(sms.body).toContain(made.json.bookingReference);
+    expect(sms.body).toBe(
+      `Direct Taxi Network: job ${made.json.bookingReference} has been cancelled by the passenger. No action needed.`,
+    );
     // And by WhatsApp, as job cards go: a driver who reads only one of them still hears of it.
     expect(
       await env.rt

@@ -292,6 +292,15 @@ describe('bookings whose dispatch job was lost', () => {
     for (const b of [offered, assigned]) {
       await env.rt.db('bookings').where({ id: b.id }).update({ status: 'cancelled', updated_at: ago });
     }
+    // Cancelled by the partner that booked it (a job's cancel): the driver is told so.
+    await env.rt.db('booking_status_history').insert({
+      booking_id: assigned.id,
+      seq: 90,
+      status: 'cancelled',
+      actor: `partner:${partner.id}`,
+      details: {},
+      at: ago,
+    });
     await env.rt.db('bookings').where({ id: fresh.id }).update({ status: 'cancelled', updated_at: new Date() });
 
     const { requeued, errors } = await rescueStrandedBookings(env.rt);
@@ -314,6 +323,9 @@ describe('bookings whose dispatch job was lost', () => {
       [driver.id, 'sms'],
       [driver.id, 'whatsapp'],
     ]);
+    expect(told[0]?.body).toBe(
+      'Direct Taxi Network: job DTN-CANC02 has been cancelled by the booking partner. No action needed.',
+    );
     // Done: nothing to find on the next pass.
     const again = await rescueStrandedBookings(env.rt);
     expect(forRow(again.requeued, offered.id)).toEqual([]);

@@ -15,7 +15,7 @@ import { defaultGazetteer } from '../geo/gazetteer.ts';
 import type { Geocoder, Place } from '../geo/types.ts';
 import { uuidv7 } from '../ids.ts';
 import { normalisePhone } from './bookings.ts';
-import { queueMessage } from './messages.ts';
+import { queueDriverText, queueMessage } from './messages.ts';
 import { withdrawOpenOffers } from './withdraw-offers.ts';
 
 /**
@@ -629,11 +629,12 @@ async function releaseJobs(trx: Tx, driverId: string, why: string): Promise<Rele
     )
     .orderBy('b.id')
     .forUpdate()
-    .select<{ id: string; reference: string; status: string; driver_id: string | null }[]>(
+    .select<{ id: string; reference: string; status: string; driver_id: string | null; test_mode: boolean }[]>(
       'b.id',
       'b.reference',
       'b.status',
       'b.driver_id',
+      'b.test_mode',
     );
   const held = locked.filter((b) => b.driver_id === driverId);
   // The next candidate at once, not when the withdrawn offer would have run out.
@@ -653,6 +654,22 @@ async function releaseJobs(trx: Tx, driverId: string, why: string): Promise<Rele
       { bookingId: b.id },
       { jobId: `dispatch-${b.id}-released-${now.getTime()}` },
     );
+  }
+  // The driver may be on the way: told at once, by SMS and WhatsApp as a job card, that the job
+  // is no longer theirs (their token stops working, so their app cannot show it). Not billed to
+  // them (billing counts job cards, cancellations and changes only).
+  if (handedBack.length > 0) {
+    const driver = await trx('drivers').where({ id: driverId }).first<{ phone: string } | undefined>('phone');
+    for (const b of driver ? handedBack : []) {
+      await queueDriverText(trx, {
+        recipient: (driver as { phone: string }).phone,
+        body: `Direct Taxi Network: job ${b.reference} has been taken back from you (${why}). Do not go to the pickup: it is offered to other drivers.`,
+        purpose: 'job_taken_back',
+        bookingId: b.id,
+        driverId,
+        testMode: b.test_mode,
+      });
+    }
   }
   return {
     jobsHandedBack: [...offered, ...handedBack].map((b) => b.reference),

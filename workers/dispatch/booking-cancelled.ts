@@ -29,10 +29,22 @@ export async function bookingCancelled(payload: JobPayload<'booking-cancelled'>,
         [...driverIds].filter((id) => !told.includes(id)),
       )
       .select<Array<{ id: string; phone: string }>>('id', 'phone');
+    // Who cancelled, as the history records it: the passenger (website, API, MCP), or the
+    // partner or supplier that booked it (a job's cancel).
+    const cancel = await trx('booking_status_history')
+      .where({ booking_id: booking.id, status: 'cancelled' })
+      .orderBy('seq', 'desc')
+      .first<{ actor: string } | undefined>('actor');
+    const by =
+      cancel?.actor.startsWith('partner:') || cancel?.actor.startsWith('supplier:')
+        ? 'by the booking partner'
+        : cancel?.actor === 'passenger'
+          ? 'by the passenger'
+          : '';
     for (const d of drivers) {
       await queueDriverText(trx, {
         recipient: d.phone,
-        body: `Direct Taxi Network: job ${booking.reference} has been cancelled by the passenger. No action needed.`,
+        body: `Direct Taxi Network: job ${booking.reference} has been cancelled${by ? ` ${by}` : ''}. No action needed.`,
         purpose: 'job_cancelled',
         bookingId: booking.id,
         driverId: d.id,
