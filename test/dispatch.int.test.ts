@@ -5,6 +5,7 @@ import { appendStatus } from '../shared/db/bookings.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { suspendDriver } from '../shared/services/drivers.ts';
 import { createPartner } from '../shared/services/partners.ts';
+import { REDACTED_BODY } from '../workers/notify/send-message.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { insertOfferedBooking } from './helpers/bookings.ts';
 import { approvedDriver, type TestDriverOptions } from './helpers/drivers.ts';
@@ -614,6 +615,18 @@ describe('dispatch', () => {
     const alert = await env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'operator_alert' });
     expect(alert).toHaveLength(1);
     expect(alert[0].recipient).toBe(env.config.dispatch.operatorEmail);
+    // The passenger is told too, once: still looking, when we try again, and how to cancel.
+    const told = await env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'no_driver_yet' });
+    expect(told).toHaveLength(1);
+    expect(told[0]).toMatchObject({
+      channel: 'email',
+      recipient: 'lara@example.org',
+      subject: `Your taxi ${ref}: still looking for a driver`,
+    });
+    if (told[0].body !== REDACTED_BODY) {
+      expect(told[0].body).toContain(`every ${env.config.dispatch.retryMinutes} minutes until your pickup time`);
+      expect(told[0].body).toMatch(/Track your ride: http:\/\/localhost:3000\/track\/[A-Za-z0-9_-]{20,}\n/);
+    }
   });
 
   it('tells a late accept the offer expired, and that it went to another driver only when it did', async () => {

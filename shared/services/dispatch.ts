@@ -23,6 +23,7 @@ import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Queues } from '../queues/connection.ts';
 import { JOURNEY } from './booking-history.ts';
+import { viewOf } from './bookings.ts';
 import { DRIVER_JOB_CHANNELS, queueDriverText, queueMessage } from './messages.ts';
 import { queueAmendedFanout } from './webhooks.ts';
 
@@ -50,6 +51,12 @@ export interface DispatchDeps {
   redis: Redis;
   config: Pick<Config, 'dispatch' | 'queuePrefix' | 'dataEncryptionKey' | 'publicBaseUrls' | 'bookings'>;
 }
+
+const LONDON_WHEN = new Intl.DateTimeFormat('en-GB', {
+  timeZone: 'Europe/London',
+  dateStyle: 'full',
+  timeStyle: 'short',
+});
 
 /** How early a booking's first dispatch step may run before its dispatch time (clock skew between hosts). */
 const EARLY_STEP_TOLERANCE_MS = 60_000;
@@ -485,6 +492,30 @@ async function noDriver(trx: Tx, deps: DispatchDeps, booking: DispatchBooking, n
       bookingId: booking.id,
       testMode: booking.test_mode,
     });
+    // The passenger too, once: what is happening, that we keep trying, and that they may
+    // cancel free of charge and make other plans (the tracking link, which also cancels).
+    if (booking.passenger_email) {
+      const view = viewOf(booking, deps.config.publicBaseUrls[0] ?? '', deps.config.dataEncryptionKey, false);
+      await queueMessage(trx, {
+        channel: 'email',
+        recipient: booking.passenger_email,
+        subject: `Your taxi ${booking.reference}: still looking for a driver`,
+        body: [
+          `Hello ${booking.passenger_name},`,
+          '',
+          `We have not yet found a driver for your booking ${booking.reference}: ${booking.pickup.name} to ${booking.dropoff.name}, ${LONDON_WHEN.format(booking.pickup_time)} (UK time).`,
+          `We keep asking drivers every ${deps.config.dispatch.retryMinutes} minutes until your pickup time; the tracking page shows when one accepts.`,
+          '',
+          `Track your ride: ${view.trackingUrl}`,
+          `If you would rather make other plans, cancel free of charge: ${view.trackingUrl}`,
+          '',
+          'Direct Taxi Network',
+        ].join('\n'),
+        purpose: 'no_driver_yet',
+        bookingId: booking.id,
+        testMode: booking.test_mode,
+      });
+    }
   }
   const next = new Date(now.getTime() + deps.config.dispatch.retryMinutes * 60_000);
   const retryAt = next.getTime() < booking.pickup_time.getTime() ? next : null;
