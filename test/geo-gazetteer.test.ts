@@ -204,6 +204,7 @@ const airports: Golden[] = [
     airport('MAN', { terminal: 'T1' }),
   ),
   g('Newcastle Central', 'station', 'Newcastle', [54.9683, -1.6174], 1),
+  g('Prestwick International Airport', 'station', 'Prestwick International Airport', [55.5091, -4.6143], 1),
   // Where at the airport, or "international" beside "airport": still the airport, not its city.
   g('Manchester Airport Arrivals', 'airport', 'Manchester Airport', [53.3537, -2.275], 3, airport('MAN')),
   g('Edinburgh Airport departures', 'airport', 'Edinburgh Airport', [55.95, -3.3725], 3, airport('EDI')),
@@ -512,6 +513,9 @@ describe('places outside the UK', () => {
     ['jfk airport', 'JFK', 'US', [40.6413, -73.7781]],
     ['Dublin Airport', 'DUB', 'IE', [53.4264, -6.2499]],
     ['Amsterdam Schiphol', 'AMS', 'NL', [52.3105, 4.7683]],
+    // A full name abroad is that airport, not a UK one of a shorter name (Perth, Scotland).
+    ['Perth International Airport', 'PER', 'AU', [-31.9403, 115.967]],
+    ['Dubai International Airport Terminal 3', 'DXB', 'AE', [25.2528, 55.3644]],
   ] as const)('%s is outside_uk, and resolves with worldwide', async (q, iata, country, at) => {
     const r = await gazetteer.geocode(q);
     expect(r).toMatchObject({ ok: false, reason: 'outside_uk' });

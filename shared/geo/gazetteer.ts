@@ -161,7 +161,6 @@ const STATION_ALIASES: Record<string, string> = {
   'kings cross st pancras': 'KGX',
   // The name people use for a station whose official name is the town's.
   'newcastle central': 'NCL',
-  'new st': 'BHM',
 };
 
 /** "<city> station" for cities whose main station has another name (used only with "station"). */
@@ -425,6 +424,12 @@ interface Parsed {
   airportCore: string;
   /** Texts to look up: the whole, and the whole without the intent words. */
   keys: string[];
+  /**
+   * The whole without where-at-the-airport words (terminal, arrivals), then also without
+   * "international": looked up, in turn, only when the whole text is no name at all, so a
+   * full name ("Perth International Airport", abroad) is never read as a shorter one.
+   */
+  fallbackKeys: string[];
 }
 
 function correctIntentWord(t: string): string {
@@ -440,8 +445,10 @@ function parseQuery(norm: string): Parsed {
   let terminal: string | null = null;
   const airportCore: string[] = [];
   // The text without its terminal ("Manchester Airport" of "Manchester Airport T2"): the
-  // airport's own name, where the core without airport words ("Manchester") is the city's.
+  // airport's own name, where the core without airport words ("Manchester") is the city's;
+  // and that without "international" beside "airport" as well.
   const withoutTerminal: string[] = [];
+  const withoutGeneric: string[] = [];
   let bareTerminalWord = false;
   for (let i = 0; i < tokens.length; i++) {
     const t = tokens[i] ?? '';
@@ -467,14 +474,13 @@ function parseQuery(norm: string): Parsed {
       continue;
     }
     // "terminal" with no number names no terminal, and is no part of the airport's name, as
-    // "arrivals" and "departures" are not; nor "international" beside "airport" ("Leeds
-    // Bradford International Airport" is Leeds Bradford Airport).
-    if (
-      NOT_IN_AIRPORT_NAMES.has(t) ||
-      (GENERIC_AIRPORT_WORDS.has(t) && t !== 'airport' && tokens.includes('airport'))
-    ) {
-      bareTerminalWord = true;
-    } else withoutTerminal.push(t);
+    // "arrivals" and "departures" are not; nor, perhaps, "international" beside "airport"
+    // ("Leeds Bradford International Airport" is Leeds Bradford Airport).
+    if (NOT_IN_AIRPORT_NAMES.has(t)) bareTerminalWord = true;
+    else {
+      withoutTerminal.push(t);
+      if (!(GENERIC_AIRPORT_WORDS.has(t) && t !== 'airport' && tokens.includes('airport'))) withoutGeneric.push(t);
+    }
     if (AIRPORT_WORDS.has(t)) continue;
     airportCore.push(t);
   }
@@ -503,16 +509,16 @@ function parseQuery(norm: string): Parsed {
           ? 'place'
           : null;
   const whole = tokens.join(' ');
-  const keys = [
+  const keys = [...new Set([whole, stationCore.join(' '), airportCore.join(' '), placeCore.join(' ')])].filter(
+    (k) => k !== '',
+  );
+  const fallbackKeys = [
     ...new Set([
-      whole,
       ...(terminal !== null || bareTerminalWord ? [withoutTerminal.join(' ')] : []),
-      stationCore.join(' '),
-      airportCore.join(' '),
-      placeCore.join(' '),
+      withoutGeneric.join(' '),
     ]),
-  ].filter((k) => k !== '');
-  return { norm: whole, intent, terminal, airportCore: airportCore.join(' '), keys };
+  ].filter((k) => k !== '' && k !== whole);
+  return { norm: whole, intent, terminal, airportCore: airportCore.join(' '), keys, fallbackKeys };
 }
 
 function titleCase(s: string): string {
@@ -915,10 +921,19 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
    */
   const memo = new Map<string, Cand[]>();
   const lookup = (p: Parsed, allowFuzzy = true): Cand[] => {
-    const memoKey = `${allowFuzzy ? 1 : 0}|${p.intent ?? ''}|${p.keys.join('|')}`;
+    const memoKey = `${allowFuzzy ? 1 : 0}|${p.intent ?? ''}|${p.keys.join('|')}|${p.fallbackKeys.join('|')}`;
     const hit = memo.get(memoKey);
     if (hit) return hit;
-    const exact = exactCands(p);
+    let exact = exactCands(p);
+    // The whole text names nothing: perhaps an airport's name with where at the airport, or
+    // "international", added ("Manchester Airport T2", "… Arrivals").
+    if (p.fallbackKeys.length > 0 && refsToCands(p.keys[0] ?? '', 0, p.intent).length === 0) {
+      for (const key of p.fallbackKeys) {
+        if (refsToCands(key, 0, p.intent).length === 0) continue;
+        exact = exactCands({ ...p, keys: [key, ...p.keys] });
+        break;
+      }
+    }
     let out: Cand[];
     if (exact.some((c) => c.rec.uk)) {
       out = exact;
