@@ -38,14 +38,14 @@ export function partnerJobRoutes(): RouteDef[] {
       operationId: 'submitPartnerJobs',
       summary: 'Submit partner jobs: one job or a batch of up to 100 (new, amend, cancel)',
       description:
-        'Partners only: send your partner API key (Authorization: Bearer, or x-api-key), or sign the raw body with HMAC-SHA256 using your signing secret and send x-partner: <partner id> and x-signature: <hex> (sha256= prefix accepted); recommended: also send x-timestamp: <Unix seconds> and sign "<timestamp>.<raw body>" instead, which refuses a request older than 5 minutes and answers a copy of a signed request with its first answer (a captured amendment cannot be replayed). Each job has jobRef (your unique reference), action (new, amend, cancel; default new), pickup, dropoff, pickupTime (required for new and amend), passengerName, passengerPhone, passengerEmail, passengers (1 to 8), vehicleType, flightNumber, fare (GBP, only for partners allowed to set fares) and notes. Every job gets its own outcome (created 201, amended, cancelled, unchanged 200, rejected 4xx with an error); an array answers 200 when all succeeded, else 207; a single object answers with its own status. A repeated new job with the same content is unchanged; with other content it amends. New jobs count against a daily limit per partner (Europe/London day): 429 daily_limit_reached with Retry-After.',
+        'Partners only: send your partner API key (Authorization: Bearer, or x-api-key), or sign the raw body with HMAC-SHA256 using your signing secret and send x-partner: <partner id> and x-signature: <hex> (sha256= prefix accepted); recommended: also send x-timestamp: <Unix seconds> and sign "<timestamp>.<raw body>" instead, which refuses a request older than 5 minutes and answers a copy of a signed request with its first answer (a captured amendment cannot be replayed), or, when that answer had a job refused for now, 409 conflict: sign it afresh. Each job has jobRef (your unique reference), action (new, amend, cancel; default new), pickup, dropoff, pickupTime (required for new and amend), passengerName, passengerPhone, passengerEmail, passengers (1 to 8), vehicleType, flightNumber, fare (GBP, only for partners allowed to set fares) and notes. Every job gets its own outcome (created 201, amended, cancelled, unchanged 200, rejected 4xx with an error); an array answers 200 when all succeeded, else 207; a single object answers with its own status. A repeated new job with the same content is unchanged; with other content it amends. New jobs count against a daily limit per partner (Europe/London day): 429 daily_limit_reached with Retry-After.',
       tags: ['partners'],
       auth: 'public',
       refusesDriverToken: 'Job intake is for partners: a driver token cannot submit jobs.',
       body: PartnerJobsRequest,
       documentedBody: PartnerJobsDocumented,
       textCheckedPerJob: true,
-      errors: ['forbidden', 'daily_limit_reached', 'idempotency_in_progress', 'idempotency_key_reused'],
+      errors: ['forbidden', 'daily_limit_reached', 'conflict', 'idempotency_in_progress', 'idempotency_key_reused'],
       responses: partnerJobsResponses(),
       // Signed requests are authenticated before the body is validated: unsigned is 401, not 400.
       verify: async ({ req, deps, caller }) =>

@@ -39,7 +39,14 @@ export function supplierHookRoutes(): RouteDef[] {
       auth: 'public',
       params: Type.Object({ supplier: Type.String({ description: 'The supplier slug' }) }),
       textCheckedPerJob: true,
-      errors: ['unauthorized', 'not_found', 'invalid_input', 'idempotency_in_progress', 'idempotency_key_reused'],
+      errors: [
+        'unauthorized',
+        'not_found',
+        'invalid_input',
+        'conflict',
+        'idempotency_in_progress',
+        'idempotency_key_reused',
+      ],
       responses: partnerJobsResponses(),
       handler: async ({ req, deps, params, body, requestId }) => {
         const slug = params.supplier;

@@ -466,6 +466,48 @@ async function makeOffer(
   };
 }
 
+/**
+ * The passenger, once, when every tier is exhausted: what is happening, whether we try again,
+ * and that they may cancel free of charge (the tracking link, which also cancels). Only a
+ * passenger we e-mailed the booking's confirmation (website, v1 API, MCP): a partner's or
+ * supplier's customer hears from that platform, and an address an agent typed for the alias
+ * endpoints was never confirmed to us.
+ */
+async function tellPassengerNoDriverYet(
+  trx: Tx,
+  deps: DispatchDeps,
+  booking: DispatchBooking,
+  retryAt: Date | null,
+): Promise<void> {
+  if (!booking.passenger_email) return;
+  const confirmed = await trx('outbound_messages')
+    .where({ booking_id: booking.id, purpose: 'confirmation', channel: 'email' })
+    .first('id');
+  if (!confirmed) return;
+  const view = viewOf(booking, deps.config.publicBaseUrls[0] ?? '', deps.config.dataEncryptionKey, false);
+  await queueMessage(trx, {
+    channel: 'email',
+    recipient: booking.passenger_email,
+    subject: `Your taxi ${booking.reference}: ${retryAt ? 'still looking for a driver' : 'no driver found'}`,
+    body: [
+      `Hello ${booking.passenger_name},`,
+      '',
+      `We have not found a driver for your booking ${booking.reference}: ${booking.pickup.name} to ${booking.dropoff.name}, ${LONDON_WHEN.format(booking.pickup_time)} (UK time).`,
+      retryAt
+        ? `We keep asking drivers every ${deps.config.dispatch.retryMinutes} minutes until your pickup time; the tracking page shows when one accepts.`
+        : 'Your pickup is too soon for us to ask again: please make other plans. We are sorry.',
+      '',
+      `Track your ride: ${view.trackingUrl}`,
+      `${retryAt ? 'If you would rather make other plans, cancel' : 'Cancel'} free of charge: ${view.trackingUrl}`,
+      '',
+      'Direct Taxi Network',
+    ].join('\n'),
+    purpose: 'no_driver_yet',
+    bookingId: booking.id,
+    testMode: booking.test_mode,
+  });
+}
+
 async function noDriver(trx: Tx, deps: DispatchDeps, booking: DispatchBooking, now: Date): Promise<StepOutcome> {
   if (booking.status !== 'no_driver_available') {
     await appendStatus(trx, booking.id, 'no_driver_available', 'dispatch');
@@ -477,6 +519,8 @@ async function noDriver(trx: Tx, deps: DispatchDeps, booking: DispatchBooking, n
     (await trx('outbound_messages')
       .where({ booking_id: booking.id, purpose: 'operator_alert', channel: 'email' })
       .first('id')) !== undefined;
+  const next = new Date(now.getTime() + deps.config.dispatch.retryMinutes * 60_000);
+  const retryAt = next.getTime() < booking.pickup_time.getTime() ? next : null;
   if (!alerted) {
     await queueMessage(trx, {
       channel: 'email',
@@ -486,39 +530,16 @@ async function noDriver(trx: Tx, deps: DispatchDeps, booking: DispatchBooking, n
         `Booking ${booking.reference} found no driver in any tier.`,
         `Pickup: ${booking.pickup.name}, ${booking.pickup_time.toISOString()} (UTC).`,
         `Dropoff: ${booking.dropoff.name}. Passengers: ${booking.passengers}, ${booking.vehicle_type}.`,
-        `Dispatch tries again every ${deps.config.dispatch.retryMinutes} minutes until pickup time.`,
+        retryAt
+          ? `Dispatch tries again every ${deps.config.dispatch.retryMinutes} minutes until pickup time.`
+          : 'Pickup is too soon to try again: dispatch has stopped.',
       ].join('\n'),
       purpose: 'operator_alert',
       bookingId: booking.id,
       testMode: booking.test_mode,
     });
-    // The passenger too, once: what is happening, that we keep trying, and that they may
-    // cancel free of charge and make other plans (the tracking link, which also cancels).
-    if (booking.passenger_email) {
-      const view = viewOf(booking, deps.config.publicBaseUrls[0] ?? '', deps.config.dataEncryptionKey, false);
-      await queueMessage(trx, {
-        channel: 'email',
-        recipient: booking.passenger_email,
-        subject: `Your taxi ${booking.reference}: still looking for a driver`,
-        body: [
-          `Hello ${booking.passenger_name},`,
-          '',
-          `We have not yet found a driver for your booking ${booking.reference}: ${booking.pickup.name} to ${booking.dropoff.name}, ${LONDON_WHEN.format(booking.pickup_time)} (UK time).`,
-          `We keep asking drivers every ${deps.config.dispatch.retryMinutes} minutes until your pickup time; the tracking page shows when one accepts.`,
-          '',
-          `Track your ride: ${view.trackingUrl}`,
-          `If you would rather make other plans, cancel free of charge: ${view.trackingUrl}`,
-          '',
-          'Direct Taxi Network',
-        ].join('\n'),
-        purpose: 'no_driver_yet',
-        bookingId: booking.id,
-        testMode: booking.test_mode,
-      });
-    }
   }
-  const next = new Date(now.getTime() + deps.config.dispatch.retryMinutes * 60_000);
-  const retryAt = next.getTime() < booking.pickup_time.getTime() ? next : null;
+  if (!alerted) await tellPassengerNoDriverYet(trx, deps, booking, retryAt);
   // The row says when the next try is due (or that none is), so the check for lost dispatch
   // jobs can queue a try Redis lost under the id it had, and not start a second chain of tries.
   await trx('bookings').where({ id: booking.id }).update({ dispatch_retry_at: retryAt });

@@ -298,7 +298,7 @@ export async function underClaims(
       JSON.stringify(
         errorBody(
           'conflict',
-          'This signed message was answered with a refusal for now (a job to be sent again): send it again signed afresh, with a new timestamp, as every attempt must be.',
+          'This signed message was answered already, with a job to be sent again (refused for now): send the request again signed afresh, with a new timestamp, as every attempt must be; jobs it already took answer unchanged.',
           [],
           request.requestId ?? '',
         ),
