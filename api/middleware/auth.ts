@@ -100,7 +100,8 @@ export function authenticate(route: RouteDef, deps: ApiDeps, limits: RateLimits)
         throw unauthorized('The driver token is not valid, or the driver is not approved.', true);
       }
       // Public routes take a driver as they take anyone (a driver app sends its token with
-      // every request: the job card's link, the OpenAPI document); only key routes refuse it.
+      // every request: the job card's link, the OpenAPI document); key routes, and public routes
+      // that are not for drivers (`refusesDriverToken`: partner job intake), refuse it.
       if (route.auth === 'key') {
         throw new AppError('forbidden', 'This endpoint needs an API key: a driver token does not open it.');
       }
