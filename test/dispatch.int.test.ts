@@ -627,6 +627,36 @@ describe('dispatch', () => {
       expect(told[0].body).toContain(`every ${env.config.dispatch.retryMinutes} minutes until your pickup time`);
       expect(told[0].body).toMatch(/Track your ride: http:\/\/localhost:3000\/track\/[A-Za-z0-9_-]{20,}\n/);
     }
+
+    // A partner's customer hears from the partner: their booking gets the operators' alert, and
+    // no e-mail from us (we never sent them a confirmation).
+    const partner = await createPartner(env.rt.db, env.config, { name: 'Quiet Partner', actor: 'test' });
+    const job = await fetch(`${srv.url}/api/public/v1/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${partner.apiKey}` },
+      body: JSON.stringify({
+        jobRef: 'QUIET-1',
+        pickup: 'Manchester Piccadilly',
+        dropoff: 'Manchester Airport',
+        pickupTime: new Date(Date.now() + 20 * 60_000).toISOString(),
+        passengerName: 'Partner Pia',
+        passengerEmail: 'pia@example.org',
+        vehicleType: 'wav',
+      }),
+    });
+    const jobRef = ((await job.json()) as Row).results?.[0]?.bookingReference as string;
+    expect(job.status).toBe(201);
+    const partnerRow = await eventually(async () => {
+      const b = await env.rt.db('bookings').where({ reference: jobRef }).first();
+      return b?.status === 'no_driver_available' ? b : null;
+    });
+    expect(
+      await env.rt
+        .db('outbound_messages')
+        .where({ booking_id: partnerRow.id })
+        .whereIn('purpose', ['operator_alert', 'no_driver_yet'])
+        .pluck('purpose'),
+    ).toEqual(['operator_alert']);
   });
 
   it('tells a late accept the offer expired, and that it went to another driver only when it did', async () => {
