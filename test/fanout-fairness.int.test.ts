@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendStatus } from '../shared/db/bookings.ts';
 import { createPartner } from '../shared/services/partners.ts';
+import { deliverWebhook, SLOT_WAIT_MS } from '../workers/fanout/deliver-webhook.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { insertPendingBooking } from './helpers/bookings.ts';
 import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
@@ -120,4 +121,49 @@ describe('webhook fanout with a hanging endpoint', () => {
     expect(kept.filter((j) => j.id?.includes('-wait-'))).toEqual([]);
     expect(kept.length).toBeLessThanOrEqual(HANGING + 1);
   }, 90_000);
+
+  it('a delivery that keeps finding the slots taken looks again later each time, up to 30 s (plus jitter)', async () => {
+    const busy = await partnerAt('/busy');
+    const endpoint = await env.rt.db('webhook_endpoints').where({ partner_id: busy }).first<{ id: string }>('id');
+    // Every slot of the endpoint held by requests that will not end during the test.
+    const slots = `${env.config.queuePrefix}:fanout:in-flight:${endpoint?.id}`;
+    const farLease = Date.now() + 10 * 60_000;
+    for (let i = 0; i < CAP; i++) await env.rt.redis.zadd(slots, farLease, `held-${i}`);
+    const bookingId = await bookingOf(busy);
+    await dispatching(bookingId);
+    const delivery = await eventually(() =>
+      env.rt
+        .db('webhook_deliveries')
+        .where({ booking_id: bookingId, endpoint_id: endpoint?.id })
+        .first<{ id: string; attempts: number }>('id', 'attempts'),
+    );
+    const waitJob = (n: number) => env.rt.queues.fanout.getJob(`webhook-${delivery.id}-1-wait-${n}`);
+    // The worker's own first and second waits: about 1 s, then about 2 s (each plus up to as much again).
+    const first = await eventually(() => waitJob(1));
+    expect(first.data).toMatchObject({ deliveryId: delivery.id, slotWaits: 1 });
+    expect(first.opts.delay).toBeGreaterThanOrEqual(SLOT_WAIT_MS);
+    expect(first.opts.delay).toBeLessThan(2 * SLOT_WAIT_MS);
+    const second = await eventually(() => waitJob(2), 10_000);
+    expect(second.opts.delay).toBeGreaterThanOrEqual(2 * SLOT_WAIT_MS);
+    expect(second.opts.delay).toBeLessThan(4 * SLOT_WAIT_MS);
+    // Further on (run here directly, as the worker would run those jobs): it doubles, then stays at 30 s.
+    for (const [waits, least, most] of [
+      [4, 16_000, 32_000],
+      [5, 30_000, 60_000],
+      [40, 30_000, 60_000],
+    ] as const) {
+      await deliverWebhook({ deliveryId: delivery.id, slotWaits: waits }, env.rt);
+      const job = await waitJob(waits + 1);
+      expect(job?.data).toMatchObject({ slotWaits: waits + 1 });
+      expect(job?.opts.delay).toBeGreaterThanOrEqual(least);
+      expect(job?.opts.delay).toBeLessThan(most);
+    }
+    // Waiting is not an attempt: nothing counted, nothing logged.
+    const row = await env.rt.db('webhook_deliveries').where({ id: delivery.id }).first('attempts', 'state');
+    expect(row).toMatchObject({ attempts: 0, state: 'pending' });
+    expect(await env.rt.db('webhook_delivery_attempts').where({ delivery_id: delivery.id })).toEqual([]);
+    // Once a slot frees, the next look goes through.
+    await env.rt.redis.del(slots);
+    await eventually(async () => delivered.some((d) => d.path === '/busy'), 20_000);
+  }, 40_000);
 });
