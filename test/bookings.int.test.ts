@@ -1721,6 +1721,41 @@ describe('passenger e-mail on bookings', () => {
     expect(await env.rt.db('bookings').where({ quote_id: q })).toHaveLength(1);
   });
 
+  it('stops looking for the booking of a request past the hourly limit once its client has hung up', async () => {
+    const email = `hangup-${Date.now()}@example.org`;
+    const body = { ...base, passengerEmail: email };
+    for (let i = 0; i < 8; i++) {
+      const r = await post('/api/public/v1/booking', { ...body, departAt: inHours(50 + i) });
+      expect(r.status, r.text).toBe(201);
+    }
+    // A new request past the limit looks for a booking made by an identical request (for about
+    // 3 s, with growing waits) before its 429. Its client gives up after the first look.
+    let looks = 0;
+    const counting = (q: { sql?: string }) => {
+      if (/^select .*booking_repeat_guard/i.test(q.sql ?? '')) looks += 1;
+    };
+    env.rt.db.on('query', counting);
+    try {
+      const hangUp = new AbortController();
+      const sent = fetch(`${api.url}/api/public/v1/booking`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ...body, departAt: inHours(60) }),
+        signal: hangUp.signal,
+      }).catch((err: unknown) => err);
+      await eventually(async () => looks >= 1);
+      hangUp.abort();
+      expect(await sent).toBeInstanceOf(Error);
+      // The looks would have gone on at 50, 150, 350, 750 and 1,550 ms: at most one more (in
+      // flight as the client went) is made.
+      await new Promise((r) => setTimeout(r, 2_000));
+      expect(looks).toBeLessThanOrEqual(2);
+    } finally {
+      env.rt.db.off('query', counting);
+    }
+    expect(await env.rt.db('bookings').where({ passenger_email: email })).toHaveLength(8);
+  });
+
   it("signs the confirmation's link instead of storing it: nothing is written until it is opened, and it verifies only its booking's address", async () => {
     const email = `signed-${Date.now()}@example.org`;
     // A code the passenger asked for first still works after they book (the booking does not

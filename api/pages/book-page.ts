@@ -7,7 +7,7 @@ import { normalisePhone, type PaymentMethod, redeemQuote } from '../../shared/se
 import { createQuote, isQuoteForNow } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
-import { bookingCaller, redeemingPassenger, screen } from '../routes/bookings.ts';
+import { bookingCaller, redeemingPassenger, screen, untilClientGone } from '../routes/bookings.ts';
 import { quoteCaller } from '../routes/quotes.ts';
 import { formToken, formTokenValid } from './csrf.ts';
 import { escapeHtml, pageHeaders, sendPage } from './layout.ts';
@@ -483,6 +483,7 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
         // to the same passenger.
         screen(req, [{ pointer: '/name', kind: 'name', value: values.name }]);
         const { passenger, emailVerified, preloaded } = await redeemingPassenger(
+          untilClientGone(res),
           deps,
           values.name,
           values.email,

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { TObject } from '@sinclair/typebox';
-import type { Request } from 'express';
+import type { Request, Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
 import {
@@ -197,6 +197,8 @@ type V1Passenger = { passenger: Passenger; emailVerified: boolean; preloaded?: {
  * this passenger, or 409 for another): a request sent again is answered, nothing new is booked.
  */
 export async function redeemingPassenger(
+  /** Aborted when the client has gone (`untilClientGone`): the looks for its booking stop. */
+  clientGone: AbortSignal | undefined,
   ...args: Parameters<typeof v1PassengerOrLimit>
 ): Promise<V1Passenger & { preloaded?: { quote: QuoteRow | null } }> {
   const { refusal, ...checked } = await v1PassengerOrLimit(...args);
@@ -207,8 +209,14 @@ export async function redeemingPassenger(
   const [deps, , , , , , quoteId] = args;
   const redeemed =
     quote && quoteId
-      ? await lookingAgain(() =>
-          deps.db('quotes').where({ id: quote.id }).whereNotNull('redeemed_at').first<{ id: string } | undefined>('id'),
+      ? await lookingAgain(
+          () =>
+            deps
+              .db('quotes')
+              .where({ id: quote.id })
+              .whereNotNull('redeemed_at')
+              .first<{ id: string } | undefined>('id'),
+          clientGone,
         )
       : undefined;
   if (!redeemed) throw refusal;
@@ -227,13 +235,33 @@ const LOOK_AGAIN_MS = [50, 100, 200, 400, 800, 1600] as const;
  * it, so the look is repeated with growing waits before the 429. Nothing is written here: a
  * request past the limit never makes a booking; a new one is answered 429 after the waits.
  */
-async function lookingAgain<T>(look: () => Promise<T | undefined>): Promise<T | undefined> {
+async function lookingAgain<T>(
+  look: () => Promise<T | undefined>,
+  /** Aborted when the client has gone: nobody is left to answer, so the looks (and waits) stop. */
+  clientGone?: AbortSignal,
+): Promise<T | undefined> {
   for (const wait of [0, ...LOOK_AGAIN_MS]) {
-    if (wait > 0) await sleep(wait);
+    if (wait > 0) await sleep(wait, undefined, { signal: clientGone }).catch(() => {});
+    if (clientGone?.aborted) return undefined;
     const found = await look();
     if (found) return found;
   }
   return undefined;
+}
+
+/**
+ * A signal aborted when the client disconnects before its answer is sent, for a handler that
+ * may wait (`lookingAgain`). The answer it then gives reaches nobody: a refusal is thrown
+ * (a 429, which is never kept for an Idempotency-Key, so a retry runs afresh).
+ */
+export function untilClientGone(res: Response): AbortSignal {
+  const gone = new AbortController();
+  // Gone already (its 'close' was before this was asked).
+  if (!res.socket || res.socket.destroyed) gone.abort();
+  res.once('close', () => {
+    if (!res.writableFinished) gone.abort();
+  });
+  return gone.signal;
 }
 
 /**
@@ -415,7 +443,7 @@ export function bookingRoutes(): RouteDef[] {
       body: V1BookingRequest,
       errors: [...V1_ERRORS],
       responses: { 201: { description: 'The booking', schema: V1BookingResponse } },
-      handler: async ({ body, deps, caller, req }) =>
+      handler: async ({ body, deps, caller, req, res }) =>
         pointersAsSent(body, snakeShapeOf(body), async () => {
           screen(req, [
             { pointer: '/pickup', kind: 'address', value: body.pickup },
@@ -444,6 +472,7 @@ export function bookingRoutes(): RouteDef[] {
             // without one; anyone else sending fareGBP is refused before the quote is touched.
             const fare = await partnerFare(deps, caller, body.fareGBP);
             const { passenger, emailVerified, preloaded } = await redeemingPassenger(
+              untilClientGone(res),
               deps,
               name,
               email,
@@ -521,7 +550,7 @@ export function bookingRoutes(): RouteDef[] {
           if (refusal) {
             // Past the hourly limit: the same request again (or at the same moment) still gets
             // its booking; a new one is 429.
-            const repeat = await lookingAgain(() => repeatedBooking(deps.db, hash));
+            const repeat = await lookingAgain(() => repeatedBooking(deps.db, hash), untilClientGone(res));
             if (!repeat) throw refusal;
             return { status: 201, body: v1Body(viewOf(repeat, base, deps.config.dataEncryptionKey, false)) };
           }
