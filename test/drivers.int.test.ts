@@ -5,6 +5,8 @@ import { sha256 } from '../shared/crypto.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { authenticateDriver } from '../shared/services/drivers.ts';
 import { createPartner } from '../shared/services/partners.ts';
+import { startRoles } from '../workers/runner.ts';
+import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 
@@ -464,4 +466,50 @@ describe('operator CLI: drivers and trials', () => {
       expect(err.error.code, args.join(' ')).toBe(code);
     }
   }, 180_000);
+});
+
+describe("a driver's token", () => {
+  it("applies, quotes and asks for a passenger's code in the driver's own mode: a sandbox driver's are test mode", async () => {
+    const pricing = startRoles(['pricing'], env.rt);
+    try {
+      const sandbox = await approvedDriver(env.rt.db, { name: 'Sandbox Sana', testMode: true });
+      const live = await approvedDriver(env.rt.db, { name: 'Live Leo' });
+      for (const [who, d, testMode] of [
+        ['sandbox', sandbox, true],
+        ['live', live, false],
+      ] as const) {
+        const auth = { authorization: `Bearer ${d.token}` };
+        const applied = await apply(application({ name: `Friend of ${who}` }), auth);
+        expect(applied.status, JSON.stringify(applied.json)).toBe(201);
+        const friend = await env.rt.db('drivers').where({ id: applied.json.driverId }).first('test_mode');
+        expect(friend?.test_mode, who).toBe(testMode);
+
+        const quoted = await fetch(`${api.url}/api/public/v1/quote`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...auth },
+          body: JSON.stringify({
+            pickup: 'Manchester Piccadilly',
+            dropoff: 'Manchester Airport',
+            departAt: new Date(Date.now() + 3 * 3_600_000).toISOString(),
+          }),
+        });
+        const q = (await quoted.json()) as Json;
+        expect(quoted.status, JSON.stringify(q)).toBe(200);
+        expect((await env.rt.db('quotes').where({ id: q.quoteId }).first('test_mode'))?.test_mode, who).toBe(testMode);
+
+        const email = `code-${who}-${Date.now()}@example.org`;
+        const asked = await fetch(`${api.url}/api/public/v1/passenger-verify`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...auth },
+          body: JSON.stringify({ email }),
+        });
+        expect(asked.status, await asked.clone().text()).toBe(200);
+        expect(await env.rt.db('email_verifications').where({ email }).pluck('purpose'), who).toEqual([
+          testMode ? 'passenger_test' : 'passenger',
+        ]);
+      }
+    } finally {
+      await pricing.close();
+    }
+  });
 });
