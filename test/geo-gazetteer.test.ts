@@ -32,6 +32,9 @@ const EUSTON = [51.5282, -0.1337] as const;
 const PICCADILLY = [53.4774, -2.2309] as const;
 const HEATHROW = [51.47, -0.4543] as const;
 const GATWICK = [51.1537, -0.1821] as const;
+const GATWICK_NORTH = [51.162, -0.1772] as const;
+const GATWICK_SOUTH = [51.1564, -0.1609] as const;
+const NEWQUAY_AIRPORT = [50.4406, -4.9954] as const;
 const BAKER_STREET = [51.5226, -0.1571] as const;
 const DOWNING_STREET = [51.5034, -0.1276] as const;
 
@@ -144,6 +147,7 @@ const stations: Golden[] = [
   g('Preston station', 'station', 'Preston', [53.7565, -2.7075], 1),
   g('Stirling station', 'station', 'Stirling', [56.1196, -3.9355], 1),
   g('Perth station', 'station', 'Perth', [56.3918, -3.4396], 1),
+  g('Newquay station', 'station', 'Newquay', [50.4152, -5.0758], 1),
   g('Newport station', 'station', 'Newport (South Wales)', [51.5887, -3.0001], 1, { localAuthorityCode: 'W06000022' }),
   g('Heathrow Terminal 5 station', 'station', 'Heathrow Terminal 5', [51.4723, -0.488], 1, {
     localAuthorityCode: 'E09000017',
@@ -237,6 +241,31 @@ const airports: Golden[] = [
     1,
     airport('LGW', { terminal: 'North' }),
   ),
+  // "Gatwick North" / "Gatwick South" without "terminal", as passengers say it: the terminal,
+  // read only right after Gatwick's name or code (see the negative cases below).
+  g(
+    'Gatwick North',
+    'airport',
+    'London Gatwick Airport, North Terminal',
+    GATWICK_NORTH,
+    1,
+    airport('LGW', { terminal: 'North' }),
+  ),
+  g(
+    'Gatwick South',
+    'airport',
+    'London Gatwick Airport, South Terminal',
+    GATWICK_SOUTH,
+    1,
+    airport('LGW', { terminal: 'South' }),
+  ),
+  g('Gatwick North arrivals', 'airport', /North Terminal$/, GATWICK_NORTH, 1, airport('LGW', { terminal: 'North' })),
+  g('Gatwick South departures', 'airport', /South Terminal$/, GATWICK_SOUTH, 1, airport('LGW', { terminal: 'South' })),
+  g('LGW South', 'airport', /South Terminal$/, GATWICK_SOUTH, 1, airport('LGW', { terminal: 'South' })),
+  g('lgw north', 'airport', /North Terminal$/, GATWICK_NORTH, 1, airport('LGW', { terminal: 'North' })),
+  g('London Gatwick North', 'airport', /North Terminal$/, GATWICK_NORTH, 1, airport('LGW', { terminal: 'North' })),
+  g('Gatwick Airport South', 'airport', /South Terminal$/, GATWICK_SOUTH, 1, airport('LGW', { terminal: 'South' })),
+  g('Gatwick (South)', 'airport', /South Terminal$/, GATWICK_SOUTH, 1, airport('LGW', { terminal: 'South' })),
   g('Stansted', 'airport', 'London Stansted Airport', [51.886, 0.2389], 3, airport('STN')),
   g('STN', 'airport', 'London Stansted Airport', [51.886, 0.2389], 3, airport('STN')),
   g('STN airport', 'airport', 'London Stansted Airport', [51.886, 0.2389], 3, airport('STN')),
@@ -312,6 +341,23 @@ const airports: Golden[] = [
   g('Cardiff Airport', 'airport', 'Cardiff International Airport', [51.3967, -3.3433], 3, airport('CWL')),
   g('Inverness Airport', 'airport', 'Inverness Airport', [57.5425, -4.0475], 3, airport('INV')),
   g('Prestwick Airport', 'airport', 'Glasgow Prestwick Airport', [55.5094, -4.5867], 3, airport('PIK')),
+  // "<town> Airport", with or without where at the airport, for a town the airport's name
+  // names, though the data's city is another or misspelt ("Newquai"): once the town itself.
+  g('Newquay Airport', 'airport', 'Newquay Cornwall Airport', NEWQUAY_AIRPORT, 3, airport('NQY')),
+  g('Newquay Airport arrivals', 'airport', 'Newquay Cornwall Airport', NEWQUAY_AIRPORT, 3, airport('NQY')),
+  g('Newquay Airport departures', 'airport', 'Newquay Cornwall Airport', NEWQUAY_AIRPORT, 3, airport('NQY')),
+  g('Arrivals, Newquay Airport', 'airport', 'Newquay Cornwall Airport', NEWQUAY_AIRPORT, 3, airport('NQY')),
+  g('Derry Airport arrivals', 'airport', 'City of Derry Airport', [55.0428, -7.1611], 3, airport('LDY')),
+  g('Dyce Airport', 'airport', 'Aberdeen Dyce Airport', [57.2019, -2.1978], 3, airport('ABZ')),
+  g('Bradford Airport', 'airport', 'Leeds Bradford Airport', [53.8659, -1.6606], 3, airport('LBA')),
+  g('Kidlington Airport', 'airport', 'Oxford (Kidlington) Airport', [51.8369, -1.32], 3, airport('OXF')),
+  g('Bristol Airport arrivals', 'airport', 'Bristol Airport', [51.3827, -2.7191], 3, airport('BRS')),
+  g('Exeter Airport departures', 'airport', 'Exeter International Airport', [50.7344, -3.4139], 3, airport('EXT')),
+  g('Inverness Airport arrivals', 'airport', 'Inverness Airport', [57.5425, -4.0475], 3, airport('INV')),
+  g('Aberdeen Airport departures', 'airport', 'Aberdeen Dyce Airport', [57.2019, -2.1978], 3, airport('ABZ')),
+  g('Southampton Airport arrivals', 'airport', 'Southampton Airport', [50.9503, -1.3568], 3, airport('SOU')),
+  g('Luton Airport departures', 'airport', 'London Luton Airport', [51.8747, -0.3683], 3, airport('LTN')),
+  g('Stansted Airport arrivals', 'airport', 'London Stansted Airport', [51.886, 0.2389], 3, airport('STN')),
 ];
 
 const towns: Golden[] = [
@@ -363,6 +409,12 @@ const towns: Golden[] = [
   g('Cardiff, Wales', 'place', 'Cardiff', [51.4816, -3.1791], 5),
   g('St Albans, Herts', 'place', 'St Albans', [51.752, -0.336], 5),
   g('Harpenden, St Albans', 'place', 'Harpenden', [51.8168, -0.3571], 5),
+  // Still the towns: no airport words, and North or South not after Gatwick.
+  g('Newquay', 'place', 'Newquay', [50.4153, -5.0734], 5),
+  g('Bradford', 'place', 'Bradford', [53.7939, -1.7521], 5),
+  g('Dyce', 'place', 'Dyce', [57.2052, -2.1768], 5),
+  g('North Shields', 'place', 'North Shields', [55.0176, -1.4486], 5),
+  g('South Shields', 'place', 'South Shields', [54.9986, -1.4323], 5),
 ];
 
 const addresses: Golden[] = [
@@ -411,6 +463,7 @@ const addresses: Golden[] = [
     airport('LHR', { terminal: 'T5' }),
   ),
   g('Arrivals, Gatwick South Terminal', 'airport', /South Terminal$/, [51.1564, -0.1609], 1, airport('LGW')),
+  g('Arrivals, Gatwick North', 'airport', /North Terminal$/, GATWICK_NORTH, 1, airport('LGW', { terminal: 'North' })),
   g('Costa Coffee, Euston station', 'station', 'London Euston', EUSTON, 1),
 ];
 
@@ -567,6 +620,66 @@ describe('not found', () => {
     const r = await gazetteer.geocode(q);
     expect(r).toMatchObject({ ok: false, reason: 'not_found' });
     if (!r.ok && q.trim() !== '' && /[a-z]{3}/i.test(q)) expect(r.message).toContain(q);
+  });
+});
+
+describe('North and South are terminals only of Gatwick, right after its name', () => {
+  it.each([
+    'North',
+    'South',
+    'North Terminal',
+    'Shields North',
+    'Heathrow North',
+    'Stansted South',
+    'Gatwick North Yorkshire',
+    'Gatwick South station',
+  ])('%j is no Gatwick terminal', async (q) => {
+    const r = await gazetteer.geocode(q);
+    if (r.ok) expect(r.place.terminal, `${q}: ${r.place.name}`).toBeUndefined();
+  });
+
+  it('leaves a place named North or South alone', async () => {
+    for (const q of ['North', 'South', 'Shields North']) {
+      expect(await gazetteer.geocode(q)).toMatchObject({ ok: false, reason: 'not_found' });
+    }
+  });
+});
+
+describe('"<town> Airport" with where at the airport', () => {
+  // The airport, whatever is said of where at it, and the same airport as "<town> Airport".
+  it.each([
+    ['Newquay', 'NQY'],
+    ['Derry', 'LDY'],
+    ['Bristol', 'BRS'],
+    ['Exeter', 'EXT'],
+    ['Inverness', 'INV'],
+    ['Aberdeen', 'ABZ'],
+    ['Southampton', 'SOU'],
+    ['Luton', 'LTN'],
+    ['Stansted', 'STN'],
+    ['Norwich', 'NWI'],
+    ['Bournemouth', 'BOH'],
+    ['Cardiff', 'CWL'],
+    ['Birmingham', 'BHX'],
+    ['Glasgow', 'GLA'],
+    ['Edinburgh', 'EDI'],
+    ['Manchester', 'MAN'],
+    ['Liverpool', 'LPL'],
+    ['Newcastle', 'NCL'],
+    ['Leeds Bradford', 'LBA'],
+    ['Teesside', 'MME'],
+    ['Prestwick', 'PIK'],
+  ])('%s Airport is %s', async (town, iata) => {
+    for (const q of [
+      `${town} Airport`,
+      `${town} Airport arrivals`,
+      `${town} Airport departures`,
+      `${town} Airport, Departures`,
+      `${town} Airport terminal`,
+    ]) {
+      const r = await gazetteer.geocode(q);
+      expect(r.ok && { kind: r.place.kind, iata: r.place.iata }, q).toEqual({ kind: 'airport', iata });
+    }
   });
 });
 

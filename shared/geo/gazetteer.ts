@@ -181,6 +181,14 @@ const MAIN_STATIONS: Record<string, string> = {
 };
 
 /**
+ * Names after which a bare "North" or "South" is the terminal: people say "Gatwick North" for
+ * the North Terminal. Only Gatwick names its terminals so, and only right after its name (or
+ * "Gatwick Airport") is the word a terminal: "North" alone, "Shields North" or "Gatwick North
+ * Yorkshire" are not.
+ */
+const NORTH_SOUTH_TERMINAL_AIRPORTS = new Set(['gatwick', 'lgw']);
+
+/**
  * Terminal points. Heathrow's are the TfL interchange hubs at each terminal
  * (london-tfl-stations.csv: HUBH13 Terminals 2 & 3, HUBHX4, HUBHX5); Gatwick South is its
  * railway station (GTW, inside the South Terminal); Gatwick North is approximate (the North
@@ -332,6 +340,13 @@ const COUNTY_ABBREVIATIONS: Record<string, string> = {
 const CROWN_DEPENDENCY_AREAS: Record<string, string> = { GY: 'Guernsey', JE: 'Jersey', IM: 'the Isle of Man' };
 
 const BIG_TOWN = 20_000;
+/**
+ * How far a town named in a UK airport's name may be from it for "<town> airport" to be that
+ * airport: the main airports named after a city are all nearer it (Cardiff, the farthest, 14.6
+ * km); "London Biggin Hill" (23 km) and "Durham Tees Valley" (31 km) are not "London Airport"
+ * or "Durham Airport".
+ */
+const TOWN_AIRPORT_RADIUS = 15_000;
 
 // ---------------------------------------------------------------------------------------------
 // Records and the name index
@@ -443,6 +458,8 @@ function correctIntentWord(t: string): string {
 function parseQuery(norm: string): Parsed {
   const tokens = tokensOf(norm).map(correctIntentWord);
   let terminal: string | null = null;
+  /** Where a terminal named without an airport word ("Gatwick North") was read. */
+  let terminalAt = -1;
   const airportCore: string[] = [];
   // The text without its terminal ("Manchester Airport" of "Manchester Airport T2"): the
   // airport's own name, where the core without airport words ("Manchester") is the city's;
@@ -473,6 +490,16 @@ function parseQuery(norm: string): Parsed {
       i += 1;
       continue;
     }
+    // "Gatwick North", "LGW South", "Gatwick Airport North arrivals": the terminal without the
+    // word "terminal", said only of Gatwick, and only at the end or before where at the airport.
+    if ((t === 'north' || t === 'south') && (next === undefined || NOT_IN_AIRPORT_NAMES.has(next))) {
+      const before = tokens[i - 1] === 'airport' ? tokens[i - 2] : tokens[i - 1];
+      if (before !== undefined && NORTH_SOUTH_TERMINAL_AIRPORTS.has(before)) {
+        terminal = t === 'north' ? 'North' : 'South';
+        terminalAt = i;
+        continue;
+      }
+    }
     // "terminal" with no number names no terminal, and is no part of the airport's name, as
     // "arrivals" and "departures" are not; nor, perhaps, "international" beside "airport"
     // ("Leeds Bradford International Airport" is Leeds Bradford Airport).
@@ -499,7 +526,12 @@ function parseQuery(norm: string): Parsed {
   // station, "STN airport" the airport.
   const lastStation = stationCore.length > 0 ? tokens.findLastIndex((t) => STATION_WORDS.has(t)) : -1;
   const lastAirport =
-    airportCore.length > 0 ? tokens.findLastIndex((t) => AIRPORT_WORDS.has(t) || /^t[1-9]$/.test(t)) : -1;
+    airportCore.length > 0
+      ? Math.max(
+          terminalAt,
+          tokens.findLastIndex((t) => AIRPORT_WORDS.has(t) || /^t[1-9]$/.test(t)),
+        )
+      : -1;
   const intent: Intent | null =
     lastStation >= 0 && lastStation > lastAirport
       ? 'station'
@@ -798,6 +830,25 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       if (stripped !== '' && !stripped.startsWith(cityN)) addKey(`${cityN} ${stripped}`, rec, 'derived');
       addKey(`${cityN} airport`, rec, 'derived');
       if (!uk) addKey(cityN, rec, 'city');
+    }
+    // "<town> airport" for every town the name itself names, when the town is the airport's
+    // own (within TOWN_AIRPORT_RADIUS). The data's city is not always that town: misspelt
+    // ("Newquai", so "Newquay Airport arrivals" was the town of Newquay, 6 km from its
+    // airport), the city served ("Aberdeen" for Dyce, "Londonderry" for City of Derry) or the
+    // first of two ("Leeds" for Leeds Bradford). A town far off ("London Biggin Hill", "Durham
+    // Tees Valley") gives no key.
+    if (uk) {
+      const words = tokensOf(stripped);
+      for (let a = 0; a < words.length; a++) {
+        for (let b = a + 1; b <= words.length; b++) {
+          const town = words.slice(a, b).join(' ');
+          const near = (names.get(town) ?? []).some((ref) => {
+            const t = recs[ref.rec];
+            return t?.source === 'town' && haversineMeters(t, rec) <= TOWN_AIRPORT_RADIUS;
+          });
+          if (near) addKey(`${town} airport`, rec, 'derived');
+        }
+      }
     }
   }
   for (const [alias, code] of Object.entries(AIRPORT_ALIASES)) {
