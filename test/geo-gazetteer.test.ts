@@ -347,6 +347,8 @@ const airports: Golden[] = [
   g('Newquay Airport arrivals', 'airport', 'Newquay Cornwall Airport', NEWQUAY_AIRPORT, 3, airport('NQY')),
   g('Newquay Airport departures', 'airport', 'Newquay Cornwall Airport', NEWQUAY_AIRPORT, 3, airport('NQY')),
   g('Arrivals, Newquay Airport', 'airport', 'Newquay Cornwall Airport', NEWQUAY_AIRPORT, 3, airport('NQY')),
+  g('Cornwall Airport Newquay', 'airport', 'Newquay Cornwall Airport', NEWQUAY_AIRPORT, 3, airport('NQY')),
+  g('Cornwall Airport', 'airport', 'Newquay Cornwall Airport', NEWQUAY_AIRPORT, 3, airport('NQY')),
   g('Derry Airport arrivals', 'airport', 'City of Derry Airport', [55.0428, -7.1611], 3, airport('LDY')),
   g('Dyce Airport', 'airport', 'Aberdeen Dyce Airport', [57.2019, -2.1978], 3, airport('ABZ')),
   g('Bradford Airport', 'airport', 'Leeds Bradford Airport', [53.8659, -1.6606], 3, airport('LBA')),

@@ -94,6 +94,9 @@ const AIRPORT_ALIASES: Record<string, string> = {
   'cardiff airport': 'CWL',
   teesside: 'MME',
   'teesside airport': 'MME',
+  // Its own name since 2017 (the data has its older "Newquay Cornwall Airport").
+  'cornwall airport newquay': 'NQY',
+  'cornwall airport': 'NQY',
 };
 
 /**
