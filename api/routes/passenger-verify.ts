@@ -129,8 +129,8 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
         },
       },
       handler: async ({ body, deps, caller, req, res }) => {
-        // With a test key its e-mail is recorded, never sent (not yet readable through the test
-        // messages, which list a key's bookings' messages): the
+        // With a test key its e-mail is recorded, never sent, and listed to the key (and its
+        // partner's other keys) by GET /api/public/v1/test/messages, code and link included: the
         // verification is the sandbox's own (TEST_PURPOSE), which never verifies an address
         // for live bookings, and it has no mail-server lookup, as a test-mode booking's address
         // gets none (the other rules apply in both).
@@ -190,6 +190,8 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
             link: `${base}${PASSENGER_VERIFY_LINK_PATH}?token=${started.linkToken}`,
             serviceName: deps.config.serviceName,
             testMode,
+            // The key whose holder reads the recorded e-mail (a sandbox driver's token has none).
+            ...(testMode && caller.kind === 'api_key' ? { apiKeyId: caller.key.id } : {}),
           });
         });
         return {

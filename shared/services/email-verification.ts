@@ -423,10 +423,26 @@ export async function countVerificationsSince(
 /**
  * Queue the verification e-mail (code and link) for the notify worker in the caller's
  * transaction, so it is sent if and only if the verification commits. Returns the message id.
+ *
+ * In test mode the same e-mail is recorded, never sent (the notify worker marks it `recorded`
+ * and keeps its text), and `apiKeyId`, the test key that asked, is written on it: the sandbox's
+ * `GET /api/public/v1/test/messages` lists it to that key and its partner's other keys, so an
+ * integrator reads the code and link there. So a sandbox code is stored in clear, in that row
+ * (it confirms an address for test-mode bookings only, `TEST_PURPOSE`). A live e-mail carries no
+ * key (the column's check refuses one), and its text is removed once delivered
+ * (workers/notify/send-message.ts).
  */
 export async function sendVerificationEmail(
   trx: Tx,
-  input: { email: string; code: string; link: string; serviceName?: string; testMode?: boolean },
+  input: {
+    email: string;
+    code: string;
+    link: string;
+    serviceName?: string;
+    testMode?: boolean;
+    /** Test mode only: the test key that asked, whose holder reads the recorded e-mail. */
+    apiKeyId?: string;
+  },
 ): Promise<string> {
   const service = input.serviceName ?? 'Direct Taxi Network';
   const minutes = Math.round(VERIFICATION_TTL_MS / 60_000);
@@ -440,14 +456,20 @@ export async function sendVerificationEmail(
     '',
     'If you did not ask for this, you can ignore this e-mail: nothing happens until the address is confirmed.',
   ].join('\n');
-  return queueMessage(trx, {
+  const testMode = input.testMode ?? false;
+  const id = await queueMessage(trx, {
     channel: 'email',
     recipient: normaliseEmail(input.email),
     subject: `${input.code} is your ${service} verification code`,
     body,
     purpose: 'verification',
-    testMode: input.testMode ?? false,
+    testMode,
   });
+  // Before the transaction commits, so before the notify worker can see the row.
+  if (testMode && input.apiKeyId !== undefined) {
+    await trx('outbound_messages').where({ id }).update({ api_key_id: input.apiKeyId });
+  }
+  return id;
 }
 
 /**
