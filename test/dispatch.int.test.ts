@@ -857,3 +857,50 @@ describe('dispatch', () => {
     await offline(d.token);
   }, 60_000);
 });
+
+describe('rounds of tries', () => {
+  it('asks a driver who let the offer lapse again in the next round of tries, and not twice in one round', async () => {
+    const sleepy = await driver('Sleepy Sue', { cls: 'wav', wav: true });
+    await presence(sleepy.token, near(0.3));
+    const ref = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengerName: 'Retry Rita',
+      passengerEmail: 'rita@example.org',
+      vehicleType: 'wav',
+    });
+    try {
+      const first = await liveOffer(ref);
+      expect(first.driver_id).toBe(sleepy.id);
+      // She does not answer; nobody else has a wheelchair-accessible car: no driver this round.
+      const afterFirst = await eventually(async () => {
+        const b = await env.rt.db('bookings').where({ reference: ref }).first();
+        return b?.status === 'no_driver_available' && b.dispatch_retry_at ? b : null;
+      });
+      const retryJob = (at: Date) =>
+        eventually(() =>
+          env.rt.queues.dispatch.getJob(`dispatch-${afterFirst.id}-retry-${Math.floor(at.getTime() / 60_000)}`),
+        );
+      const retry = await retryJob(afterFirst.dispatch_retry_at);
+      // The next round's time comes (brought forward here rather than waited for).
+      await env.rt.db('bookings').where({ id: afterFirst.id }).update({ dispatch_retry_at: new Date() });
+      await retry.promote();
+      const second = await liveOffer(ref);
+      expect(second).toMatchObject({ driver_id: sleepy.id, attempt: 2 });
+      // She lets this one lapse too: the round asks nobody else, and her not a third time in it.
+      const afterSecond = await eventually(async () => {
+        const b = await env.rt.db('bookings').where({ reference: ref }).first();
+        return b?.status === 'no_driver_available' && b.dispatch_retry_at > new Date() ? b : null;
+      });
+      await retryJob(afterSecond.dispatch_retry_at);
+      const offers = await env.rt.db('dispatch_offers').where({ booking_id: afterFirst.id }).orderBy('attempt');
+      expect(offers.map((o) => [o.driver_id, o.state])).toEqual([
+        [sleepy.id, 'expired'],
+        [sleepy.id, 'expired'],
+      ]);
+    } finally {
+      await cancelled(ref, 'rita@example.org');
+      await offline(sleepy.token);
+    }
+  });
+});

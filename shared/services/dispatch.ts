@@ -101,6 +101,8 @@ export interface DispatchBooking extends BookingRow {
   dropoff: BookingRow['dropoff'] & Place;
   operator_partner_id: string | null;
   dispatch_tier: number | null;
+  /** The next try after every tier found nobody (`noDriver`); null before any. */
+  dispatch_retry_at: Date | null;
 }
 
 export interface OfferRow {
@@ -307,7 +309,12 @@ export async function dispatchStep(
     booking.status = 'dispatching';
   }
   const { drivers, partners, distanceMiles } = await candidates(trx, deps, booking, now.getTime());
-  // A driver or operator who was offered this booking once is not asked again.
+  // A driver or operator who was offered this booking is not asked again in the same round of
+  // tries. One who let an offer lapse in an earlier round is asked again in a retry round (after
+  // every tier found nobody, DISPATCH_RETRY_MINUTES later): they may be free now, and with few
+  // drivers the round would otherwise find nobody new. One who declined is not asked again.
+  const round = retryRoundStart(booking, now);
+  const asked = offers.filter((o) => o.state !== 'withdrawn' && !(round && lapsedBefore(o, round)));
   const match = matchCandidates(
     {
       pickup: booking.pickup,
@@ -324,12 +331,8 @@ export async function dispatchStep(
       distanceHireMiles: deps.config.dispatch.distanceHireMiles,
       // An offer withdrawn because the booking changed (`amendmentReachesHolders`) asked about
       // another job: its driver or operator may be asked again about this one.
-      excludeDrivers: new Set(
-        offers.filter((o) => o.state !== 'withdrawn').flatMap((o) => (o.driver_id ? [o.driver_id] : [])),
-      ),
-      excludePartners: new Set(
-        offers.filter((o) => o.state !== 'withdrawn').flatMap((o) => (o.partner_id ? [o.partner_id] : [])),
-      ),
+      excludeDrivers: new Set(asked.flatMap((o) => (o.driver_id ? [o.driver_id] : []))),
+      excludePartners: new Set(asked.flatMap((o) => (o.partner_id ? [o.partner_id] : []))),
     },
   );
   for (const best of match.ordered) {
@@ -347,6 +350,25 @@ export async function dispatchStep(
     return makeOffer(trx, deps, booking, best, offers.length + 1, drivers, now);
   }
   return noDriver(trx, deps, booking, now);
+}
+
+/**
+ * When the retry round this step belongs to began: the booking's `dispatch_retry_at`, which the
+ * step that found nobody set to its next try (and which stays until an amendment clears it), once
+ * that time has come. Null in the first round, and for a step before its retry's time (a
+ * duplicate job), which may not ask anyone again early.
+ */
+function retryRoundStart(booking: DispatchBooking, now: Date): Date | null {
+  const at = booking.dispatch_retry_at;
+  return at && at.getTime() <= now.getTime() + EARLY_STEP_TOLERANCE_MS ? at : null;
+}
+
+/**
+ * An offer that lapsed unanswered (expired, or still `offered` past its time while its time-out
+ * is on its way) before `round` began: one of an earlier round of tries.
+ */
+function lapsedBefore(offer: OfferRow, round: Date): boolean {
+  return (offer.state === 'expired' || offer.state === 'offered') && offer.expires_at.getTime() <= round.getTime();
 }
 
 /**
