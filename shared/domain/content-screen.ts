@@ -43,6 +43,11 @@ import type { ErrorDetail } from '../errors.ts';
  *    flight changes, is there a fee?", "Don't block other passengers" and "Payment to be
  *    settled by my company" pass.
  * 5. Base64-, base32- or hex-looking blobs of 40 characters or more (`hasEncodedBlob`).
+ * 6. Names and addresses only: links and e-mail addresses (`hasLink`). Both are printed in the
+ *    e-mails we send (the confirmation greets the passenger by name and names the pickup and
+ *    drop-off), to an address the booker typed: "LS1 4DY pay the deposit at evil.example/pay"
+ *    would otherwise put an attacker's link in an e-mail from us, above our own. Notes, which
+ *    only the driver reads, may carry a map link.
  *
  * Empty and whitespace-only values, like absent ones, are not screened: whether a field is
  * required is the request schema's business.
@@ -78,6 +83,7 @@ const PROBLEM = {
   hidden: 'contains hidden characters',
   invalid: 'contains invalid characters',
   flightNumber: 'is not a valid flight number (e.g. BA 123)',
+  link: 'contains a link or an e-mail address, not booking information',
 } as const;
 
 /**
@@ -124,6 +130,7 @@ function screenOne(kind: FieldKind, value: unknown): Refusal | null {
   const matched = injectionRules(value);
   if (matched.length > 0) return { problem: PROBLEM.instructions, reason: `injection ${matched.join(',')}` };
   if (hasEncodedBlob(value)) return { problem: PROBLEM.encoded, reason: 'encoded_blob' };
+  if ((kind === 'name' || kind === 'address') && hasLink(value)) return { problem: PROBLEM.link, reason: 'link' };
   return null;
 }
 
@@ -857,3 +864,28 @@ function hasEncodedBlob(value: string): boolean {
 const DIGIT_GROUPS = /[0-9]+/g;
 const LETTERS = /[a-zA-Z]/g;
 const count = (s: string, re: RegExp) => s.match(re)?.length ?? 0;
+
+// Links
+// ---------------------------------------------------------------------------------------------
+
+/** A scheme ("https://", "hxxp://"), "www.", or an e-mail address ("x@y.z"). */
+const URL_MARKERS = /[a-z][a-z0-9+.-]{0,20}:\/\/|\bwww\.|[^\s@]@[a-z0-9-]{1,63}\.[a-z]/;
+/** A host name followed by a path ("evil.london/pay"), whatever its top-level domain. */
+const HOST_WITH_PATH = /\b[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63}){0,5}\.[a-z]{2,24}\//;
+/**
+ * A bare host name in a top-level domain that mail programs turn into a link and that links in
+ * spam favour, or a reserved one for examples ("evil.example"). Country and city domains that
+ * read as words in an address ("Rd.London", "St.Ives") are left out.
+ */
+const BARE_HOST =
+  /\b[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63}){0,5}\.(?:com|net|org|info|biz|io|co|uk|ly|gl|gd|me|app|dev|xyz|top|site|online|link|click|shop|store|live|ru|cn|tk|ml|ga|cf|gq|zip|mov|example|test|invalid|localhost)\b/;
+
+/**
+ * Whether the text holds a link or an e-mail address, as a mail program would show one: read
+ * in NFKC (a full-width dot "．" is a dot) and lower case. A dot between a word and the next
+ * with a space after it ("St. Mary's Road", "J. Smith") is no host name.
+ */
+function hasLink(value: string): boolean {
+  const text = value.normalize('NFKC').toLowerCase();
+  return URL_MARKERS.test(text) || HOST_WITH_PATH.test(text) || BARE_HOST.test(text);
+}
