@@ -14,6 +14,7 @@ import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { freePort, obtainTokens } from './helpers/oauth-flow.ts';
+import { CookieJar, csrfOf, getPage, postForm } from './helpers/pages.ts';
 import { readSigned } from './helpers/signed-webhook.ts';
 import { startSmtpCapture } from './helpers/smtp-capture.ts';
 import { startTwilioStub } from './helpers/twilio-stub.ts';
@@ -382,6 +383,60 @@ describe('sandbox: test keys and the simulator', () => {
     expect(livePage).toContain('<h1>Book your taxi</h1>');
     expect(livePage).not.toContain('Test mode');
   });
+
+  it("makes a quote booked on its page the quote's key's and partner's booking: the sandbox lists its messages", async () => {
+    const body = { pickup_address: 'Manchester Piccadilly', dropoff_address: 'Salford', passenger_count: 1 };
+    const booked = async (key: string) => {
+      const q = await request('POST', '/api/public/quotes/estimate', { body, key });
+      expect(q.status).toBe(200);
+      const bookPath = `/book/${q.json.quote_id as string}`;
+      const jar = new CookieJar();
+      const page = await getPage(url, bookPath, jar);
+      const post = await postForm(
+        url,
+        bookPath,
+        {
+          name: 'Page Pat',
+          phone: '07700 900123',
+          email: `page-${key.slice(0, 8)}-${Date.now()}@example.org`,
+          payment: 'pay_link',
+          csrf: csrfOf(page.html, bookPath),
+        },
+        jar,
+      );
+      expect(post.status).toBe(303);
+      return env.rt.db('bookings').where({ quote_id: q.json.quote_id }).first();
+    };
+    // A key's row, by its visible prefix (its first 14 characters).
+    const keyOf = async (key: string) =>
+      env.rt
+        .db('api_keys')
+        .where({ prefix: key.slice(0, 14) })
+        .first('id', 'partner_id');
+    const test = await keyOf(testKey);
+    const sandboxBooking = await booked(testKey);
+    expect(sandboxBooking).toMatchObject({
+      origin: 'website',
+      test_mode: true,
+      api_key_id: test.id,
+      partner_id: test.partner_id,
+    });
+    const listed = await eventually(async () => {
+      const r = await request('GET', `/api/public/v1/test/messages?booking=${sandboxBooking.reference}`);
+      const messages = r.json.messages as { purpose: string }[];
+      return messages.some((m) => m.purpose === 'confirmation') ? messages : null;
+    });
+    expect(listed.length).toBeGreaterThan(0);
+    // A partner's live quote booked on its page is the partner's live booking.
+    const live = await keyOf(liveKey);
+    const liveBooking = await booked(liveKey);
+    expect(liveBooking).toMatchObject({ test_mode: false, api_key_id: live.id, partner_id: live.partner_id });
+    const cancel = await request('POST', `/api/public/v1/booking/${liveBooking.reference}`, {
+      key: liveKey,
+      body: { action: 'cancel', email: liveBooking.passenger_email },
+    });
+    expect(cancel.status).toBe(200);
+  }, 60_000);
 
   it('keeps test data invisible to live keys (and live data from test keys)', async () => {
     const ref = refs.v1 as string;

@@ -75,6 +75,9 @@ interface QuoteRow {
   tariff_source: TariffSource;
   warnings: string[];
   test_mode: boolean;
+  /** Whose quote it is (an integrator's key and partner), and so whose booking it makes. */
+  api_key_id: string | null;
+  partner_id: string | null;
 }
 
 async function loadQuote(deps: ApiDeps, raw: string): Promise<QuoteRow | null> {
@@ -101,6 +104,8 @@ async function loadQuote(deps: ApiDeps, raw: string): Promise<QuoteRow | null> {
       'tariff_source',
       'warnings',
       'test_mode',
+      'api_key_id',
+      'partner_id',
     );
   return row ?? null;
 }
@@ -502,7 +507,15 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
             emailVerified,
             confirmByEmail: true,
           },
-          { ...bookingCaller(websiteCaller(req)), followsQuoteMode: true },
+          // The booking is the quote's: an integrator's quote, booked by its passenger on this
+          // page, is the integrator's booking (its key and partner: its test messages, webhooks
+          // and lookups), in the quote's mode.
+          {
+            ...bookingCaller(websiteCaller(req)),
+            followsQuoteMode: true,
+            apiKeyId: quote.api_key_id,
+            partnerId: quote.partner_id,
+          },
           base,
           preloaded,
         );
