@@ -67,6 +67,8 @@ export const FIELD_LIMITS = {
   address: 300,
   /** A booking reference or a partner's own job reference (`jobRef`). */
   reference: 64,
+  /** A field that is a link by design (a driver's own payment link): screened as an address, without check 6. */
+  link: 300,
 } as const;
 
 export type FieldKind = keyof typeof FIELD_LIMITS;

@@ -81,7 +81,7 @@ export const DriverApplyRequest = Type.Object({
     ),
   ),
   paymentLink: Type.Optional(
-    Text('address', 300, "The driver's own https payment link, shown to passengers who pay the driver directly"),
+    Text('link', 300, "The driver's own https payment link, shown to passengers who pay the driver directly"),
   ),
 });
 export type DriverApplyRequest = Static<typeof DriverApplyRequest>;

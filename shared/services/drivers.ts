@@ -152,7 +152,7 @@ function screenApplication(a: DriverApplication): ScreenField[] {
     { pointer: '/vehicle/colour', kind: 'name', value: a.vehicle.colour },
     { pointer: '/vehicle/registration', kind: 'reference', value: a.vehicle.registration },
     { pointer: '/homeCity', kind: 'address', value: a.homeCity },
-    { pointer: '/paymentLink', kind: 'address', value: a.paymentLink },
+    { pointer: '/paymentLink', kind: 'link', value: a.paymentLink },
   ];
   (a.nationalNetwork?.corridors ?? []).forEach((c, i) => {
     fields.push(
