@@ -12,6 +12,7 @@ import { requestLog } from './middleware/request-log.ts';
 import { mountRoutes } from './mount.ts';
 import { OPERATOR_PATHS, operatorRouter } from './pages/operator/router.ts';
 import { WEBSITE_PATHS, websiteRouter } from './pages/router.ts';
+import { malformedLinkPage } from './pages/site.ts';
 import type { RouteDef } from './route.ts';
 import { bookingEventRoutes } from './routes/booking-events.ts';
 import { bookingStatusHookRoutes } from './routes/booking-status-hook.ts';
@@ -19,11 +20,11 @@ import { bookingRoutes } from './routes/bookings.ts';
 import { driverAppRoutes } from './routes/driver-app.ts';
 import { driverRoutes } from './routes/drivers.ts';
 import { healthRoutes } from './routes/health.ts';
-import { offerRoutes } from './routes/offers.ts';
+import { OFFER_LINK_PATH, offerRoutes } from './routes/offers.ts';
 import { openApiRoutes } from './routes/openapi.ts';
 import { partnerJobRoutes } from './routes/partner-jobs.ts';
 import { passengerVerifyRoutes } from './routes/passenger-verify.ts';
-import { payPageRoutes } from './routes/pay-page.ts';
+import { PAY_PAGE_PATH, payPageRoutes } from './routes/pay-page.ts';
 import { quoteRoutes } from './routes/quotes.ts';
 import { sandboxRoutes } from './routes/sandbox.ts';
 import { supplierHookRoutes } from './routes/supplier-hooks.ts';
@@ -46,6 +47,30 @@ export function publicRoutes(config: ApiDeps['config']): RouteDef[] {
     ...payPageRoutes(),
     ...sandboxRoutes(),
   ];
+}
+
+/** The fixed part of a route path before its first parameter (`/pay/:token` is `/pay`). */
+function prefixOf(path: string): string {
+  const at = path.indexOf('/:');
+  return at === -1 ? path : path.slice(0, at);
+}
+
+/**
+ * Every path prefix whose answers are pages (lower case): the website's, the operator pages' and
+ * the pay page's (an API route that answers HTML). A malformed path under one is a 400 page.
+ */
+const PAGE_PATHS = [...WEBSITE_PATHS, ...OPERATOR_PATHS, prefixOf(PAY_PAGE_PATH)].map((p) => p.toLowerCase());
+/**
+ * The job card's link (`/o/{code}`) is a page and an API operation: the website router gives a
+ * caller the page only when it prefers HTML to JSON, and a malformed link is answered the same.
+ */
+const NEGOTIATED_PATHS = [prefixOf(OFFER_LINK_PATH).toLowerCase()];
+
+/** Whether a request's errors are answered as pages (`malformedLinkPage`): by its path, and on `/o` its Accept. */
+function answeredAsPage(req: Request): boolean {
+  const path = req.path.toLowerCase();
+  if (!isUnder(PAGE_PATHS, path)) return false;
+  return !isUnder(NEGOTIATED_PATHS, path) || req.accepts(['application/json', 'text/html']) === 'text/html';
 }
 
 /**
@@ -161,6 +186,8 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
   mountRoutes(app, routes, deps, limits);
 
   app.use(notFoundHandler());
+  // A page's link whose percent-escapes do not decode is a page; on the API, the envelope.
+  app.use(malformedLinkPage(config.serviceName, answeredAsPage));
   app.use(errorHandler());
   return app;
 }

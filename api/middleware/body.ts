@@ -30,6 +30,26 @@ export function assertUtf8(buf: Buffer): void {
   if (!isUtf8(buf)) throw Object.assign(new Error('body is not UTF-8'), { type: NOT_UTF8, status: 400 });
 }
 
+/**
+ * A form body's `verify` (`application/x-www-form-urlencoded`): as `assertUtf8`, and a
+ * percent-escape that does not decode to UTF-8 (`%FF`, `%C3` cut short, an overlong or a
+ * surrogate sequence) or escapes nothing (`%zz`, a `%` at the end) is refused the same way,
+ * type NOT_UTF8. The form parser (qs, under body-parser) would keep such a field as its literal
+ * text, escapes and all (URLSearchParams would decode it into U+FFFD): neither is what was
+ * typed, and a browser never sends it (it escapes `%` as `%25`). `&`, `=` and `+` are plain
+ * ASCII, so no escape sequence runs across two fields, and checking the whole body at once is
+ * checking every field's name and value.
+ */
+export function assertFormUtf8(buf: Buffer): void {
+  assertUtf8(buf);
+  if (!buf.includes(0x25)) return; // no `%`, no escape
+  try {
+    decodeURIComponent(buf.toString('utf8'));
+  } catch {
+    throw Object.assign(new Error('a percent-escape of the form is not UTF-8'), { type: NOT_UTF8, status: 400 });
+  }
+}
+
 /** Most bytes a page's form (website, operator pages) may carry. */
 const FORM_LIMIT = '16kb';
 
@@ -37,14 +57,16 @@ const FORM_LIMIT = '16kb';
  * Reads a page's `application/x-www-form-urlencoded` body into `req.body`, for handlers that
  * answer every refusal as a page: a form declaring a charset other than UTF-8 is 415 (the
  * pages are served as UTF-8, and a browser posts their forms so), bytes that are not UTF-8 are
- * 400 (refused, not decoded into U+FFFD), over 16 KB 413, anything else unreadable 400.
+ * 400 (refused, not decoded into U+FFFD), and so is a field whose percent-escapes do not decode
+ * to UTF-8 (refused, not stored as its literal escapes: `assertFormUtf8`), over 16 KB 413,
+ * anything else unreadable 400.
  */
 export function formReader(): (req: Request, res: Response) => Promise<void> {
   const urlencoded = express.urlencoded({
     extended: false,
     limit: FORM_LIMIT,
     parameterLimit: 20,
-    verify: (_req, _res, buf) => assertUtf8(buf),
+    verify: (_req, _res, buf) => assertFormUtf8(buf),
   });
   return async (req, res) => {
     const charset = otherCharset(req.headers['content-type'] ?? '');

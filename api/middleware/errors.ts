@@ -11,6 +11,15 @@ export function sendError(req: Request, res: Response, err: AppError): void {
   res.status(err.status).json(errorBody(err.code, err.message, err.details, requestIdOf(req)));
 }
 
+/**
+ * Express's refusal of a path whose percent-escapes do not decode to UTF-8 (`/track/%ff`): the
+ * router's `decodeURIComponent` of a route parameter threw, and it made the URIError a 400.
+ * The API answers it 400 `invalid_input` (below); the pages answer a page (`malformedLinkPage`).
+ */
+export function isMalformedPath(err: unknown): boolean {
+  return err instanceof URIError && (err as { status?: unknown }).status === 400;
+}
+
 /** Body-parser and other http-errors style failures, mapped to stable codes. */
 function fromHttpError(err: {
   type?: string;

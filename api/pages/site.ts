@@ -1,6 +1,7 @@
-import type { Request, Response } from 'express';
+import type { ErrorRequestHandler, Request, Response } from 'express';
 import { AppError } from '../../shared/errors.ts';
 import type { Caller } from '../middleware/auth.ts';
+import { isMalformedPath } from '../middleware/errors.ts';
 import type { RateLimits } from '../middleware/rate-limit.ts';
 import type { RouteDef, RoutePolicy } from '../route.ts';
 import {
@@ -228,5 +229,21 @@ export function pageHandler(
         'Something went wrong on our side. Please try again in a minute.',
       ]);
     }
+  };
+}
+
+/**
+ * The error middleware, before the API's error handler, for a page's link that is not a link:
+ * a request for a page (`isPage`: a path under the website's, the pay page's or the operator
+ * pages' prefixes) whose percent-escapes do not decode to UTF-8 (`/track/%ff`, `/book/%e2%82`;
+ * Express refuses the route parameter before any handler runs) is a 400 page, never the API's
+ * JSON envelope. Every other error, and this one on the API's paths, goes on to the envelope.
+ */
+export function malformedLinkPage(serviceName: string, isPage: (req: Request) => boolean): ErrorRequestHandler {
+  return (err, req, res, next) => {
+    if (!isMalformedPath(err) || res.headersSent || !isPage(req)) return next(err);
+    sendMessagePage(res, serviceName, 400, 'This link is not valid', [
+      'This link is not valid: check it was copied whole, or open it again from the message it came in.',
+    ]);
   };
 }
