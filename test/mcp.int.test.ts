@@ -419,6 +419,40 @@ describe('start_booking', () => {
     expect(error.details.map((d) => d.field)).toEqual(['/pickup', '/dropoff', '/departAt']);
   });
 
+  it('names the tool arguments in quote errors: /quoteId and estimate_fare, not the HTTP field and endpoint', async () => {
+    const client = await connect(ada.accessToken);
+    const args = { passengerName: 'Ada Lovelace', passengerPhone: '+447700900123' };
+    const malformed = errorOf(await call(client, 'start_booking', { ...args, quoteId: 'not-a-uuid' }));
+    expect(malformed.code).toBe('quote_not_found');
+    expect(malformed.details).toEqual([{ field: '/quoteId', problem: 'unknown quote' }]);
+    expect(malformed.message).toBe(
+      'No quote has this quoteId (quote ids are UUIDs): quote first with estimate_fare and use its quoteId.',
+    );
+    const missing = '00000000-0000-4000-8000-000000000000';
+    const unknown = errorOf(await call(client, 'start_booking', { ...args, quoteId: missing }));
+    expect(unknown).toMatchObject({
+      code: 'quote_not_found',
+      message: `No quote ${missing} exists: quote first with estimate_fare and use its quoteId.`,
+      details: [{ field: '/quoteId', problem: 'unknown quote' }],
+    });
+    // An expired quote (from the public endpoint: Ada's estimate_fare allowance is for the other tests).
+    const quote = (await (
+      await fetch(`${url}/api/public/v1/quote`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ pickup: 'Leeds', dropoff: 'York', departAt: inHours(7) }),
+      })
+    ).json()) as { quoteId: string };
+    await env.rt
+      .db('quotes')
+      .where({ id: quote.quoteId })
+      .update({ expires_at: new Date(Date.now() - 60_000) });
+    const expired = errorOf(await call(client, 'start_booking', { ...args, quoteId: quote.quoteId }));
+    expect(expired.code).toBe('quote_expired');
+    expect(expired.details).toEqual([{ field: '/quoteId', problem: 'expired' }]);
+    expect(JSON.stringify([malformed, unknown, expired])).not.toMatch(/quote_id|\/api\/public/);
+  });
+
   it('refuses start_booking with a suspended partner’s key beside the token: forbidden, nothing booked', async () => {
     const partner = await createPartner(env.rt.db, env.config, { name: 'Paused Agency', actor: 'test' });
     await env.rt.db('partners').where({ id: partner.id }).update({ status: 'suspended' });
@@ -488,6 +522,11 @@ describe('limits and transport', () => {
     const error = errorOf(await call(client, 'estimate_fare', { pickup: 'Leeds', dropoff: 'York' }));
     expect(error.code).toBe('rate_limited');
     expect(error.retryAfterSeconds).toBeGreaterThan(0);
+    // A tool result has no headers: the message says the wait, not "the seconds in Retry-After".
+    const seconds = error.retryAfterSeconds === 1 ? 'second' : 'seconds';
+    expect(error.message).toBe(
+      `Too many requests: slow down and retry after ${error.retryAfterSeconds} ${seconds} (retryAfterSeconds).`,
+    );
     // Another passenger is not affected.
     okOf(await call(await connect(estimateOnly.accessToken), 'estimate_fare', { pickup: 'Leeds', dropoff: 'York' }));
   });
@@ -545,5 +584,113 @@ describe('limits and transport', () => {
       expect(body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32602 } });
       expect(body.error.message).toBe('Invalid params: "arguments" must be an object of the tool\'s arguments.');
     }
+  });
+
+  it('refuses a batch whose requests share an id whole, before any of them runs', async () => {
+    const booking = (id: unknown, hours: number) => ({
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: {
+        name: 'start_booking',
+        arguments: {
+          pickup: 'Leeds station',
+          dropoff: 'York station',
+          departAt: inHours(hours),
+          passengerName: 'Batch Twin',
+          passengerPhone: '+447700900124',
+        },
+      },
+    });
+    const before = await env.rt.db('bookings').count({ n: '*' });
+    const res = await postMcp(ada.accessToken, [booking(7, 10), booking(7, 11)]);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({
+      jsonrpc: '2.0',
+      error: {
+        code: -32600,
+        message:
+          'Invalid Request: the id 7 is used by more than one request in the batch; give each request its own id',
+      },
+      id: null,
+    });
+    // Counted against the passenger's general limit, as every message is.
+    expect(res.headers.get('ratelimit')).toMatch(/r=\d+/);
+    // String ids too, with a notification (no id) between them.
+    const strings = await postMcp(ada.accessToken, [
+      booking('7', 10),
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      booking('7', 11),
+    ]);
+    expect(strings.status).toBe(400);
+    expect(await strings.json()).toMatchObject({
+      error: { code: -32600, message: expect.stringContaining('the id "7" is used by more than one request') },
+      id: null,
+    });
+    // Nothing ran: no booking, even a moment later.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await env.rt.db('bookings').count({ n: '*' })).toEqual(before);
+    expect(await env.rt.db('bookings').where({ passenger_name: 'Batch Twin' })).toEqual([]);
+    // 1 and "1" are different ids, and notifications have none: that batch is answered in full.
+    const distinct = await postMcp(ada.accessToken, [
+      { jsonrpc: '2.0', id: 1, method: 'ping' },
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      { jsonrpc: '2.0', id: '1', method: 'ping' },
+    ]);
+    expect(distinct.status).toBe(200);
+    const answers = (await distinct.json()) as unknown[];
+    expect(answers).toHaveLength(2);
+    expect(answers).toEqual(
+      expect.arrayContaining([
+        { jsonrpc: '2.0', id: 1, result: {} },
+        { jsonrpc: '2.0', id: '1', result: {} },
+      ]),
+    );
+  });
+
+  it('answers a batch with an array, a batch holding one request included (JSON-RPC 2.0 section 6)', async () => {
+    const one = await postMcp(ada.accessToken, [{ jsonrpc: '2.0', id: 1, method: 'ping' }]);
+    expect(one.status).toBe(200);
+    expect(one.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(one.headers.get('ratelimit')).toMatch(/r=\d+/);
+    expect(await one.json()).toEqual([{ jsonrpc: '2.0', id: 1, result: {} }]);
+    // A tool call, and a request beside a notification: one response each, in an array.
+    const tool = await postMcp(ada.accessToken, [
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      { jsonrpc: '2.0', id: 'info', method: 'tools/call', params: { name: 'get_service_info', arguments: {} } },
+    ]);
+    expect(tool.status).toBe(200);
+    const answers = (await tool.json()) as Array<{ id: unknown; result: CallToolResult }>;
+    expect(answers).toHaveLength(1);
+    expect(answers[0]?.id).toBe('info');
+    expect(okOf(answers[0]?.result as CallToolResult)).toHaveProperty('cancellation');
+    // A single message is answered with a single object; notifications alone with 202 and no body.
+    const single = await postMcp(ada.accessToken, { jsonrpc: '2.0', id: 2, method: 'ping' });
+    expect(await single.json()).toEqual({ jsonrpc: '2.0', id: 2, result: {} });
+    const notices = await postMcp(ada.accessToken, [{ jsonrpc: '2.0', method: 'notifications/initialized' }]);
+    expect(notices.status).toBe(202);
+    expect(await notices.text()).toBe('');
+  });
+
+  it('challenges a request without credentials with no error code (RFC 6750 section 3.1), a bad token with one', async () => {
+    const metadata = `resource_metadata="${url}/.well-known/oauth-protected-resource/mcp"`;
+    const none = await fetch(`${url}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    });
+    expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toBe(`Bearer ${metadata}`);
+    expect(await none.json()).toMatchObject({ error: 'invalid_token' });
+    const noneGet = await fetch(`${url}/mcp`);
+    expect(noneGet.status).toBe(401);
+    expect(noneGet.headers.get('www-authenticate')).toBe(`Bearer ${metadata}`);
+    // A credential that was sent and refused is still invalid_token.
+    const bad = await postMcp('mcp_at_not-a-real-token', { jsonrpc: '2.0', id: 1, method: 'ping' });
+    expect(bad.status).toBe(401);
+    const challenge = bad.headers.get('www-authenticate') ?? '';
+    expect(challenge).toMatch(/^Bearer error="invalid_token", /);
+    expect(challenge).toContain(metadata);
   });
 });

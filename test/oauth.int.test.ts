@@ -774,6 +774,11 @@ describe("errors in OAuth's own shape", () => {
       status: 400,
       json: { error: 'invalid_request', error_description: 'The request body is not valid UTF-8 text.' },
     });
+    // Escaped as well: a percent-escape that is not UTF-8 is not kept as its literal text.
+    expect(await post('/token', form, 'grant_type=authorization_code&code=%FF%FE')).toEqual({
+      status: 400,
+      json: { error: 'invalid_request', error_description: 'The request body is not valid UTF-8 text.' },
+    });
     expect(await post('/register', 'text/plain', 'hello')).toEqual({
       status: 400,
       json: {

@@ -1,3 +1,6 @@
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { authorizationHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/authorize.js';
 import { metadataHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/metadata.js';
 import { clientRegistrationHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/register.js';
@@ -5,7 +8,7 @@ import { revocationHandler } from '@modelcontextprotocol/sdk/server/auth/handler
 import { tokenHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/token.js';
 import { requireBearerAuth } from '@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js';
 import { MAX_BATCH_SIZE } from '@modelcontextprotocol/sdk/server/requestBody.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { OAuthMetadata, OAuthProtectedResourceMetadata } from '@modelcontextprotocol/sdk/shared/auth.js';
 import cors from 'cors';
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
@@ -14,7 +17,7 @@ import { type ApiKeyIdentity, findApiKey, keyPattern } from '../../shared/servic
 import { authenticateClient, MCP_SCOPES } from '../../shared/services/oauth.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
-import { assertUtf8, jsonBody, NOT_UTF8 } from '../middleware/body.ts';
+import { assertFormUtf8, assertUtf8, jsonBody, NOT_UTF8 } from '../middleware/body.ts';
 import type { RateLimits } from '../middleware/rate-limit.ts';
 import {
   AUTHORIZE_CODE_PATH,
@@ -256,6 +259,53 @@ function oauthBodyErrors(code: 'invalid_request' | 'invalid_client_metadata') {
 }
 
 /**
+ * The id two or more requests of a batch share (the first such, in order), or undefined. JSON-RPC
+ * 2.0 matches each response to its request by id, and the transport keeps one pending response
+ * per id: with a repeated id every request would run but only one answer come back. Ids are
+ * compared as the transport's map compares them (1 and "1" differ); notifications (no id) and
+ * messages without a method (responses) are not requests.
+ */
+function repeatedRequestId(body: unknown): string | number | undefined {
+  if (!Array.isArray(body)) return undefined;
+  const seen = new Set<string | number>();
+  for (const m of body) {
+    if (typeof m !== 'object' || m === null) continue;
+    const { id, method } = m as { id?: unknown; method?: unknown };
+    if (typeof method !== 'string' || (typeof id !== 'string' && typeof id !== 'number')) continue;
+    if (seen.has(id)) return id;
+    seen.add(id);
+  }
+  return undefined;
+}
+
+/**
+ * The transport's answer written to the Node response. A body that was a batch is answered with
+ * an array (JSON-RPC 2.0 section 6), as the transport does not: in JSON-response mode it counts
+ * the responses, and sends one (a batch holding a single request) as the bare object. Only a 200
+ * JSON answer is wrapped; the transport's refusals of the whole request (400 with id null) and
+ * its 202 for notifications only pass as they are, as would an event stream (SSE mode, where
+ * each response is its own event), piped as it comes.
+ */
+async function writeAnswer(res: Response, answer: globalThis.Response, batch: boolean): Promise<void> {
+  if (res.headersSent || res.destroyed) return;
+  res.status(answer.status);
+  answer.headers.forEach((value, name) => {
+    res.setHeader(name, value);
+  });
+  const type = answer.headers.get('content-type') ?? '';
+  if (answer.body && /^text\/event-stream\b/i.test(type)) {
+    await pipeline(Readable.fromWeb(answer.body as NodeReadableStream<Uint8Array>), res);
+    return;
+  }
+  if (batch && answer.status === 200 && /^application\/json\b/i.test(type)) {
+    const body = (await answer.json()) as unknown;
+    res.end(JSON.stringify(Array.isArray(body) ? body : [body]));
+    return;
+  }
+  res.end(Buffer.from(await answer.arrayBuffer()));
+}
+
+/**
  * The MCP tool server and its OAuth 2.1 authorization server, mounted at the application root
  * before the JSON body parser (the OAuth endpoints take form bodies):
  *
@@ -265,15 +315,19 @@ function oauthBodyErrors(code: 'invalid_request' | 'invalid_client_metadata') {
  *   (RFC 7591) and `/revoke` (RFC 7009) over the Postgres provider, limited per IP by the
  *   service's Redis limiter (their in-memory limiters are off);
  * - `/mcp`: the SDK's bearer check (401 with `WWW-Authenticate: Bearer ... resource_metadata=`,
- *   a token bound to another resource refused), then a stateless Streamable HTTP transport and
- *   a new `McpServer` per request, answering JSON.
+ *   a token bound to another resource refused; without an Authorization header the challenge
+ *   carries no error code), batches checked (size, emptiness, repeated ids), then a stateless
+ *   Streamable HTTP transport and a new `McpServer` per request, answering JSON (a batch with
+ *   an array: `writeAnswer`).
  */
 export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   const { config } = deps;
   const provider = new PgOAuthProvider(deps);
   const router = express.Router();
   // Bytes that are not UTF-8 are refused, not decoded into U+FFFD (as on every JSON body).
-  const form = express.urlencoded({ extended: false, limit: '16kb', verify: (_req, _res, buf) => assertUtf8(buf) });
+  // A percent-escape that is not UTF-8 is refused as raw bytes that are not (`assertFormUtf8`):
+  // never kept as its literal escapes.
+  const form = express.urlencoded({ extended: false, limit: '16kb', verify: (_req, _res, buf) => assertFormUtf8(buf) });
 
   // Metadata, per connected domain.
   const documents = new Map(
@@ -354,8 +408,18 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
     ]),
   );
   const bearer: RequestHandler = (req, res, next) => {
-    const check = bearers.get(baseUrlFor(req, config)) ?? bearers.values().next().value;
+    const base = baseUrlFor(req, config);
+    const check = bearers.get(base) ?? bearers.values().next().value;
     if (!check) return next(new AppError('internal_error', 'No connected domain is configured.'));
+    // RFC 6750 section 3.1: a request carrying no authentication is challenged without an error
+    // code (the SDK's check adds error="invalid_token" to every 401). The body stays the SDK's.
+    if (req.headers.authorization === undefined) {
+      res
+        .status(401)
+        .set('WWW-Authenticate', `Bearer resource_metadata="${base}${PROTECTED_RESOURCE_METADATA_PATH}${MCP_PATH}"`)
+        .json({ error: 'invalid_token', error_description: 'Missing Authorization header' });
+      return;
+    }
     return check(req, res, next);
   };
   const general = subjectLimiter(limits, []);
@@ -414,6 +478,21 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
       res.status(400).json({
         jsonrpc: '2.0',
         error: { code: -32600, message: 'Invalid Request: a batch must hold at least one message' },
+        id: null,
+      });
+      return;
+    }
+    // Two requests of a batch with one id: refused whole, before any of them runs (the transport
+    // would run both and answer one). Counted against the general limit, as an empty batch is.
+    const repeated = repeatedRequestId(req.body);
+    if (repeated !== undefined) {
+      await general(req, res, subject);
+      res.status(400).json({
+        jsonrpc: '2.0',
+        error: {
+          code: -32600,
+          message: `Invalid Request: the id ${JSON.stringify(repeated)} is used by more than one request in the batch; give each request its own id`,
+        },
         id: null,
       });
       return;
@@ -481,13 +560,26 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
       grant,
       limit: (tool) => counted.get(tool)?.shift() ?? toolLimits[tool](req, res, subject),
     });
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    // The web-standard transport (the SDK's Node transport is this one behind a Request/Response
+    // adapter), so its answer can be read before it is written: `writeAnswer`.
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
     res.on('close', () => {
       void transport.close();
       void server.close();
     });
     await server.connect(transport);
-    await transport.handleRequest(req, res, req.body);
+    const headers = new Headers();
+    for (const [name, value] of Object.entries(req.headers)) {
+      for (const v of Array.isArray(value) ? value : value === undefined ? [] : [value]) headers.append(name, v);
+    }
+    const answer = await transport.handleRequest(
+      new Request(new URL(req.originalUrl, baseUrlFor(req, config)), { method: req.method, headers }),
+      { parsedBody: req.body, authInfo: req.auth },
+    );
+    await writeAnswer(res, answer, Array.isArray(req.body));
   });
   router.all(MCP_PATH, bearer, (_req: Request, res: Response, _next: NextFunction) => {
     res

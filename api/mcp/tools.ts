@@ -4,7 +4,14 @@ import type { Request } from 'express';
 import * as z from 'zod';
 import { FIELD_LIMITS } from '../../shared/domain/content-screen.ts';
 import { VEHICLE_SEATS, VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
-import { AppError, contentRejected, detailsText, type ErrorDetail, retryAfterField } from '../../shared/errors.ts';
+import {
+  AppError,
+  contentRejected,
+  detailsText,
+  type ErrorDetail,
+  repointed,
+  retryAfterField,
+} from '../../shared/errors.ts';
 import { type ApiKeyIdentity, assertMayBook } from '../../shared/services/api-keys.ts';
 import {
   type BookingCaller,
@@ -230,9 +237,36 @@ function ok(out: object): CallToolResult {
   };
 }
 
+/**
+ * Fields the shared services name as the HTTP API spells them, and the tool argument each is:
+ * a detail points at an argument the assistant sent (`/quoteId`, not `/quote_id`).
+ */
+const ARGUMENT_OF_FIELD: Readonly<Record<string, string>> = { '/quote_id': '/quoteId' };
+
+/**
+ * An error's message as a tool result tells it: the arguments as the tools name them (the
+ * services' messages name the HTTP fields and endpoint: "use its quote_id" from "POST
+ * /api/public/v1/quote"), and a wait as seconds, not as a Retry-After header (a tool result
+ * has no headers; it carries `retryAfterSeconds`).
+ */
+function toolMessage(err: AppError, retryAfterSeconds: number | undefined): string {
+  let text = err.message.replaceAll('POST /api/public/v1/quote', 'estimate_fare').replace(/\bquote_id\b/g, 'quoteId');
+  if (retryAfterSeconds !== undefined) {
+    const wait = `${retryAfterSeconds} second${retryAfterSeconds === 1 ? '' : 's'} (retryAfterSeconds)`;
+    text = text.replace(/the number of seconds in Retry-After/g, wait).replace(/\bRetry-After\b/g, 'retryAfterSeconds');
+  }
+  return text;
+}
+
 /** A refusal as a tool result: the API's envelope, as text (a structured error would fail the clients' output-schema check). */
 export function errorResult(err: AppError): CallToolResult {
-  const error = { code: err.code, message: err.message, details: err.details, ...retryAfterField(err) };
+  const retry = retryAfterField(err);
+  const { message, details } = repointed(
+    toolMessage(err, retry.retryAfterSeconds),
+    err.details,
+    (field) => ARGUMENT_OF_FIELD[field] ?? field,
+  );
+  const error = { code: err.code, message, details, ...retry };
   return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error }) }] };
 }
 
