@@ -6,10 +6,12 @@ import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import { DASHBOARD_WEEKS, type DriverDashboard, driverDashboard } from '../../shared/services/driver-dashboard.ts';
 import {
   acceptOffer,
+  assertPositionFix,
   declineOffer,
   handBackJob,
   type JobHolder,
   jobFeed,
+  type PresenceUpdate,
   reportPresence,
   reportProgress,
 } from '../../shared/services/driver-jobs.ts';
@@ -31,12 +33,29 @@ const NewToken = Type.Object({
  * offer, progress to completion. A driver token, or for the job paths a tier-3 operator's
  * partner key (the operator's own jobs).
  */
-const Presence = Type.Object({
-  available: Type.Boolean(),
-  // The live presence index is a Redis geo set, which holds latitudes within ±85.05112878 (Web Mercator).
-  lat: Type.Number({ minimum: -85.05112878, maximum: 85.05112878 }),
-  lng: Type.Number({ minimum: -180, maximum: 180 }),
-});
+// The live presence index is a Redis geo set, which holds latitudes within ±85.05112878 (Web Mercator).
+const Presence = Type.Object(
+  {
+    available: Type.Boolean({ description: 'true: taking jobs at (lat, lng); false: off duty, off the map at once' }),
+    lat: Type.Optional(
+      Type.Number({
+        minimum: -85.05112878,
+        maximum: 85.05112878,
+        description: 'Required when available is true (0 with lng 0, a phone without a fix, is refused)',
+      }),
+    ),
+    lng: Type.Optional(Type.Number({ minimum: -180, maximum: 180, description: 'Required when available is true' })),
+  },
+  {
+    // lat and lng are required when taking jobs, optional when going off duty (a driver app
+    // switching off may have no fix, or no permission): JSON Schema if/then (OpenAPI 3.1),
+    // validated as documented. The body stays one object, so the fuzzer (test/fuzz.int.test.ts)
+    // still varies its fields one by one and judges them by this schema.
+    if: { properties: { available: { const: true } }, required: ['available'] },
+    // biome-ignore lint/suspicious/noThenProperty: JSON Schema's keyword; an object, never called or awaited
+    then: { required: ['lat', 'lng'] },
+  },
+);
 
 const RefParams = Type.Object({ ref: Type.String({ minLength: 1, maxLength: 20 }) });
 
@@ -175,7 +194,7 @@ export function driverAppRoutes(): RouteDef[] {
       operationId: 'driverPresence',
       summary: 'Set availability and location (the driver app reports every few seconds)',
       description:
-        'A driver who stops reporting for the presence time-out (120 s by default) is no longer offered jobs. `available: false` takes the driver off the map at once.',
+        'A driver who stops reporting for the presence time-out (120 s by default) is no longer offered jobs. `available: true` needs `lat` and `lng`; 0,0 (what a phone without a location fix reports) is 400 invalid_input. `available: false` takes the driver off the map at once and needs no position (a phone switching off may have none): one sent with it is kept as the last known location.',
       tags: ['drivers'],
       auth: 'driver',
       body: Presence,
@@ -186,7 +205,21 @@ export function driverAppRoutes(): RouteDef[] {
       handler: async ({ deps, caller, body }) => {
         if (caller.kind !== 'driver') throw new AppError('forbidden', 'Drivers only.');
         const now = new Date();
-        await reportPresence(deps, caller.driver.id, body, now, caller.driver.testMode === true);
+        let report: PresenceUpdate;
+        if (body.available) {
+          // The schema requires both when available (if/then); checked again for the type.
+          if (body.lat === undefined || body.lng === undefined) {
+            throw new AppError('invalid_input', 'Taking jobs needs your position: lat and lng.', [
+              ...(body.lat === undefined ? [{ field: '/lat', problem: 'is required when available is true' }] : []),
+              ...(body.lng === undefined ? [{ field: '/lng', problem: 'is required when available is true' }] : []),
+            ]);
+          }
+          assertPositionFix(body.lat, body.lng);
+          report = { available: true, lat: body.lat, lng: body.lng };
+        } else {
+          report = { available: false, lat: body.lat, lng: body.lng };
+        }
+        await reportPresence(deps, caller.driver.id, report, now, caller.driver.testMode === true);
         return { status: 200, body: { available: body.available, at: now.toISOString() } };
       },
     }),
@@ -255,7 +288,7 @@ export function driverAppRoutes(): RouteDef[] {
       operationId: 'handBackJob',
       summary: 'Hand a job back before the passenger is on board (it is dispatched to another driver)',
       description:
-        'For a job you hold that is assigned, en route or arrived: you no longer hold it, you are not offered it again, and the booking goes back to dispatching at once (its history shows dispatching with handedBack). After passenger_on_board it is 409 conflict.',
+        'For a job you hold that is assigned, en route or arrived: you no longer hold it, you are not offered it again, and the booking goes back to dispatching at once (its history shows dispatching with handedBack). After passenger_on_board it is 409 conflict, and so is an offer not accepted (decline it instead); a job never offered to you is 404 job_not_found.',
       tags: ['drivers'],
       auth: 'driver_or_key',
       params: RefParams,
@@ -280,7 +313,7 @@ export function driverAppRoutes(): RouteDef[] {
       operationId: 'reportJobStatus',
       summary: 'Report progress: en route, arrived, on board, completed (with how the fare was paid)',
       description:
-        'Steps go forward only (one may be skipped). `completed` needs `payment` {method: cash | card | pay_link | bank_transfer | account (a booking made on account), amountGBP, processorFeeGBP (card only: with another method a fee is 400)} and appends the settlement record. Reporting the current status again answers the same.',
+        'Steps go forward only (one may be skipped). `completed` needs `payment` {method: cash | card | pay_link | bank_transfer | account (a booking made on account), amountGBP, processorFeeGBP (card only: with another method a fee is 400)} and appends the settlement record. Reporting the current status again answers the same and records nothing: `completed` again with no payment, or the payment recorded, is 200; with another payment it is 409 conflict naming what was recorded (a settlement record is never changed: operators append a correction). Progress on an offer not yet accepted is 409 conflict (accept it first); on a job never offered to you, 404 job_not_found.',
       tags: ['drivers'],
       auth: 'driver_or_key',
       params: RefParams,

@@ -61,6 +61,35 @@ async function lockBooking(trx: Tx, rawRef: string, prefix: string, holder: JobH
   return booking;
 }
 
+/**
+ * The answer for a booking the caller reached (it holds it, or was offered it: `lockBooking`)
+ * but does not hold: when an offer to them is still open (the job is in their feed, as an
+ * offer), 409 conflict with `openOffer`, which says what to do with an offer; anything else
+ * (an offer that expired, was declined, withdrawn or handed back) is 404 job_not_found as
+ * before. A booking never offered to them never gets here (`lockBooking` answers 404 first),
+ * so this tells nobody of a job they were not already shown.
+ */
+async function notHeld(
+  trx: Tx,
+  booking: DispatchBooking,
+  holder: JobHolder,
+  rawRef: string,
+  now: Date,
+  openOffer: string,
+): Promise<AppError> {
+  const offer = await trx<OfferRow>('dispatch_offers')
+    .where({ booking_id: booking.id, [holderColumn(holder)]: holder.id })
+    .orderBy('attempt', 'desc')
+    .first();
+  const open =
+    offer?.state === 'offered' && offer.expires_at.getTime() > now.getTime() && booking.status === 'dispatching';
+  if (!open) return jobNotFound(rawRef);
+  return new AppError('conflict', openOffer, [{ field: '/ref', problem: 'the offer has not been accepted' }]);
+}
+
+/** The driver API's path for `action` on a job (what a 409 tells the caller to do instead). */
+const jobPath = (reference: string, action: 'accept' | 'decline') => `POST /api/public/v1/jobs/${reference}/${action}`;
+
 /** The holder's latest offer for the booking; 404 job_not_found when it was never offered to them. */
 async function latestOffer(trx: Tx, bookingId: string, holder: JobHolder, rawRef: string): Promise<OfferRow> {
   const offer = await trx<OfferRow>('dispatch_offers')
@@ -233,7 +262,16 @@ export async function handBackJob(
     const booking = await lockBooking(trx, rawRef, prefix, holder);
     const holds =
       holder.kind === 'driver' ? booking.driver_id === holder.id : booking.operator_partner_id === holder.id;
-    if (!holds) throw jobNotFound(rawRef);
+    if (!holds) {
+      throw await notHeld(
+        trx,
+        booking,
+        holder,
+        rawRef,
+        now,
+        `${booking.reference} is offered to you, not accepted: there is nothing to hand back. Decline the offer instead (${jobPath(booking.reference, 'decline')}).`,
+      );
+    }
     if (!HAND_BACK_FROM.has(booking.status)) {
       throw new AppError('conflict', `A job that is ${booking.status.replace(/_/g, ' ')} cannot be handed back.`, [
         { field: '/ref', problem: `not allowed after ${booking.status}` },
@@ -294,10 +332,112 @@ const SETTLEMENT_KIND: Record<Payment['method'], string> = {
   account: 'account_charged',
 };
 
+/** How a payment reads in a message: "£30.00 in cash", "£28.40 by card (fee £0.45)". */
+function paymentText(method: string, amountPence: number, feePence: number): string {
+  const how: Record<Payment['method'], string> = {
+    cash: 'in cash',
+    card: 'by card',
+    pay_link: 'by payment link',
+    bank_transfer: 'by bank transfer',
+    account: 'on account',
+  };
+  const pounds = (p: number) => `£${(p / 100).toFixed(2)}`;
+  return `${pounds(amountPence)} ${how[method as Payment['method']] ?? `by ${method.replace(/_/g, ' ')}`}${feePence > 0 ? ` (fee ${pounds(feePence)})` : ''}`;
+}
+
+/**
+ * A payment reported with `completed`, checked against the booking before anything is recorded
+ * (or compared with what was): 400 invalid_input for what could never be recorded.
+ */
+function checkPayment(booking: DispatchBooking, payment: Payment): void {
+  // Only a booking made on account is charged to one: the passenger of any other pays.
+  if (payment.method === 'account' && booking.payment_method !== 'account') {
+    throw new AppError(
+      'invalid_input',
+      `This booking was not made on account: the passenger pays by ${booking.payment_method.replace('_', ' ')}.`,
+      [{ field: '/payment/method', problem: 'account only for a booking made on account' }],
+    );
+  }
+  // A card processing fee belongs to a card payment: sent with another method it is refused,
+  // not dropped, as the driver page refuses it (the driver meant something by it).
+  if (payment.method !== 'card' && payment.processorFeeGBP !== undefined && payment.processorFeeGBP > 0) {
+    throw new AppError(
+      'invalid_input',
+      `A card processing fee goes with a card payment; this one was paid by ${payment.method.replace('_', ' ')}.`,
+      [{ field: '/payment/processorFeeGBP', problem: 'only for method card' }],
+    );
+  }
+  // A card fee is passed through to the driver's week as entered, and a settlement record
+  // cannot be changed afterwards: a fee over the amount paid (45 typed for 0.45) is refused.
+  if (payment.method === 'card' && (payment.processorFeeGBP ?? 0) > payment.amountGBP) {
+    throw new AppError(
+      'invalid_input',
+      `The card processing fee (£${(payment.processorFeeGBP ?? 0).toFixed(2)}) cannot be more than the amount paid (£${payment.amountGBP.toFixed(2)}).`,
+      [{ field: '/payment/processorFeeGBP', problem: 'must not exceed amountGBP' }],
+    );
+  }
+}
+
+/** A payment as its settlement record stores it (pence; a fee only with a card). */
+function paymentRecord(payment: Payment): { method: Payment['method']; amountPence: number; feePence: number } {
+  return {
+    method: payment.method,
+    amountPence: Math.round(payment.amountGBP * 100),
+    feePence: payment.method === 'card' ? Math.round((payment.processorFeeGBP ?? 0) * 100) : 0,
+  };
+}
+
+/**
+ * `completed` reported again with a payment: answered as the first time only when it is the
+ * payment recorded then (the caller's settlement record written with the completion). Any
+ * other is 409 conflict saying what was recorded: a settlement record is append-only, so a
+ * second report never replaces it, and a correction is an operator's (the admin CLI's
+ * `settlement record --kind correction --corrects ID`, shared/services/settlement.ts).
+ */
+async function assertSamePayment(trx: Tx, booking: DispatchBooking, holder: JobHolder, payment: Payment) {
+  const recorded = await trx('settlement_records')
+    .where({ booking_id: booking.id, recorded_by: actorOf(holder) })
+    .whereIn('kind', Object.values(SETTLEMENT_KIND))
+    .whereNull('corrects_id')
+    .orderBy('id')
+    .first<{ id: string | number; method: string; amount_pence: number; processor_fee_pence: number } | undefined>(
+      'id',
+      'method',
+      'amount_pence',
+      'processor_fee_pence',
+    );
+  const sent = paymentRecord(payment);
+  if (
+    recorded &&
+    recorded.method === sent.method &&
+    recorded.amount_pence === sent.amountPence &&
+    recorded.processor_fee_pence === sent.feePence
+  ) {
+    return;
+  }
+  const said = paymentText(sent.method, sent.amountPence, sent.feePence);
+  if (!recorded) {
+    throw new AppError(
+      'conflict',
+      `${booking.reference} was completed with no payment recorded by you, and reporting completed again adds none (this one: ${said}). Ask the operators to record it (admin CLI: settlement record --booking ${booking.reference}).`,
+      [{ field: '/payment', problem: 'the job is completed; no payment was recorded with it' }],
+    );
+  }
+  const was = paymentText(recorded.method, recorded.amount_pence, recorded.processor_fee_pence);
+  throw new AppError(
+    'conflict',
+    `${booking.reference} was completed with ${was} recorded (settlement record ${recorded.id}), not ${said}. A recorded payment is never changed or replaced: to correct it, ask the operators to append a correction to record ${recorded.id} (admin CLI: settlement record --booking ${booking.reference} --kind correction --corrects ${recorded.id}).`,
+    [{ field: '/payment', problem: `differs from the payment recorded: ${was}` }],
+  );
+}
+
 /**
  * Report progress on a job the caller holds. `completed` needs how the fare was paid and
  * appends the settlement record (append-only). Reporting the current status again answers the
- * same and writes nothing; going back is 409.
+ * same and writes nothing: `completed` again with a payment only when it is the one recorded
+ * (or with none), else 409 conflict (`assertSamePayment`). Going back is 409; progress on an
+ * offer still open to the caller is 409 too (accept it first), and on anything else not
+ * theirs 404.
  */
 export async function reportProgress(
   deps: DispatchDeps,
@@ -306,16 +446,31 @@ export async function reportProgress(
   status: Exclude<Progress, 'driver_assigned'>,
   payment: Payment | undefined,
   prefix: string,
+  now = new Date(),
 ): Promise<{ bookingId: string; reference: string; status: Progress; changed: boolean }> {
   return deps.db.transaction(async (trx) => {
     const booking = await lockBooking(trx, rawRef, prefix, holder);
     const holds =
       holder.kind === 'driver' ? booking.driver_id === holder.id : booking.operator_partner_id === holder.id;
-    if (!holds) throw jobNotFound(rawRef);
+    if (!holds) {
+      throw await notHeld(
+        trx,
+        booking,
+        holder,
+        rawRef,
+        now,
+        `${booking.reference} is offered to you, not accepted yet: accept the offer first (${jobPath(booking.reference, 'accept')}), then report progress.`,
+      );
+    }
     const from = PROGRESS.indexOf(booking.status as Progress);
     const to = PROGRESS.indexOf(status);
-    if (booking.status === status)
+    if (booking.status === status) {
+      if (status === 'completed' && payment) {
+        checkPayment(booking, payment);
+        await assertSamePayment(trx, booking, holder, payment);
+      }
       return { bookingId: booking.id, reference: booking.reference, status, changed: false };
+    }
     if (from < 0 || to < from) {
       throw new AppError(
         'conflict',
@@ -329,40 +484,16 @@ export async function reportProgress(
           { field: '/payment', problem: 'required when status is completed' },
         ]);
       }
-      // Only a booking made on account is charged to one: the passenger of any other pays.
-      if (payment.method === 'account' && booking.payment_method !== 'account') {
-        throw new AppError(
-          'invalid_input',
-          `This booking was not made on account: the passenger pays by ${booking.payment_method.replace('_', ' ')}.`,
-          [{ field: '/payment/method', problem: 'account only for a booking made on account' }],
-        );
-      }
-      // A card processing fee belongs to a card payment: sent with another method it is refused,
-      // not dropped, as the driver page refuses it (the driver meant something by it).
-      if (payment.method !== 'card' && payment.processorFeeGBP !== undefined && payment.processorFeeGBP > 0) {
-        throw new AppError(
-          'invalid_input',
-          `A card processing fee goes with a card payment; this one was paid by ${payment.method.replace('_', ' ')}.`,
-          [{ field: '/payment/processorFeeGBP', problem: 'only for method card' }],
-        );
-      }
-      // A card fee is passed through to the driver's week as entered, and a settlement record
-      // cannot be changed afterwards: a fee over the amount paid (45 typed for 0.45) is refused.
-      if (payment.method === 'card' && (payment.processorFeeGBP ?? 0) > payment.amountGBP) {
-        throw new AppError(
-          'invalid_input',
-          `The card processing fee (£${(payment.processorFeeGBP ?? 0).toFixed(2)}) cannot be more than the amount paid (£${payment.amountGBP.toFixed(2)}).`,
-          [{ field: '/payment/processorFeeGBP', problem: 'must not exceed amountGBP' }],
-        );
-      }
+      checkPayment(booking, payment);
+      const paid = paymentRecord(payment);
       await trx('settlement_records').insert({
         booking_id: booking.id,
         driver_id: holder.kind === 'driver' ? holder.id : null,
         partner_id: holder.kind === 'partner' ? holder.id : null,
         kind: SETTLEMENT_KIND[payment.method],
-        method: payment.method,
-        amount_pence: Math.round(payment.amountGBP * 100),
-        processor_fee_pence: payment.method === 'card' ? Math.round((payment.processorFeeGBP ?? 0) * 100) : 0,
+        method: paid.method,
+        amount_pence: paid.amountPence,
+        processor_fee_pence: paid.feePence,
         recorded_by: actorOf(holder),
       });
     }
@@ -489,20 +620,69 @@ export async function jobFeed(db: Db, holder: JobHolder, now = new Date()): Prom
 }
 
 /**
+ * What a presence report carries: a position when taking jobs; going off duty needs none (a
+ * driver app switching off may have no fix, or no permission to read one).
+ */
+export type PresenceUpdate =
+  | { available: true; lat: number; lng: number }
+  | { available: false; lat?: number | undefined; lng?: number | undefined };
+
+/**
+ * 0,0 (in the Gulf of Guinea) is what a phone without a position fix reports, never where a
+ * driver of ours is: refused as a position to take jobs at (400 invalid_input, the driver API's
+ * presence report), and never kept as the last known location.
+ */
+export const isNoFix = (lat: number, lng: number) => lat === 0 && lng === 0;
+
+export function assertPositionFix(lat: number, lng: number): void {
+  if (isNoFix(lat, lng)) {
+    throw new AppError(
+      'invalid_input',
+      'Latitude 0, longitude 0 is what a phone without a location fix reports: send your position once the phone has one (going off duty, available false, needs no position).',
+      [
+        { field: '/lat', problem: 'must not be 0 with lng 0 (no location fix)' },
+        { field: '/lng', problem: 'must not be 0 with lat 0 (no location fix)' },
+      ],
+    );
+  }
+}
+
+/**
  * A driver's presence report: the live index (for matching) at once; the last known state in
  * Postgres when availability changes or at most every 30 seconds, so heartbeats cost no write.
+ * Going off duty takes the driver off the index at once with or without a position; without
+ * one (or with 0,0) the last known location and its time are left as they were, as the driver
+ * pages' Stop leaves them.
  */
 export async function reportPresence(
   deps: DispatchDeps,
   driverId: string,
-  report: { available: boolean; lat: number; lng: number },
+  report: PresenceUpdate,
   now = new Date(),
   testMode = false,
   /** A heartbeat that never makes the driver available: false, changing nothing, unless they are live. */
   opts: { onlyIfLive?: boolean } = {},
 ): Promise<boolean> {
   const index = presenceIndex(deps.redis, deps.config, testMode);
-  if (opts.onlyIfLive && report.available) {
+  if (!report.available) {
+    await index.remove(driverId);
+    const at =
+      report.lat !== undefined && report.lng !== undefined && !isNoFix(report.lat, report.lng)
+        ? { last_lat: report.lat, last_lng: report.lng, last_seen_at: now }
+        : {};
+    await deps
+      .db('drivers')
+      .where({ id: driverId })
+      .where((q) =>
+        q
+          .where('available', true)
+          .orWhereNull('last_seen_at')
+          .orWhere('last_seen_at', '<', new Date(now.getTime() - 30_000)),
+      )
+      .update({ available: false, ...at });
+    return true;
+  }
+  if (opts.onlyIfLive) {
     if (!(await index.refresh(driverId, report.lat, report.lng, now.getTime()))) return false;
   } else {
     await index.report(driverId, report, now.getTime());
@@ -512,10 +692,10 @@ export async function reportPresence(
     .where({ id: driverId })
     .where((q) =>
       q
-        .where('available', '<>', report.available)
+        .where('available', false)
         .orWhereNull('last_seen_at')
         .orWhere('last_seen_at', '<', new Date(now.getTime() - 30_000)),
     )
-    .update({ available: report.available, last_lat: report.lat, last_lng: report.lng, last_seen_at: now });
+    .update({ available: true, last_lat: report.lat, last_lng: report.lng, last_seen_at: now });
   return true;
 }
