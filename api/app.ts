@@ -12,7 +12,7 @@ import { requestLog } from './middleware/request-log.ts';
 import { mountRoutes } from './mount.ts';
 import { OPERATOR_PATHS, operatorRouter } from './pages/operator/router.ts';
 import { WEBSITE_PATHS, websiteRouter } from './pages/router.ts';
-import { malformedLinkPage } from './pages/site.ts';
+import { malformedLinkPage, sendMessagePage } from './pages/site.ts';
 import type { RouteDef } from './route.ts';
 import { bookingEventRoutes } from './routes/booking-events.ts';
 import { bookingStatusHookRoutes } from './routes/booking-status-hook.ts';
@@ -185,6 +185,14 @@ export function buildApp(deps: ApiDeps, opts: { extraRoutes?: RouteDef[] } = {})
   routes.push(...openApiRoutes(() => routes));
   mountRoutes(app, routes, deps, limits);
 
+  // No page at a path under a page prefix (`/book/a/b`, `/track`): a 404 page, as the pages'
+  // own refusals are; elsewhere the API's envelope.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (req.method === 'OPTIONS' || !answeredAsPage(req)) return next();
+    sendMessagePage(res, config.serviceName, 404, 'Page not found', [
+      'There is no page at this address: check the link was copied whole, or open it again from the message it came in.',
+    ]);
+  });
   app.use(notFoundHandler());
   // A page's link whose percent-escapes do not decode is a page; on the API, the envelope.
   app.use(malformedLinkPage(config.serviceName, answeredAsPage));

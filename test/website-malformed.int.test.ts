@@ -242,4 +242,24 @@ describe('page paths whose percent-escapes do not decode', () => {
       expect(((await res.json()) as Json).error.code, path).toBe('invalid_input');
     }
   });
+
+  it('a path with no page under a page prefix is a 404 page; on the API, the JSON envelope', async () => {
+    for (const path of ['/book/a/b', '/track', '/pay/a/b', '/driver/nowhere', '/docs/x/y']) {
+      const res = await request(path);
+      const page: Page = { status: res.status, headers: res.headers, html: await res.text(), location: null };
+      expect(page.status, path).toBe(404);
+      expectSafePage(page, { script: false });
+      expect(page.html, path).toContain('<h1>Page not found</h1>');
+      expect(page.html, path).not.toContain('not_found');
+    }
+    for (const [path, accept] of [
+      ['/api/public/v1/nowhere', 'text/html'],
+      ['/o/a/b', 'application/json'],
+      ['/nowhere', 'text/html'],
+    ]) {
+      const res = await request(path as string, { headers: { accept: accept as string } });
+      expect(res.status, path).toBe(404);
+      expect(((await res.json()) as Json).error.code, path).toBe('not_found');
+    }
+  });
 });
