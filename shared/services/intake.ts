@@ -95,6 +95,8 @@ interface NormJob {
   flightNumber: string | null;
   farePence: number | null;
   notes: string | null;
+  /** The content fields the job carried (null included): all an amendment changes. */
+  sent: ReadonlySet<ContentField>;
   hash: Buffer;
   payload: Record<string, unknown>;
 }
@@ -105,6 +107,8 @@ interface PartnerJobRow {
   booking_id: string;
   content_hash: Buffer;
   last_action: Action;
+  /** The job's content as last received (a new or an amendment): what an amendment merges into. */
+  payload: Record<string, unknown>;
   reference: string;
   status: string;
   test_mode: boolean;
@@ -127,9 +131,18 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const validateJob = compileSchema(PartnerJob);
 
+const BEARER_CHALLENGE = 'Bearer realm="api"';
+const HMAC_CHALLENGE = 'HMAC-SHA256 realm="partners", headers="x-partner x-signature", optional="x-timestamp"';
+
 /** The 401's challenge (RFC 9110 section 11.6.1): either of the two ways a partner authenticates. */
-export const PARTNER_CHALLENGE =
-  'Bearer realm="api", HMAC-SHA256 realm="partners", headers="x-partner x-signature", optional="x-timestamp"';
+export const PARTNER_CHALLENGE = `${BEARER_CHALLENGE}, ${HMAC_CHALLENGE}`;
+
+/**
+ * The challenge for credentials sent wrongly (RFC 6750 section 3.1 `invalid_request`, as
+ * api/middleware/auth.ts answers two different keys): here an API key beside HMAC headers that
+ * are not a valid signature by the key's own partner.
+ */
+export const PARTNER_CONFLICT_CHALLENGE = `${BEARER_CHALLENGE}, error="invalid_request", ${HMAC_CHALLENGE}`;
 
 function unauthorized(why?: string): AppError {
   return new AppError(
@@ -227,6 +240,43 @@ export async function partnerBySignature(
 }
 
 /**
+ * A request carrying both a partner's API key (authenticated by the mount) and the HMAC headers
+ * (`x-partner` and/or `x-signature`): accepted only when the signature is valid and names the
+ * key's own partner, so one request never speaks for two partners and a bad signature is never
+ * passed over because a key came with it (a present but invalid or conflicting credential is
+ * 401 everywhere). Anything else is 401 with `error="invalid_request"` in the challenge.
+ * Returns the signing partner (with `messageId` when the signature is timestamped).
+ */
+export async function partnerByKeyAndSignature(
+  db: Db,
+  key: Buffer,
+  keyPartnerId: string | null,
+  partnerHeader: string | undefined,
+  signatureHeader: string | undefined,
+  rawBody: Buffer | undefined,
+  timestampHeader?: string,
+): Promise<SignedPartner> {
+  const refuse = (why: string) =>
+    new AppError(
+      'unauthorized',
+      `This request carries both an API key and HMAC signature headers (x-partner, x-signature), and they do not agree: ${why}. Authenticate one way (the API key alone, or the signature alone), or sign as the partner the key belongs to.`,
+      [],
+      { 'WWW-Authenticate': PARTNER_CONFLICT_CHALLENGE },
+    );
+  let signer: SignedPartner;
+  try {
+    signer = await partnerBySignature(db, key, partnerHeader, signatureHeader, rawBody, timestampHeader);
+  } catch (err) {
+    if (!(err instanceof AppError) || err.code !== 'unauthorized') throw err;
+    // The timestamp's own refusals say what to fix; any other is "not valid", whatever the id.
+    throw refuse(err.message.startsWith('x-timestamp') ? err.message.replace(/\.$/, '') : 'the signature is not valid');
+  }
+  if (!keyPartnerId) throw refuse('the API key belongs to no partner');
+  if (signer.id !== keyPartnerId.toLowerCase()) throw refuse('the signature names another partner than the API key');
+  return signer;
+}
+
+/**
  * Jobs accepted today (Europe/London) for the partner, its limit, and seconds to London midnight.
  * Test-mode jobs (sandbox keys) and live jobs are counted apart, each against the same limit:
  * integrating in the sandbox never uses up the day's live allowance.
@@ -288,21 +338,115 @@ function dailyLimitError(limit: number, retryAfter: number, testMode: boolean, f
 
 const norm = (v: unknown) => (typeof v === 'string' ? v.trim().toLowerCase().replace(/\s+/g, ' ') : (v ?? null));
 
-/** Validate, screen and normalise one job; throws the AppError that rejects it. */
-async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, testMode: boolean): Promise<NormJob> {
+/** A job's content: what tells a replay from a change, and what an amendment merges into. */
+type ContentField =
+  | 'pickup'
+  | 'dropoff'
+  | 'pickupTime'
+  | 'passengerName'
+  | 'passengerPhone'
+  | 'passengerEmail'
+  | 'passengers'
+  | 'vehicleType'
+  | 'flightNumber'
+  | 'farePence'
+  | 'notes';
+
+/** The content field each job field fills (`fare` in pounds is `farePence`). */
+const CONTENT_FIELD_OF: Readonly<Record<string, ContentField>> = {
+  pickup: 'pickup',
+  dropoff: 'dropoff',
+  pickupTime: 'pickupTime',
+  passengerName: 'passengerName',
+  passengerPhone: 'passengerPhone',
+  passengerEmail: 'passengerEmail',
+  passengers: 'passengers',
+  vehicleType: 'vehicleType',
+  flightNumber: 'flightNumber',
+  fare: 'farePence',
+  notes: 'notes',
+};
+
+/** What a new job needs; an amendment that leaves one out keeps it. */
+const JOURNEY_REQUIRED = ['pickup', 'dropoff', 'pickupTime'] as const;
+
+/**
+ * The screen's refusals of a jobRef that are about its form, not its content: an identifier
+ * with a control or invisible character is malformed (`invalid_input`), where instructions or
+ * encoded data in it stay the screen's `content_rejected` (CONTRACT.md section 1).
+ */
+const MALFORMED_REFERENCE = /^\/jobRef: (?:too_long|control|hidden|invalid|variation_selector)\b/;
+
+/** A jobRef's fault of form (length is the schema's), or null. */
+function jobRefFault(value: unknown): ErrorDetail | null {
+  if (typeof value !== 'string' || value.length > FIELD_LIMITS.reference) return null;
+  const screened = screenFields([{ pointer: '/jobRef', kind: 'reference', value }]);
+  if (screened.ok || !screened.reasons.every((r) => MALFORMED_REFERENCE.test(r))) return null;
+  return screened.details[0] ?? null;
+}
+
+/** A job's content as it is hashed and stored (`partner_jobs.payload`, with action and jobRef). */
+function contentOf(job: Omit<NormJob, 'hash' | 'payload' | 'sent'>): Record<ContentField, unknown> {
+  return {
+    pickup: job.pickup,
+    dropoff: job.dropoff,
+    pickupTime: job.pickupTime?.toISOString(),
+    passengerName: job.passengerName,
+    passengerPhone: job.passengerPhone,
+    passengerEmail: job.passengerEmail,
+    passengers: job.passengers,
+    vehicleType: job.vehicleType,
+    flightNumber: job.flightNumber,
+    farePence: job.farePence,
+    notes: job.notes,
+  };
+}
+
+/** The job with its content hash and payload: the same content from the same source and jobRef hashes the same. */
+function sealed(sourceKey: string, job: Omit<NormJob, 'hash' | 'payload'>): NormJob {
+  const content = contentOf(job);
+  const entries = Object.keys(content)
+    .sort()
+    .map((k) => [k, norm(content[k as ContentField])]);
+  const hash = sha256(JSON.stringify([sourceKey, job.jobRef, entries]));
+  return { ...job, hash, payload: { action: job.action, ...content, jobRef: job.jobRef } };
+}
+
+/**
+ * Validate, screen and normalise one job; throws the AppError that rejects it. `merges`: an
+ * `amend` is applied over the job as last received (a partner's), so it needs none of a new
+ * job's required fields; otherwise (a supplier's, whose formats send the whole booking) it
+ * needs them as `new` does.
+ */
+async function normaliseJob(
+  deps: IntakeDeps,
+  sourceKey: string,
+  raw: unknown,
+  testMode: boolean,
+  merges: boolean,
+): Promise<NormJob> {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new AppError('invalid_input', 'Each job must be a JSON object.', [{ field: '/', problem: 'must be object' }]);
   }
   // NUL or an unpaired surrogate rejects this job alone (the route leaves the check to us).
   assertStorableText(raw, 'job');
-  const details = validateJob(raw);
-  if (details.length > 0) {
+  // What the job carries, read before validation fills in defaults (passengers: 1): an
+  // amendment changes only these.
+  const sent = new Set(
+    Object.keys(raw).flatMap((k) => (Object.hasOwn(CONTENT_FIELD_OF, k) ? [CONTENT_FIELD_OF[k] as ContentField] : [])),
+  );
+  const details: ErrorDetail[] & { contentRejected?: boolean } = validateJob(raw);
+  // A jobRef is an identifier: control or invisible characters in it are a malformed value,
+  // listed with the schema's findings (its length is the schema's own maxLength).
+  const refFault = jobRefFault((raw as { jobRef?: unknown }).jobRef);
+  if (details.length > 0 || refFault) {
     // Over-long free text is refused as the content screen below refuses it.
-    if (details.contentRejected) {
+    if (details.contentRejected && !refFault) {
       deps.logger?.warn({ reasons: details.map((d) => `${d.field}: too_long`) }, 'partner job content rejected');
       throw contentRejected(details);
     }
-    throw new AppError('invalid_input', `The job is not valid: ${detailsText(details)}.`, details);
+    const all = refFault ? [refFault, ...details] : [...details];
+    throw new AppError('invalid_input', `The job is not valid: ${detailsText(all)}.`, all);
   }
   const job = raw as PartnerJob;
   const screened = screenFields([
@@ -319,13 +463,20 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, t
   }
   const action: Action = job.action ?? 'new';
   if (action !== 'cancel') {
-    const missing: ErrorDetail[] = (['pickup', 'dropoff', 'pickupTime'] as const)
-      .filter((k) => job[k] === undefined || String(job[k]).trim() === '')
-      .map((k) => ({ field: `/${k}`, problem: `is required for action ${action}` }));
+    const blank = (k: (typeof JOURNEY_REQUIRED)[number]) => job[k] === undefined || String(job[k]).trim() === '';
+    // A new job (and a supplier's amendment) needs them all; a partner's amendment may leave
+    // them out (kept), but one it sends must say something.
+    const missing: ErrorDetail[] = JOURNEY_REQUIRED.filter((k) =>
+      action === 'amend' && merges ? job[k] !== undefined && blank(k) : blank(k),
+    ).map((k) => ({
+      field: `/${k}`,
+      problem: job[k] === undefined ? `is required for action ${action}` : 'must not be blank',
+    }));
     if (missing.length > 0) {
       throw new AppError('invalid_input', `Missing: ${detailsText(missing)}.`, missing);
     }
   }
+  // null is "none" (on an amendment: cleared), as if left out of a new job.
   const passengerPhone = job.passengerPhone?.trim() ? normalisePhone(job.passengerPhone) : null;
   let passengerEmail: string | null = null;
   if (job.passengerEmail?.trim()) {
@@ -337,7 +488,7 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, t
     }
     passengerEmail = checked.email;
   }
-  const out = {
+  return sealed(sourceKey, {
     jobRef: job.jobRef,
     action,
     pickup: job.pickup?.trim(),
@@ -347,30 +498,49 @@ async function normaliseJob(deps: IntakeDeps, sourceKey: string, raw: unknown, t
     passengerPhone,
     passengerEmail,
     passengers: job.passengers ?? 1,
-    vehicleType: parseVehicleType(job.vehicleType),
+    vehicleType: parseVehicleType(job.vehicleType ?? undefined),
     flightNumber: job.flightNumber?.trim() || null,
-    farePence: job.fare === undefined ? null : Math.round(job.fare * 100),
+    farePence: job.fare === undefined || job.fare === null ? null : Math.round(job.fare * 100),
     notes: job.notes?.trim() || null,
+    sent,
+  });
+}
+
+/**
+ * A partner's amendment applied over the job as last received (`partner_jobs.payload`, the
+ * normalised content of its last new or amend): what the amendment sends replaces, what it
+ * leaves out is kept, and a field sent as null is cleared to its default (JSON merge patch,
+ * RFC 7396). The result is hashed as a whole job, so an amendment that changes nothing hashes
+ * as the stored job does and is `unchanged`.
+ */
+function mergedAmendment(sourceKey: string, job: NormJob, stored: Record<string, unknown>): NormJob {
+  const kept = (k: ContentField) => !job.sent.has(k);
+  const text = (v: unknown) => (typeof v === 'string' && v !== '' ? v : null);
+  const storedTime = text(stored.pickupTime);
+  const merged: Omit<NormJob, 'hash' | 'payload'> = {
+    ...job,
+    pickup: kept('pickup') ? (text(stored.pickup) ?? undefined) : job.pickup,
+    dropoff: kept('dropoff') ? (text(stored.dropoff) ?? undefined) : job.dropoff,
+    pickupTime: kept('pickupTime') ? (storedTime ? new Date(storedTime) : undefined) : job.pickupTime,
+    passengerName: kept('passengerName') ? (text(stored.passengerName) ?? 'Passenger') : job.passengerName,
+    passengerPhone: kept('passengerPhone') ? text(stored.passengerPhone) : job.passengerPhone,
+    passengerEmail: kept('passengerEmail') ? text(stored.passengerEmail) : job.passengerEmail,
+    passengers: kept('passengers') ? (typeof stored.passengers === 'number' ? stored.passengers : 1) : job.passengers,
+    // Stored as parsed (a vehicle type), so read back as it was.
+    vehicleType: kept('vehicleType')
+      ? ((text(stored.vehicleType) as VehicleType | null) ?? undefined)
+      : job.vehicleType,
+    flightNumber: kept('flightNumber') ? text(stored.flightNumber) : job.flightNumber,
+    farePence: kept('farePence') ? (typeof stored.farePence === 'number' ? stored.farePence : null) : job.farePence,
+    notes: kept('notes') ? text(stored.notes) : job.notes,
   };
-  // The job's content without its action: `new` twice with this content is a replay.
-  const content: Record<string, unknown> = {
-    pickup: out.pickup,
-    dropoff: out.dropoff,
-    pickupTime: out.pickupTime?.toISOString(),
-    passengerName: out.passengerName,
-    passengerPhone: out.passengerPhone,
-    passengerEmail: out.passengerEmail,
-    passengers: out.passengers,
-    vehicleType: out.vehicleType,
-    flightNumber: out.flightNumber,
-    farePence: out.farePence,
-    notes: out.notes,
-  };
-  const entries = Object.keys(content)
-    .sort()
-    .map((k) => [k, norm(content[k])]);
-  const hash = sha256(JSON.stringify([sourceKey, out.jobRef, entries]));
-  return { ...out, hash, payload: { action, ...content, jobRef: out.jobRef } };
+  // A job is always stored with its journey; should one not be, the amendment must send it.
+  const missing = JOURNEY_REQUIRED.filter((k) => merged[k] === undefined).map((k) => ({
+    field: `/${k}`,
+    problem: 'is required: the job as received has none',
+  }));
+  if (missing.length > 0) throw new AppError('invalid_input', `Missing: ${detailsText(missing)}.`, missing);
+  return sealed(sourceKey, merged);
 }
 
 function rejected(index: number, jobRef: string | null, action: Action | null, err: AppError): PartnerJobResult {
@@ -417,6 +587,15 @@ function sourceOf(caller: IntakeCaller): Source {
   };
 }
 
+/**
+ * Whether the source's amendments are merged over the job as last received (a partner's: an
+ * `amend` sends what changes) or replace it (a supplier's: its formats send the whole booking
+ * on an update, so a field it leaves out is one the booking no longer has).
+ */
+function mergesAmendments(source: Source): boolean {
+  return source.column === 'partner_id';
+}
+
 /** The columns of a received job and its booking that intake decides on. */
 const JOB_COLUMNS = [
   'j.id',
@@ -424,6 +603,7 @@ const JOB_COLUMNS = [
   'j.booking_id',
   'j.content_hash',
   'j.last_action',
+  'j.payload',
   'b.reference',
   'b.status',
   'b.test_mode',
@@ -515,6 +695,27 @@ const SUPPLIER_JOB_GUARD = `insert into partner_jobs (id, supplier_id, job_ref, 
   values (?, ?, ?, ?, 'new', ?, ?::jsonb, ?, ?, ?, ?)
   on conflict (supplier_id, job_ref) where supplier_id is not null do nothing returning id`;
 
+/** The job was amended by another request after this amendment was merged over it: merge again. */
+class AmendedMeanwhile extends Error {
+  constructor() {
+    super('partner job amended meanwhile');
+  }
+}
+
+/** What a job's price depends on: a change to any of them re-prices it. */
+const PRICE_INPUTS = ['pickup', 'dropoff', 'pickupTime', 'passengers', 'vehicleType'] as const;
+
+/**
+ * Whether the booking's price still stands for this job: what it was priced on is what the job
+ * as last received (`stored`, its payload) says, compared as the content hash compares, and a
+ * tariff fare is not being restored in place of the partner's (its fare sent as null).
+ */
+function pricedOn(job: NormJob, stored: Record<string, unknown>): boolean {
+  const content = contentOf(job);
+  if (PRICE_INPUTS.some((k) => norm(content[k]) !== norm(stored[k]))) return false;
+  return !(job.farePence === null && typeof stored.farePence === 'number');
+}
+
 class Intake {
   constructor(
     private readonly deps: IntakeDeps,
@@ -542,7 +743,13 @@ class Intake {
 
   private checkFare(job: NormJob): void {
     // A supplier's price is the agreed fare; a partner needs permission to set one.
-    if (job.farePence !== null && this.caller.partner && !this.caller.partner.canSetFares) {
+    // Only a fare the job sends: one kept by an amendment that leaves it out was allowed when set.
+    if (
+      job.farePence !== null &&
+      job.sent.has('farePence') &&
+      this.caller.partner &&
+      !this.caller.partner.canSetFares
+    ) {
       throw new AppError(
         'forbidden',
         'This partner may not set fares: leave "fare" out to be priced on the published tariffs.',
@@ -676,16 +883,44 @@ class Intake {
     return this.cancel(job, existing, ok);
   }
 
+  /**
+   * A job received again: `unchanged` when its content is the job's as stored, else amended.
+   * A partner's `amend` is merged over the stored job first (`mergedAmendment`); should another
+   * request amend the job between that read and the write, the merge is made again over what
+   * that request left, so neither amendment undoes the other.
+   */
   private async amendOrSame(
     job: NormJob,
     row: PartnerJobRow,
     ok: (o: PartnerJobResult['outcome'], s: number, r: string) => PartnerJobResult,
   ): Promise<PartnerJobResult> {
-    if (row.content_hash.equals(job.hash) && row.last_action !== 'cancel') return ok('unchanged', 200, row.reference);
-    if (row.content_hash.equals(job.hash) && job.action === 'new' && row.status === 'cancelled')
-      return ok('unchanged', 200, row.reference);
-    await this.amend(job, row);
-    return ok('amended', 200, row.reference);
+    const merges = job.action === 'amend' && mergesAmendments(this.source);
+    let current = row;
+    for (let attempt = 1; ; attempt++) {
+      const target = merges ? mergedAmendment(this.source.key, job, current.payload) : job;
+      const same = current.content_hash.equals(target.hash);
+      if (same && current.last_action !== 'cancel') return ok('unchanged', 200, current.reference);
+      if (same && target.action === 'new' && current.status === 'cancelled')
+        return ok('unchanged', 200, current.reference);
+      try {
+        await this.amend(target, current, merges ? current.content_hash : null);
+        return ok('amended', 200, current.reference);
+      } catch (err) {
+        if (!(err instanceof AmendedMeanwhile)) throw err;
+        // Each round one of the racing amendments is written, so this ends; the bound is for
+        // a job amended without pause by many requests at once.
+        if (attempt >= 10) {
+          throw new AppError(
+            'conflict',
+            `Job "${job.jobRef}" was amended by other requests while this amendment was applied; send it again.`,
+            [{ field: '/jobRef', problem: 'amended concurrently' }],
+          );
+        }
+        const now = await findJob(this.deps.db, this.source, job.jobRef);
+        if (!now) throw new Error(`partner job ${current.id} disappeared while amended`);
+        current = now;
+      }
+    }
   }
 
   /** Price and write a new booking with its partner_jobs row in one statement; null when the jobRef was taken meanwhile. */
@@ -861,8 +1096,14 @@ class Intake {
     }
   }
 
-  /** Re-price and update the booking and the job's content hash in one transaction. */
-  private async amend(job: NormJob, row: PartnerJobRow): Promise<void> {
+  /**
+   * Update the booking and the job's content hash in one transaction, re-priced when what
+   * the price depends on changed (the journey, the passengers, the vehicle, or the partner's
+   * fare cleared): an amendment of the passenger's details, notes or flight alone keeps the
+   * booking's quote and fare. `base`: the content hash the amendment was merged over; the job
+   * must still have it when the booking is locked, else `AmendedMeanwhile` (merged again).
+   */
+  private async amend(job: NormJob, row: PartnerJobRow, base: Buffer | null): Promise<void> {
     const notAmendable = (status: string) =>
       new AppError('conflict', `A booking that is ${status.replace(/_/g, ' ')} can no longer be amended.`, [
         { field: '/action', problem: `not allowed when ${status}` },
@@ -870,15 +1111,38 @@ class Intake {
     if (!AMENDABLE.has(row.status)) throw notAmendable(row.status);
     this.checkFare(job);
     await this.checkPassenger(job);
-    const priced = await this.price(job);
-    const q = priced.row;
-    const fare = job.farePence ?? priced.quote.farePence;
+    const priced = pricedOn(job, row.payload) ? null : await this.price(job);
     await this.deps.db.transaction(async (trx) => {
       const booking = await trx<BookingRow>('bookings').where({ id: row.booking_id }).forUpdate().first();
       if (!booking) throw new Error(`partner job ${row.id} has no booking`);
       if (!AMENDABLE.has(booking.status)) throw notAmendable(booking.status);
+      if (base) {
+        const now = await trx('partner_jobs')
+          .where({ id: row.id })
+          .forUpdate()
+          .first<{ content_hash: Buffer } | undefined>('content_hash');
+        if (!now?.content_hash.equals(base)) throw new AmendedMeanwhile();
+      }
       const now = new Date();
       const current = booking as BookingRow & { flight_number: string | null; notes: string | null };
+      // Not re-priced: the journey and the fare stay as the booking has them (the partner's
+      // fare, when it sends one, is the fare).
+      const fare = job.farePence ?? priced?.quote.farePence ?? current.fare_pence ?? 0;
+      const journey = priced
+        ? {
+            pickup: priced.quote.pickup,
+            dropoff: priced.quote.dropoff,
+            pickupTime: priced.quote.departAt,
+            passengers: job.passengers,
+            vehicleType: priced.quote.vehicleType,
+          }
+        : {
+            pickup: current.pickup,
+            dropoff: current.dropoff,
+            pickupTime: current.pickup_time,
+            passengers: current.passengers,
+            vehicleType: current.vehicle_type as VehicleType,
+          };
       const changes = amendmentChanges(
         {
           pickup: current.pickup.name,
@@ -894,11 +1158,11 @@ class Intake {
           notes: current.notes,
         },
         {
-          pickup: priced.quote.pickup.name,
-          dropoff: priced.quote.dropoff.name,
-          pickupTime: priced.quote.departAt,
-          passengers: job.passengers,
-          vehicleType: priced.quote.vehicleType,
+          pickup: journey.pickup.name,
+          dropoff: journey.dropoff.name,
+          pickupTime: journey.pickupTime,
+          passengers: journey.passengers,
+          vehicleType: journey.vehicleType,
           farePence: fare,
           flightNumber: job.flightNumber,
           passengerName: job.passengerName,
@@ -917,10 +1181,15 @@ class Intake {
         changes,
         at: now,
       });
-      await insertAllIf(trx, null, [{ table: 'quotes', row: { ...q, redeemed_at: now } }]);
-      await trx('bookings')
-        .where({ id: booking.id })
-        .update({
+      const partnerFare =
+        job.farePence !== null
+          ? JSON.stringify([{ code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: fare }])
+          : undefined;
+      let repriced: Record<string, unknown> = {};
+      if (priced) {
+        const q = priced.row;
+        await insertAllIf(trx, null, [{ table: 'quotes', row: { ...q, redeemed_at: now } }]);
+        repriced = {
           quote_id: q.id,
           pickup: JSON.stringify(q.pickup),
           dropoff: JSON.stringify(q.dropoff),
@@ -928,12 +1197,16 @@ class Intake {
           passengers: job.passengers,
           vehicle_type: priced.quote.vehicleType,
           fare_pence: fare,
-          applied_rules: JSON.stringify(
-            job.farePence !== null
-              ? [{ code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: fare }]
-              : q.applied_rules,
-          ),
+          applied_rules: partnerFare ?? JSON.stringify(q.applied_rules),
           tariff_source: JSON.stringify(q.tariff_source),
+        };
+      } else if (partnerFare) {
+        repriced = { fare_pence: fare, applied_rules: partnerFare };
+      }
+      await trx('bookings')
+        .where({ id: booking.id })
+        .update({
+          ...repriced,
           passenger_name: job.passengerName,
           passenger_phone: job.passengerPhone,
           passenger_email: job.passengerEmail,
@@ -954,15 +1227,15 @@ class Intake {
       // open offer made with the old details is withdrawn and the job offered again.
       const lead = leadTimesOf(this.deps.config);
       const newDispatchAt = dispatchTimeMs(
-        { pickupTime: priced.quote.departAt, pickup: priced.quote.pickup, dropoff: priced.quote.dropoff },
+        { pickupTime: journey.pickupTime, pickup: journey.pickup, dropoff: journey.dropoff },
         lead,
       );
       await amendmentReachesHolders(
         trx,
         booking as BookingRow & { vehicle_id: string | null; operator_partner_id: string | null },
         {
-          passengers: job.passengers,
-          vehicleType: priced.quote.vehicleType,
+          passengers: journey.passengers,
+          vehicleType: journey.vehicleType,
           changed: changes.map((c) => c.field),
           dispatchAt: newDispatchAt,
         },
@@ -1047,7 +1320,10 @@ export async function processJobs(
   await Promise.all(
     jobs.map(async (raw, index) => {
       try {
-        valid.push({ index, job: await normaliseJob(deps, source.key, raw, caller.testMode) });
+        valid.push({
+          index,
+          job: await normaliseJob(deps, source.key, raw, caller.testMode, mergesAmendments(source)),
+        });
       } catch (err) {
         if (!(err instanceof AppError)) throw err;
         const r = raw as { jobRef?: unknown; action?: unknown } | null;
