@@ -874,7 +874,9 @@ function invalidDrafts(op: Op): fc.Arbitrary<Draft> {
       );
     }
     // Strings: huge, empty, unicode, control characters; numbers out of range.
-    const strings = props.filter((x) => x.schema.type === 'string');
+    // A nullable string (`type: ['string', 'null']`, a partner amendment's clearable fields) too.
+    const typed = (t: unknown, name: string) => t === name || (Array.isArray(t) && t.includes(name));
+    const strings = props.filter((x) => typed(x.schema.type, 'string'));
     if (strings.length > 0) {
       add(
         4,
@@ -885,7 +887,7 @@ function invalidDrafts(op: Op): fc.Arbitrary<Draft> {
           ),
       );
     }
-    const numbers = props.filter((x) => x.schema.type === 'number' || x.schema.type === 'integer');
+    const numbers = props.filter((x) => typed(x.schema.type, 'number') || typed(x.schema.type, 'integer'));
     if (numbers.length > 0) {
       add(
         2,
