@@ -1,4 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import net from 'node:net';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enqueueJob } from '../shared/db/outbox.ts';
@@ -1754,6 +1756,41 @@ describe('passenger e-mail on bookings', () => {
       env.rt.db.off('query', counting);
     }
     expect(await env.rt.db('bookings').where({ passenger_email: email })).toHaveLength(8);
+  });
+
+  it('answers a repeat past the hourly limit with its booking when it comes pipelined behind another request', async () => {
+    const email = `pipelined-${Date.now()}@example.org`;
+    const body = { ...base, passengerEmail: email };
+    const firstBody = { ...body, departAt: inHours(70) };
+    let first: Json | undefined;
+    for (let i = 0; i < 8; i++) {
+      const r = await post('/api/public/v1/booking', i === 0 ? firstBody : { ...body, departAt: inHours(70 + i) });
+      expect(r.status, r.text).toBe(201);
+      if (i === 0) first = r.json;
+    }
+    // One connection, two requests sent back to back: a new booking past the limit (which looks
+    // for an identical request's booking for about 3 s, then is 429), and a repeat of the first
+    // booking, whose response has no socket of its own until the first response is sent.
+    const { hostname, port } = new URL(api.url);
+    const raw = (b: unknown) => {
+      const text = JSON.stringify(b);
+      return `POST /api/public/v1/booking HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`;
+    };
+    const socket = net.connect(Number(port), hostname);
+    await once(socket, 'connect');
+    let received = '';
+    socket.on('data', (d: Buffer) => {
+      received += d.toString('utf8');
+    });
+    socket.write(raw({ ...body, departAt: inHours(80) }) + raw(firstBody));
+    const statuses = () => received.match(/HTTP\/1\.1 \d{3}/g) ?? [];
+    try {
+      await eventually(async () => statuses().length >= 2 && received.trimEnd().endsWith('}'), 20_000);
+    } finally {
+      socket.destroy();
+    }
+    expect(statuses()).toEqual(['HTTP/1.1 429', 'HTTP/1.1 201']);
+    expect(received).toContain(`"bookingReference":"${first?.bookingReference as string}"`);
   });
 
   it("signs the confirmation's link instead of storing it: nothing is written until it is opened, and it verifies only its booking's address", async () => {

@@ -256,8 +256,9 @@ async function lookingAgain<T>(
  */
 export function untilClientGone(res: Response): AbortSignal {
   const gone = new AbortController();
-  // Gone already (its 'close' was before this was asked).
-  if (!res.socket || res.socket.destroyed) gone.abort();
+  // Gone already (its 'close' was before this was asked). The request's socket, not the
+  // response's: a pipelined request's response has none until the one before it is sent.
+  if (res.req.socket.destroyed) gone.abort();
   res.once('close', () => {
     if (!res.writableFinished) gone.abort();
   });
