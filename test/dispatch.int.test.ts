@@ -859,7 +859,7 @@ describe('dispatch', () => {
 });
 
 describe('rounds of tries', () => {
-  it('asks a driver who let the offer lapse again in the next round of tries, and not twice in one round', async () => {
+  it('asks a driver who let the offer lapse once more in a later round of tries, after anyone not yet asked, and never again', async () => {
     const sleepy = await driver('Sleepy Sue', { cls: 'wav', wav: true });
     await presence(sleepy.token, near(0.3));
     const ref = await book({
@@ -888,15 +888,42 @@ describe('rounds of tries', () => {
       const second = await liveOffer(ref);
       expect(second).toMatchObject({ driver_id: sleepy.id, attempt: 2 });
       // She lets this one lapse too: the round asks nobody else, and her not a third time in it.
-      const afterSecond = await eventually(async () => {
+      await eventually(async () => {
         const b = await env.rt.db('bookings').where({ reference: ref }).first();
         return b?.status === 'no_driver_available' && b.dispatch_retry_at > new Date() ? b : null;
       });
-      await retryJob(afterSecond.dispatch_retry_at);
+      // A driver who comes online meanwhile, never asked, is asked before her in the next round.
+      const fresh = await driver('Fresh Fay', { cls: 'wav', wav: true });
+      await presence(fresh.token, near(0.8));
+      // (Its retry job, due minutes from now, shares its id with the one just run when both
+      // fall in the same minute: the round is started here with a job of its own.)
+      const nextRound = async (n: number) => {
+        await env.rt.db('bookings').where({ id: afterFirst.id }).update({ dispatch_retry_at: new Date() });
+        await env.rt.queues.dispatch.add(
+          'dispatch-booking',
+          { bookingId: afterFirst.id },
+          { jobId: `test-round-${n}` },
+        );
+      };
+      await nextRound(3);
+      expect(await liveOffer(ref)).toMatchObject({ driver_id: fresh.id, attempt: 3 });
+      // Fay lets it lapse too; in the round after, Fay is asked once more, and Sue, asked twice
+      // already, is not asked again.
+      await offline(fresh.token);
+      const afterThird = await eventually(async () => {
+        const b = await env.rt.db('bookings').where({ reference: ref }).first();
+        return b?.status === 'no_driver_available' && b.dispatch_retry_at > new Date() ? b : null;
+      });
+      await nextRound(4);
+      await eventually(async () => {
+        const b = await env.rt.db('bookings').where({ reference: ref }).first();
+        return b?.status === 'no_driver_available' && b.dispatch_retry_at > afterThird.dispatch_retry_at ? b : null;
+      });
       const offers = await env.rt.db('dispatch_offers').where({ booking_id: afterFirst.id }).orderBy('attempt');
       expect(offers.map((o) => [o.driver_id, o.state])).toEqual([
         [sleepy.id, 'expired'],
         [sleepy.id, 'expired'],
+        [fresh.id, 'expired'],
       ]);
     } finally {
       await cancelled(ref, 'rita@example.org');

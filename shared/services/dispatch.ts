@@ -309,32 +309,42 @@ export async function dispatchStep(
     booking.status = 'dispatching';
   }
   const { drivers, partners, distanceMiles } = await candidates(trx, deps, booking, now.getTime());
-  // A driver or operator who was offered this booking is not asked again in the same round of
-  // tries. One who let an offer lapse in an earlier round is asked again in a retry round (after
-  // every tier found nobody, DISPATCH_RETRY_MINUTES later): they may be free now, and with few
-  // drivers the round would otherwise find nobody new. One who declined is not asked again.
+  // A driver or operator who was offered this booking is not asked again, but for one thing: in
+  // a retry round (every tier found nobody, DISPATCH_RETRY_MINUTES ago), when nobody who was
+  // never asked can take it, those whose one offer lapsed unanswered in an earlier round are
+  // asked once more (`askedOnceMore`): they may be free now, and with few drivers the round
+  // would otherwise find nobody. Never a second time, never one who declined, and never before
+  // anyone not yet asked, in any tier. An offer withdrawn because the booking changed
+  // (`amendmentReachesHolders`) asked about another job: its driver or operator may be asked
+  // again about this one.
+  const asked = offers.filter((o) => o.state !== 'withdrawn');
+  const matchExcept = (again: ReturnType<typeof askedOnceMore>) =>
+    matchCandidates(
+      {
+        pickup: booking.pickup,
+        dropoff: booking.dropoff,
+        distanceMiles,
+        passengers: booking.passengers,
+        vehicleType: booking.vehicle_type as VehicleType,
+      },
+      drivers,
+      partners,
+      {
+        now: now.getTime(),
+        presenceTtlMs: deps.config.dispatch.presenceTtlSeconds * 1000,
+        distanceHireMiles: deps.config.dispatch.distanceHireMiles,
+        excludeDrivers: new Set(asked.flatMap((o) => (o.driver_id && !again.has(o.driver_id) ? [o.driver_id] : []))),
+        excludePartners: new Set(
+          asked.flatMap((o) => (o.partner_id && !again.has(o.partner_id) ? [o.partner_id] : [])),
+        ),
+      },
+    );
+  let match = matchExcept(new Set());
   const round = retryRoundStart(booking, now);
-  const asked = offers.filter((o) => o.state !== 'withdrawn' && !(round && lapsedBefore(o, round)));
-  const match = matchCandidates(
-    {
-      pickup: booking.pickup,
-      dropoff: booking.dropoff,
-      distanceMiles,
-      passengers: booking.passengers,
-      vehicleType: booking.vehicle_type as VehicleType,
-    },
-    drivers,
-    partners,
-    {
-      now: now.getTime(),
-      presenceTtlMs: deps.config.dispatch.presenceTtlSeconds * 1000,
-      distanceHireMiles: deps.config.dispatch.distanceHireMiles,
-      // An offer withdrawn because the booking changed (`amendmentReachesHolders`) asked about
-      // another job: its driver or operator may be asked again about this one.
-      excludeDrivers: new Set(asked.flatMap((o) => (o.driver_id ? [o.driver_id] : []))),
-      excludePartners: new Set(asked.flatMap((o) => (o.partner_id ? [o.partner_id] : []))),
-    },
-  );
+  if (match.ordered.length === 0 && round) {
+    const again = askedOnceMore(asked, round);
+    if (again.size > 0) match = matchExcept(again);
+  }
   for (const best of match.ordered) {
     // Each choice is checked in a savepoint, and one passed over is rolled back to it, which
     // lets go of their row: a step holds at most one driver's or operator's row, so it can
@@ -364,11 +374,29 @@ function retryRoundStart(booking: DispatchBooking, now: Date): Date | null {
 }
 
 /**
- * An offer that lapsed unanswered (expired, or still `offered` past its time while its time-out
- * is on its way) before `round` began: one of an earlier round of tries.
+ * The drivers and operators (by id) a retry round may ask once more: their only offer of this
+ * booking lapsed unanswered (expired, or still `offered` past its time while its time-out is on
+ * its way) before `round` began, in an earlier round of tries.
  */
-function lapsedBefore(offer: OfferRow, round: Date): boolean {
-  return (offer.state === 'expired' || offer.state === 'offered') && offer.expires_at.getTime() <= round.getTime();
+function askedOnceMore(asked: OfferRow[], round: Date): Set<string> {
+  const offersOf = new Map<string, OfferRow[]>();
+  for (const o of asked) {
+    const holder = o.driver_id ?? o.partner_id;
+    if (holder) offersOf.set(holder, [...(offersOf.get(holder) ?? []), o]);
+  }
+  const again = new Set<string>();
+  for (const [holder, theirs] of offersOf) {
+    const [only] = theirs;
+    if (
+      theirs.length === 1 &&
+      only &&
+      (only.state === 'expired' || only.state === 'offered') &&
+      only.expires_at.getTime() <= round.getTime()
+    ) {
+      again.add(holder);
+    }
+  }
+  return again;
 }
 
 /**
