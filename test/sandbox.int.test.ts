@@ -438,6 +438,58 @@ describe('sandbox: test keys and the simulator', () => {
     expect(cancel.status).toBe(200);
   }, 60_000);
 
+  it("re-quotes an expired sandbox quote as a sandbox quote of the same key, and books a revoked key's quote as the website's", async () => {
+    const body = { pickup_address: 'Manchester Piccadilly', dropoff_address: 'Salford', passenger_count: 1 };
+    const q = await request('POST', '/api/public/quotes/estimate', { body });
+    const id = q.json.quote_id as string;
+    const bookPath = `/book/${id}`;
+    await env.rt
+      .db('quotes')
+      .where({ id })
+      .update({ expires_at: new Date(Date.now() - 60_000) });
+    const jar = new CookieJar();
+    const page = await getPage(url, bookPath, jar);
+    expect(page.status).toBe(410);
+    const requote = await postForm(url, `${bookPath}/requote`, { csrf: csrfOf(page.html) }, jar);
+    expect(requote.status).toBe(303);
+    const fresh = /^\/book\/([0-9a-f-]{36})$/.exec(requote.location ?? '')?.[1] as string;
+    const [was, now] = await Promise.all([
+      env.rt.db('quotes').where({ id }).first('test_mode', 'api_key_id', 'partner_id'),
+      env.rt.db('quotes').where({ id: fresh }).first('test_mode', 'api_key_id', 'partner_id'),
+    ]);
+    expect(was.test_mode).toBe(true);
+    expect(now).toEqual(was);
+
+    // A key revoked since its quote was made no longer owns what is booked with that quote.
+    const revokable = await createApiKey(env.rt.db, {
+      serviceCode: env.config.serviceCode,
+      name: 'revoked later',
+      mode: 'test',
+    });
+    const q2 = await request('POST', '/api/public/quotes/estimate', { body, key: revokable.key });
+    await env.rt.db('api_keys').where({ id: revokable.id }).update({ revoked_at: new Date() });
+    const path2 = `/book/${q2.json.quote_id as string}`;
+    const jar2 = new CookieJar();
+    const page2 = await getPage(url, path2, jar2);
+    const post = await postForm(
+      url,
+      path2,
+      {
+        name: 'Revoked Rae',
+        phone: '07700 900123',
+        email: `revoked-${Date.now()}@example.org`,
+        payment: 'pay_link',
+        csrf: csrfOf(page2.html, path2),
+      },
+      jar2,
+    );
+    expect(post.status).toBe(303);
+    expect(await env.rt.db('bookings').where({ quote_id: q2.json.quote_id }).first('test_mode', 'api_key_id')).toEqual({
+      test_mode: true,
+      api_key_id: null,
+    });
+  }, 60_000);
+
   it('keeps test data invisible to live keys (and live data from test keys)', async () => {
     const ref = refs.v1 as string;
     const email = v1Emails[ref] as string;

@@ -110,6 +110,27 @@ async function loadQuote(deps: ApiDeps, raw: string): Promise<QuoteRow | null> {
   return row ?? null;
 }
 
+/**
+ * Whose booking (and re-quote) a quote makes on this page: its key's and partner's, while the
+ * key is not revoked and the partner not suspended (a suspended partner makes no booking, as
+ * its key would not); else nobody's, the website's own.
+ */
+async function quoteOwner(deps: ApiDeps, q: QuoteRow): Promise<{ apiKeyId: string | null; partnerId: string | null }> {
+  const nobody = { apiKeyId: null, partnerId: null };
+  if (!q.api_key_id) return nobody;
+  const key = await deps
+    .db('api_keys as k')
+    .leftJoin('partners as p', 'p.id', 'k.partner_id')
+    .where('k.id', q.api_key_id)
+    .first<{ revoked_at: Date | null; partner_id: string | null; partner_status: string | null } | undefined>(
+      'k.revoked_at',
+      'k.partner_id',
+      'p.status as partner_status',
+    );
+  if (!key || key.revoked_at || (key.partner_id !== null && key.partner_status !== 'active')) return nobody;
+  return { apiKeyId: q.api_key_id, partnerId: key.partner_id };
+}
+
 type Unavailable = 'expired' | 'redeemed' | 'past';
 
 function unavailability(q: QuoteRow, now = Date.now()): Unavailable | null {
@@ -510,12 +531,7 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
           // The booking is the quote's: an integrator's quote, booked by its passenger on this
           // page, is the integrator's booking (its key and partner: its test messages, webhooks
           // and lookups), in the quote's mode.
-          {
-            ...bookingCaller(websiteCaller(req)),
-            followsQuoteMode: true,
-            apiKeyId: quote.api_key_id,
-            partnerId: quote.partner_id,
-          },
+          { ...bookingCaller(websiteCaller(req)), followsQuoteMode: true, ...(await quoteOwner(deps, quote)) },
           base,
           preloaded,
         );
@@ -561,7 +577,9 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
           meetAndGreet: quote.meet_and_greet,
           worldwide: quote.worldwide,
         },
-        quoteCaller(websiteCaller(req)),
+        // The new quote is the old one's: in its mode (a sandbox quote's re-quote is a sandbox
+        // quote, never a live one) and its integrator's, so booking it is theirs as well.
+        { ...quoteCaller(websiteCaller(req)), testMode: quote.test_mode, ...(await quoteOwner(deps, quote)) },
         baseUrlFor(req, config),
       );
       req.log?.info({ from: quote.id, quote: fresh.id }, 'website re-quote');
