@@ -213,22 +213,81 @@ describe('what an amendment re-prices and whom it tells', () => {
     expect(kept).toMatchObject({ fare_pence: 4000, quote_id: before.quote_id, passenger_name: 'Cy Fare' });
     expect(kept.applied_rules).toEqual([expect.objectContaining({ code: 'partner_fare', amountPence: 4000 })]);
 
-    // A journey change re-prices, and the agreed fare still stands.
-    const moved = await signed({ jobRef: 'am-fare', action: 'amend', passengers: 3 }, farePartner);
-    expect(moved.result.outcome, moved.text).toBe('amended');
+    // A journey change sent with a fare: re-priced at that fare.
+    const movedAt = await signed({ jobRef: 'am-fare', action: 'amend', passengers: 3, fare: 45 }, farePartner);
+    expect(movedAt.result.outcome, movedAt.text).toBe('amended');
     const repriced = await bookingOfJob('am-fare', farePartner.id);
     expect(repriced.quote_id).not.toBe(before.quote_id);
-    expect(repriced).toMatchObject({ fare_pence: 4000, passengers: 3 });
+    expect(repriced).toMatchObject({ fare_pence: 4500, passengers: 3 });
 
-    // The partner's fare cleared: priced on the published tariffs.
-    const tariff = await signed({ jobRef: 'am-fare', action: 'amend', fare: null }, farePartner);
-    expect(tariff.result.outcome, tariff.text).toBe('amended');
+    // A journey change that leaves the fare out: the fare agreed for the old journey is not
+    // carried over (the driver is paid it); the new journey is priced on the published tariffs.
+    const moved = await signed({ jobRef: 'am-fare', action: 'amend', passengers: 4 }, farePartner);
+    expect(moved.result.outcome, moved.text).toBe('amended');
     const priced = await bookingOfJob('am-fare', farePartner.id);
     expect(priced.quote_id).not.toBe(repriced.quote_id);
-    expect(priced.fare_pence).not.toBe(4000);
+    expect(priced.passengers).toBe(4);
     expect(priced.applied_rules.some((r: { code: string }) => r.code === 'partner_fare')).toBe(false);
     const quote = await env.rt.db('quotes').where({ id: priced.quote_id }).first('fare_pence');
     expect(priced.fare_pence).toBe(quote.fare_pence);
+
+    // The fare sent again, then cleared: priced on the published tariffs once more.
+    expect((await signed({ jobRef: 'am-fare', action: 'amend', fare: 45 }, farePartner)).result.outcome).toBe(
+      'amended',
+    );
+    expect((await bookingOfJob('am-fare', farePartner.id)).fare_pence).toBe(4500);
+    const tariff = await signed({ jobRef: 'am-fare', action: 'amend', fare: null }, farePartner);
+    expect(tariff.result.outcome, tariff.text).toBe('amended');
+    const cleared = await bookingOfJob('am-fare', farePartner.id);
+    expect(cleared.applied_rules.some((r: { code: string }) => r.code === 'partner_fare')).toBe(false);
+    const clearedQuote = await env.rt.db('quotes').where({ id: cleared.quote_id }).first('fare_pence');
+    expect(cleared.fare_pence).toBe(clearedQuote.fare_pence);
+  });
+
+  it('prices a changed journey on the tariffs when the amendment leaves the fare out, the permission to set fares withdrawn too', async () => {
+    const revoked = await createPartner(env.rt.db, env.config, {
+      name: 'Amend Revoked',
+      canSetFares: true,
+      actor: 'test',
+    });
+    const made = await signed({ jobRef: 'am-revoked', ...JOURNEY, fare: 30 }, revoked);
+    expect(made.status, made.text).toBe(201);
+    const before = await bookingOfJob('am-revoked', revoked.id);
+    expect(before.fare_pence).toBe(3000);
+    await env.rt.db('partners').where({ id: revoked.id }).update({ can_set_fares: false });
+
+    // The journey unchanged: nothing re-prices, the fare agreed for it stays.
+    const notes = await signed({ jobRef: 'am-revoked', action: 'amend', notes: 'Ring on arrival' }, revoked);
+    expect(notes.result.outcome, notes.text).toBe('amended');
+    expect(await bookingOfJob('am-revoked', revoked.id)).toMatchObject({
+      fare_pence: 3000,
+      quote_id: before.quote_id,
+    });
+
+    // The journey moved with the fare left out: priced on the tariffs, not the old local fare.
+    const moved = await signed({ jobRef: 'am-revoked', action: 'amend', pickup: 'Leeds', dropoff: 'York' }, revoked);
+    expect(moved.result.outcome, moved.text).toBe('amended');
+    const priced = await bookingOfJob('am-revoked', revoked.id);
+    const quote = await env.rt.db('quotes').where({ id: priced.quote_id }).first('fare_pence');
+    expect(priced.quote_id).not.toBe(before.quote_id);
+    expect(priced.pickup.name).toBe('Leeds');
+    expect(priced.fare_pence).toBe(quote.fare_pence);
+    expect(priced.fare_pence).not.toBe(3000);
+    expect(priced.applied_rules.some((r: { code: string }) => r.code === 'partner_fare')).toBe(false);
+    const [, recorded] = await amendments(priced.id).orderBy('created_at');
+    expect(recorded).toMatchObject({ fare_pence_before: 3000, fare_pence_after: quote.fare_pence });
+    // The job as stored has no fare any more: a later amendment does not bring the old one back.
+    const job = await env.rt.db('partner_jobs').where({ partner_id: revoked.id, job_ref: 'am-revoked' }).first();
+    expect(job.payload).toMatchObject({ pickup: 'Leeds', dropoff: 'York', farePence: null, notes: 'Ring on arrival' });
+    const later = await signed({ jobRef: 'am-revoked', action: 'amend', passengerName: 'Rev Oked' }, revoked);
+    expect(later.result.outcome, later.text).toBe('amended');
+    expect(await bookingOfJob('am-revoked', revoked.id)).toMatchObject({
+      fare_pence: priced.fare_pence,
+      quote_id: priced.quote_id,
+    });
+    // Sending a fare is refused, as for any partner that may not set one.
+    const fare = await signed({ jobRef: 'am-revoked', action: 'amend', pickup: 'York', fare: 30 }, revoked);
+    expect(fare.status, fare.text).toBe(403);
   });
 
   it('a partner that may not set fares keeps its tariff fare when it amends; sending a fare is still refused', async () => {

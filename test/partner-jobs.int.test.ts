@@ -1,11 +1,12 @@
 import { createHmac } from 'node:crypto';
+import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uuidv7 } from '../shared/ids.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { type CreatedPartner, createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
-import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 
 /**
@@ -88,6 +89,22 @@ const countBookings = async (partnerId: string) =>
     (await env.rt.db('bookings').where({ partner_id: partnerId }).count<{ count: string }[]>('* as count'))[0]?.count,
   );
 const bookingByRef = (ref: string) => env.rt.db('bookings').where({ reference: ref }).first();
+
+/** Wait until `n` sessions queue (directly or behind one another) on the locks `trx` holds. */
+async function waitersOn(trx: Knex.Transaction, n: number): Promise<void> {
+  const { rows } = await trx.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
+  await eventually(async () => {
+    const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
+      `with recursive w(pid) as (
+         select pid from pg_stat_activity where ? = any(pg_blocking_pids(pid))
+         union
+         select a.pid from pg_stat_activity a join w on w.pid = any(pg_blocking_pids(a.pid))
+       ) select count(*)::int as n from w`,
+      [rows[0]?.pid ?? null],
+    );
+    return (waiting.rows[0]?.n ?? 0) >= n;
+  });
+}
 
 describe('POST /api/public/v1/jobs batches', () => {
   it('creates 100 bookings from 100 jobs, and the same batch again is unchanged', async () => {
@@ -408,6 +425,46 @@ describe('amend and cancel by jobRef', () => {
     expect(unknown.code).not.toBe(0);
     expect(unknown.stdout + unknown.stderr).toContain('booking_not_found');
   });
+
+  it('leaves the booking at the journey stored with it when a repeated new of the original journey races one moving it', async () => {
+    const made = await asPartner(job('A-RACE'));
+    expect(made.status, made.text).toBe(201);
+    const ref = made.json.results[0]?.bookingReference as string;
+    const original = await bookingByRef(ref);
+    // The booking's row is held while N1 (another journey: re-priced) and then N2 (the
+    // original journey with notes, decided on the job as first read: not re-priced) queue
+    // behind it, in that order: N1 writes first, N2 last.
+    const held = await env.rt.db.transaction();
+    let n1: ReturnType<typeof asPartner>;
+    let n2: ReturnType<typeof asPartner>;
+    try {
+      await held('bookings').where({ id: original.id }).forUpdate().first('id');
+      n1 = asPartner(job('A-RACE', { pickup: 'Leeds', dropoff: 'York' }));
+      await waitersOn(held, 1);
+      n2 = asPartner(job('A-RACE', { notes: 'Ring on arrival' }));
+      await waitersOn(held, 2);
+      await held.commit();
+    } catch (err) {
+      await held.rollback();
+      throw err;
+    }
+    const [first, second] = await Promise.all([n1, n2]);
+    expect(first.json.results[0]?.outcome, first.text).toBe('amended');
+    expect(second.json.results[0]?.outcome, second.text).toBe('amended');
+    // N2, written last, stands whole: the booking is at its journey, as its stored payload says.
+    const after = await bookingByRef(ref);
+    const stored = await env.rt.db('partner_jobs').where({ partner_id: partner.id, job_ref: 'A-RACE' }).first();
+    expect(stored.payload).toMatchObject({ pickup: 'Manchester Piccadilly', notes: 'Ring on arrival' });
+    expect(after).toMatchObject({ notes: 'Ring on arrival', pickup: original.pickup, dropoff: original.dropoff });
+    // A partial amendment afterwards merges over that journey, and the booking still agrees.
+    const moved = await asPartner({ jobRef: 'A-RACE', action: 'amend', passengers: 3 });
+    expect(moved.json.results[0]?.outcome, moved.text).toBe('amended');
+    expect(await bookingByRef(ref)).toMatchObject({
+      passengers: 3,
+      pickup: original.pickup,
+      dropoff: original.dropoff,
+    });
+  }, 60_000);
 
   it('refuses to cancel or amend once the passenger is on board', async () => {
     const made = await asPartner(job('OB-1'));

@@ -1,11 +1,12 @@
 import { createHmac } from 'node:crypto';
+import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unseal } from '../shared/crypto.ts';
 import { beginIdempotent, underClaims } from '../shared/services/idempotency.ts';
 import { type CreatedSupplier, createSupplier } from '../shared/services/suppliers.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
-import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 import { supplierHmacHeaders, unixNow } from './helpers/supplier-signing.ts';
 
@@ -108,6 +109,22 @@ const bookingByRef = (ref: string | null) =>
     .where({ reference: ref ?? '' })
     .first();
 
+/** Wait until `n` sessions queue (directly or behind one another) on the locks `trx` holds. */
+async function waitersOn(trx: Knex.Transaction, n: number): Promise<void> {
+  const { rows } = await trx.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
+  await eventually(async () => {
+    const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
+      `with recursive w(pid) as (
+         select pid from pg_stat_activity where ? = any(pg_blocking_pids(pid))
+         union
+         select a.pid from pg_stat_activity a join w on w.pid = any(pg_blocking_pids(a.pid))
+       ) select count(*)::int as n from w`,
+      [rows[0]?.pid ?? null],
+    );
+    return (waiting.rows[0]?.n ?? 0) >= n;
+  });
+}
+
 describe('secret-header adapter', () => {
   it('creates, replays, amends and cancels a booking by the supplier reference', async () => {
     const created = await cabcoSend({ event: 'booking.created', booking: cabcoBooking('CC-1') });
@@ -140,6 +157,50 @@ describe('secret-header adapter', () => {
     expect(cancelled.json.results[0]).toMatchObject({ outcome: 'cancelled', bookingReference: ref });
     expect((await bookingByRef(ref)).status).toBe('cancelled');
     expect(await env.rt.db('bookings').where({ supplier_id: cabco.id })).toHaveLength(1);
+  }, 60_000);
+
+  it('leaves the booking at the journey stored with it when a notes-only update races a pickup change', async () => {
+    const created = await cabcoSend({ event: 'booking.created', booking: cabcoBooking('CC-RACE') });
+    expect(created.status, created.text).toBe(201);
+    const ref = created.json.results[0]?.bookingReference ?? null;
+    const original = await bookingByRef(ref);
+    // The booking's row is held while U1 (a new pickup, re-priced) and then U2 (the original
+    // pickup with new notes, decided on the job as first read: not re-priced) queue behind it,
+    // in that order: U1 writes first, U2 last.
+    const held = await env.rt.db.transaction();
+    let u1: ReturnType<typeof cabcoSend>;
+    let u2: ReturnType<typeof cabcoSend>;
+    try {
+      await held('bookings').where({ id: original.id }).forUpdate().first('id');
+      u1 = cabcoSend({
+        event: 'booking.updated',
+        booking: cabcoBooking('CC-RACE', { pickup_address: 'Leeds', dropoff_address: 'York' }),
+      });
+      await waitersOn(held, 1);
+      u2 = cabcoSend({ event: 'booking.updated', booking: cabcoBooking('CC-RACE', { notes: 'Gate 3' }) });
+      await waitersOn(held, 2);
+      await held.commit();
+    } catch (err) {
+      await held.rollback();
+      throw err;
+    }
+    const [first, second] = await Promise.all([u1, u2]);
+    expect(first.json.results[0]?.outcome, first.text).toBe('amended');
+    expect(second.json.results[0]?.outcome, second.text).toBe('amended');
+    // The last write (U2) stands whole: its journey (the original one, priced again) with the
+    // payload stored with it, never U1's journey under U2's payload.
+    const after = await bookingByRef(ref);
+    const job = await env.rt.db('partner_jobs').where({ supplier_id: cabco.id, job_ref: 'CC-RACE' }).first('payload');
+    expect(job.payload).toMatchObject({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      notes: 'Gate 3',
+    });
+    expect(after.notes).toBe('Gate 3');
+    expect(after.pickup).toEqual(original.pickup);
+    expect(after.dropoff).toEqual(original.dropoff);
+    const quote = await env.rt.db('quotes').where({ id: after.quote_id }).first('pickup', 'dropoff', 'fare_pence');
+    expect(quote).toMatchObject({ pickup: original.pickup, dropoff: original.dropoff, fare_pence: after.fare_pence });
   }, 60_000);
 
   it('rejects an amend of an unknown reference and an unknown event', async () => {

@@ -506,12 +506,26 @@ async function normaliseJob(
   });
 }
 
+/** What a job's price depends on: a change to any of them re-prices it. */
+const PRICE_INPUTS = ['pickup', 'dropoff', 'pickupTime', 'passengers', 'vehicleType'] as const;
+
+/** Whether the job's price inputs differ from the job as last received (`stored`, its payload), as the content hash compares them. */
+function journeyChanged(job: Omit<NormJob, 'hash' | 'payload' | 'sent'>, stored: Record<string, unknown>): boolean {
+  const content = contentOf(job);
+  return PRICE_INPUTS.some((k) => norm(content[k]) !== norm(stored[k]));
+}
+
 /**
  * A partner's amendment applied over the job as last received (`partner_jobs.payload`, the
  * normalised content of its last new or amend): what the amendment sends replaces, what it
  * leaves out is kept, and a field sent as null is cleared to its default (JSON merge patch,
  * RFC 7396). The result is hashed as a whole job, so an amendment that changes nothing hashes
  * as the stored job does and is `unchanged`.
+ *
+ * The agreed fare an amendment leaves out is kept only for the same journey: a changed journey
+ * (one that re-prices) without a fare has none, and is priced on the tariffs. A fare agreed for
+ * a local ride is not carried over to a long one (the driver is paid that fare), whether or not
+ * the partner may still set fares; a partner that may sends the fare with the new journey.
  */
 function mergedAmendment(sourceKey: string, job: NormJob, stored: Record<string, unknown>): NormJob {
   const kept = (k: ContentField) => !job.sent.has(k);
@@ -540,6 +554,9 @@ function mergedAmendment(sourceKey: string, job: NormJob, stored: Record<string,
     problem: 'is required: the job as received has none',
   }));
   if (missing.length > 0) throw new AppError('invalid_input', `Missing: ${detailsText(missing)}.`, missing);
+  if (kept('farePence') && merged.farePence !== null && journeyChanged(merged, stored)) {
+    return sealed(sourceKey, { ...merged, farePence: null });
+  }
   return sealed(sourceKey, merged);
 }
 
@@ -695,24 +712,21 @@ const SUPPLIER_JOB_GUARD = `insert into partner_jobs (id, supplier_id, job_ref, 
   values (?, ?, ?, ?, 'new', ?, ?::jsonb, ?, ?, ?, ?)
   on conflict (supplier_id, job_ref) where supplier_id is not null do nothing returning id`;
 
-/** The job was amended by another request after this amendment was merged over it: merge again. */
+/** The job was amended by another request after this amendment was decided on it (merged, priced or not): decide again. */
 class AmendedMeanwhile extends Error {
   constructor() {
     super('partner job amended meanwhile');
   }
 }
 
-/** What a job's price depends on: a change to any of them re-prices it. */
-const PRICE_INPUTS = ['pickup', 'dropoff', 'pickupTime', 'passengers', 'vehicleType'] as const;
-
 /**
  * Whether the booking's price still stands for this job: what it was priced on is what the job
  * as last received (`stored`, its payload) says, compared as the content hash compares, and a
- * tariff fare is not being restored in place of the partner's (its fare sent as null).
+ * tariff fare is not being restored in place of the partner's (its fare sent as null). `amend`
+ * checks under the booking's lock that `stored` is still the job's (its content hash).
  */
 function pricedOn(job: NormJob, stored: Record<string, unknown>): boolean {
-  const content = contentOf(job);
-  if (PRICE_INPUTS.some((k) => norm(content[k]) !== norm(stored[k]))) return false;
+  if (journeyChanged(job, stored)) return false;
   return !(job.farePence === null && typeof stored.farePence === 'number');
 }
 
@@ -885,9 +899,12 @@ class Intake {
 
   /**
    * A job received again: `unchanged` when its content is the job's as stored, else amended.
-   * A partner's `amend` is merged over the stored job first (`mergedAmendment`); should another
-   * request amend the job between that read and the write, the merge is made again over what
-   * that request left, so neither amendment undoes the other.
+   * A partner's `amend` is merged over the stored job first (`mergedAmendment`). Every
+   * amendment (a supplier's update and a repeated `new` too) is decided on the job as read
+   * here: the merge, and whether it re-prices (`pricedOn`). Should another request amend the
+   * job between that read and the write, it is decided again over what that request left (the
+   * content hash is checked under the booking's lock), so neither amendment undoes the other
+   * and the booking always matches the payload stored with it.
    */
   private async amendOrSame(
     job: NormJob,
@@ -903,7 +920,7 @@ class Intake {
       if (same && target.action === 'new' && current.status === 'cancelled')
         return ok('unchanged', 200, current.reference);
       try {
-        await this.amend(target, current, merges ? current.content_hash : null);
+        await this.amend(target, current);
         return ok('amended', 200, current.reference);
       } catch (err) {
         if (!(err instanceof AmendedMeanwhile)) throw err;
@@ -1100,10 +1117,13 @@ class Intake {
    * Update the booking and the job's content hash in one transaction, re-priced when what
    * the price depends on changed (the journey, the passengers, the vehicle, or the partner's
    * fare cleared): an amendment of the passenger's details, notes or flight alone keeps the
-   * booking's quote and fare. `base`: the content hash the amendment was merged over; the job
-   * must still have it when the booking is locked, else `AmendedMeanwhile` (merged again).
+   * booking's quote and fare. Whether it re-prices is decided on `row` as read before the
+   * lock (pricing is not called while the booking's row is locked): the job must still have
+   * `row`'s content hash when the booking is locked, else `AmendedMeanwhile` (decided again
+   * over the job as it is then), so the booking is never left at another request's journey
+   * while the payload stored with it says this one's.
    */
-  private async amend(job: NormJob, row: PartnerJobRow, base: Buffer | null): Promise<void> {
+  private async amend(job: NormJob, row: PartnerJobRow): Promise<void> {
     const notAmendable = (status: string) =>
       new AppError('conflict', `A booking that is ${status.replace(/_/g, ' ')} can no longer be amended.`, [
         { field: '/action', problem: `not allowed when ${status}` },
@@ -1116,13 +1136,11 @@ class Intake {
       const booking = await trx<BookingRow>('bookings').where({ id: row.booking_id }).forUpdate().first();
       if (!booking) throw new Error(`partner job ${row.id} has no booking`);
       if (!AMENDABLE.has(booking.status)) throw notAmendable(booking.status);
-      if (base) {
-        const now = await trx('partner_jobs')
-          .where({ id: row.id })
-          .forUpdate()
-          .first<{ content_hash: Buffer } | undefined>('content_hash');
-        if (!now?.content_hash.equals(base)) throw new AmendedMeanwhile();
-      }
+      const stored = await trx('partner_jobs')
+        .where({ id: row.id })
+        .forUpdate()
+        .first<{ content_hash: Buffer } | undefined>('content_hash');
+      if (!stored?.content_hash.equals(row.content_hash)) throw new AmendedMeanwhile();
       const now = new Date();
       const current = booking as BookingRow & { flight_number: string | null; notes: string | null };
       // Not re-priced: the journey and the fare stay as the booking has them (the partner's
