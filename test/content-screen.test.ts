@@ -326,6 +326,10 @@ describe('instructions aimed at a language model are refused', () => {
       'www.evil.co.uk LS1 4DY',
       'write to bob@evil.com, LS1',
       'LS1 4DY refunds at evil\uFF0Ecom',
+      'secure-pay.eu LS1',
+      '\u043E\u043F\u043B\u0430\u0442\u0430.com LS1',
+      '185.10.1.2/pay LS1',
+      'evil.london?x LS1',
     ]) {
       expect(problem('address', value), value).toBe(LINK);
     }
@@ -338,10 +342,21 @@ describe('instructions aimed at a language model are refused', () => {
       'Apartment 1.2, Deansgate, M3 4LQ',
       'St.Ives TR26 1AA',
       'No. 5, The Mews, Bath BA1 1AA',
+      'Dept.Store, Oxford Street W1',
+      'Kings Rd.London SW3',
+      'Flat 1/2, 10 High St, G1 1AA',
     ]) {
       expect(screen('address', value), value).toEqual({ ok: true });
     }
-    for (const value of ['J. R. R. Tolkien', 'Dr.Smith', 'Bob Smith (Acme Co.)', "Mary-Jane O'Neil"]) {
+    for (const value of [
+      'J. R. R. Tolkien',
+      'Dr.Smith',
+      'Bob Smith (Acme Co.)',
+      "Mary-Jane O'Neil",
+      'T.Ly',
+      'Mr K.Co',
+      'J.Link',
+    ]) {
       expect(screen('name', value), value).toEqual({ ok: true });
     }
     expect(screen('notes', 'Side gate: https://maps.example.org/gate')).toEqual({ ok: true });

@@ -870,17 +870,25 @@ const count = (s: string, re: RegExp) => s.match(re)?.length ?? 0;
 // Links
 // ---------------------------------------------------------------------------------------------
 
-/** A scheme ("https://", "hxxp://"), "www.", or an e-mail address ("x@y.z"). */
-const URL_MARKERS = /[a-z][a-z0-9+.-]{0,20}:\/\/|\bwww\.|[^\s@]@[a-z0-9-]{1,63}\.[a-z]/;
-/** A host name followed by a path ("evil.london/pay"), whatever its top-level domain. */
-const HOST_WITH_PATH = /\b[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63}){0,5}\.[a-z]{2,24}\//;
+/**
+ * A scheme ("https://", "hxxp://"), "www.", or an e-mail address ("x@y.z"). Letters and digits
+ * are Unicode's (`\p{L}`, `\p{N}`): a host name in another script is linked all the same, and
+ * `\b` would not see its edges.
+ */
+const URL_MARKERS = /\p{L}[\p{L}\p{N}+.-]{0,20}:\/\/|(?<![\p{L}\p{N}])www\.|[^\s@]@[\p{L}\p{N}-]{1,63}\.\p{L}/u;
+/** A host name followed by a path, query or fragment ("evil.london/pay"), whatever its top-level domain. */
+const HOST_WITH_PATH = /(?<![\p{L}\p{N}-])[\p{L}\p{N}-]{1,63}(?:\.[\p{L}\p{N}-]{1,63}){0,5}\.\p{L}{2,24}[/?#]/u;
+/** An IPv4 address ("185.10.1.2/pay"): never part of a name or a postal address. */
+const IPV4 = /(?<![\p{N}.])\d{1,3}(?:\.\d{1,3}){3}(?![\p{N}.])/u;
 /**
  * A bare host name in a top-level domain that mail programs turn into a link and that links in
- * spam favour, or a reserved one for examples ("evil.example"). Country and city domains that
- * read as words in an address ("Rd.London", "St.Ives") are left out.
+ * spam favour, or a reserved one for examples ("evil.example"). Domains that read as a word
+ * after a missing space ("Rd.London", "St.Ives", "Dept.Store", "Coffee.Shop") are left out (with
+ * a path they are found above), and so is a one-letter name before the domain: an initial
+ * ("T.Ly", "Mr K.Co"), not a host.
  */
 const BARE_HOST =
-  /\b[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63}){0,5}\.(?:com|net|org|info|biz|io|co|uk|ly|gl|gd|me|app|dev|xyz|top|site|online|link|click|shop|store|live|ru|cn|tk|ml|ga|cf|gq|zip|mov|example|test|invalid|localhost)\b/;
+  /(?<![\p{L}\p{N}-])(?:[\p{L}\p{N}-]{1,63}\.){0,5}[\p{L}\p{N}-]{2,63}\.(?:com|net|org|info|biz|io|co|uk|eu|de|fr|nl|ly|gl|gd|me|ai|cc|pw|su|ws|app|dev|xyz|icu|ru|cn|tk|ml|ga|cf|gq|zip|mov|example|test|invalid|localhost)(?![\p{L}\p{N}-])/u;
 
 /**
  * Whether the text holds a link or an e-mail address, as a mail program would show one: read
@@ -889,5 +897,5 @@ const BARE_HOST =
  */
 function hasLink(value: string): boolean {
   const text = value.normalize('NFKC').toLowerCase();
-  return URL_MARKERS.test(text) || HOST_WITH_PATH.test(text) || BARE_HOST.test(text);
+  return URL_MARKERS.test(text) || HOST_WITH_PATH.test(text) || IPV4.test(text) || BARE_HOST.test(text);
 }
