@@ -18,6 +18,13 @@ import type { Knex } from 'knex';
  * - Both constraints are NOT VALID: the column is new, so every existing row is null and holds
  *   them; validating would read the whole table while the ALTER's lock holds every booking's
  *   message insert behind it. New and updated rows are checked.
+ * - The index is built without CONCURRENTLY, as every migration here, in the migration's
+ *   transaction: building it reads the whole table while the ALTER's lock holds every message
+ *   insert (and the notify worker's reads) behind it. On a large live table, add the column and
+ *   build the index by hand first (`alter table outbound_messages add column api_key_id uuid`,
+ *   then `create index concurrently outbound_messages_test_api_key on outbound_messages
+ *   (api_key_id, created_at) where api_key_id is not null`): this migration then skips both
+ *   (`if not exists`) and adds only the NOT VALID constraints, which read nothing.
  */
 export async function up(knex: Knex): Promise<void> {
   // Every booking writes this table (its confirmation, job cards): waiting long for the ALTER's
