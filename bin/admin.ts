@@ -7,6 +7,7 @@ import type { Config } from '../shared/config.ts';
 import { createDb, type Db } from '../shared/db/knex.ts';
 import { type BillingWeek, parseWeek } from '../shared/domain/billing/week.ts';
 import { mailboxKey } from '../shared/domain/email-acceptance.ts';
+import { nameProblem } from '../shared/domain/names.ts';
 import { referenceForMessage } from '../shared/domain/reference.ts';
 import { VEHICLE_TYPES, type VehicleType } from '../shared/domain/tariffs/types.ts';
 import { defaultGazetteer } from '../shared/geo/gazetteer.ts';
@@ -35,13 +36,7 @@ import {
   rejectDriver,
   suspendDriver,
 } from '../shared/services/drivers.ts';
-import {
-  createOperator,
-  disableOperator,
-  listOperators,
-  NAME_MAX,
-  OperatorInputError,
-} from '../shared/services/operators.ts';
+import { createOperator, disableOperator, listOperators, OperatorInputError } from '../shared/services/operators.ts';
 import { reinstatePartner, suspendPartner } from '../shared/services/partner-suspension.ts';
 import { createPartner, extendPartnerTrial } from '../shared/services/partners.ts';
 import {
@@ -174,16 +169,14 @@ function required(values: Record<string, unknown>, name: string): string {
 }
 
 /**
- * `--name N` of a partner or key: required, at most NAME_MAX characters (as `operator create`),
- * and one line of visible text: no control characters, line breaks or invisible formatting
- * (bidi overrides), which would make it read as something else in a list or a log.
+ * `--name N` of a partner or key: required, and the services' rule for names (`nameProblem`,
+ * shared/domain/names.ts, as the operator pages check it): one line of visible text of at most
+ * 100 characters, no control characters, line breaks or invisible formatting (bidi overrides).
  */
 function nameArg(values: Record<string, unknown>, name = 'name'): string {
   const v = required(values, name);
-  if (/[\p{Cc}\p{Cf}\u2028\u2029]/u.test(v)) {
-    throw new CliError('invalid_input', `--${name} must be one line of text, without control characters`);
-  }
-  if ([...v].length > NAME_MAX) throw new CliError('invalid_input', `--${name} must be at most ${NAME_MAX} characters`);
+  const problem = nameProblem(v);
+  if (problem !== null) throw new CliError('invalid_input', `--${name} ${problem}`);
   return v;
 }
 

@@ -132,6 +132,13 @@ describe('admin CLI', () => {
     expect((await whoami(created.key)).status).toBe(401);
     const relisted = JSON.parse((await admin('key', 'list')).stdout) as Array<Record<string, unknown>>;
     expect(relisted.find((k) => k.id === created.id)?.revokedAt).toEqual(expect.any(String));
+
+    // Revoking it again answers the same (its first revocation time) and writes no second audit entry.
+    const again = await admin('key', 'revoke', created.id);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toEqual(JSON.parse(revoked.stdout));
+    const audits = await env.rt.db('audit_log').where({ subject_id: created.id, action: 'key.revoke' });
+    expect(audits.map((a) => a.actor)).toEqual(['cli:ops-test']);
   });
 
   it('creates operators with a generated password shown once, lists and disables them', async () => {

@@ -3,12 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOGIN_LIMITS, REFUSED } from '../api/pages/operator/login.ts';
 import { QUEUES_CSP } from '../api/pages/operator/queues-board.ts';
 import { sha256 } from '../shared/crypto.ts';
-import { applyDriver, authenticateDriver } from '../shared/services/drivers.ts';
+import { NameError } from '../shared/domain/names.ts';
+import { issueApiKey } from '../shared/services/api-keys.ts';
+import { applyDriver, authenticateDriver, suspendDriver } from '../shared/services/drivers.ts';
 import { createOperator, disableOperator } from '../shared/services/operators.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { DEMO_OPERATOR_EMAIL, seedDemo } from '../shared/services/seed.ts';
 import { approvedDriver, withPresenceUnreadable } from './helpers/drivers.ts';
-import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { appFor, blockedBy, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { CookieJar, csrfOf, expectSafePage, getPage, postForm } from './helpers/pages.ts';
 import { runTs } from './helpers/process.ts';
 
@@ -694,5 +696,269 @@ describe('operator pages: dead webhooks and queues', () => {
     expect((await fetch(`${api.url}/operator/queues/api/queues`, { headers: { cookie: jar.header() } })).status).toBe(
       401,
     );
+  });
+});
+
+describe('operator pages: repeated submits, refused names, notices and links the URL cannot prove', () => {
+  const operatorCli = (...args: string[]) =>
+    runTs('bin/admin.ts', args, { ...env.childEnv, DTN_OPERATOR: 'ops-guard' }, 90_000);
+  const tokensSent = async (id: string) =>
+    (await db()('outbound_messages').where({ driver_id: id, purpose: 'driver_token' })).map(
+      (m) => /dtn_drv_[0-9A-Za-z]{40}/.exec(m.body)?.[0] as string,
+    );
+
+  it('approves a driver once when Approve is posted twice at once: one token, one SMS and e-mail', async () => {
+    const { jar } = await session();
+    const id = await pendingDriver('Dora Double');
+    const list = await getPage(api.url, '/operator/drivers', jar);
+    const action = `/operator/drivers/${id}/approve`;
+    const fields = { csrf: csrfOf(list.html, action), back: 'pending_approval' };
+
+    // A double-click: both posts are in and waiting on the driver's row before either goes on.
+    let sent: Promise<Array<Awaited<ReturnType<typeof postForm>>>> | undefined;
+    await db().transaction(async (trx) => {
+      await trx('drivers').where({ id }).forUpdate().first('id');
+      sent = Promise.all([postForm(api.url, action, fields, jar), postForm(api.url, action, fields, jar)]);
+      expect(await blockedBy(db(), trx, 2)).toBe(true);
+    });
+    const pair = await (sent as Promise<Array<Awaited<ReturnType<typeof postForm>>>>);
+    expect(pair.map((p) => p.status)).toEqual([303, 303]);
+    const base = `/operator/drivers?status=pending_approval`;
+    expect(pair.map((p) => p.location).sort()).toEqual([
+      `${base}&done=already-approved&id=${id}`,
+      `${base}&done=approved&id=${id}`,
+    ]);
+
+    // One approval: one audit entry, one SMS and one e-mail carrying the same token, which works.
+    expect(await db()('audit_log').where({ subject_id: id, action: 'driver.approve' })).toHaveLength(1);
+    const messages = await db()('outbound_messages').where({ driver_id: id, purpose: 'driver_token' });
+    expect(messages.map((m) => m.channel).sort()).toEqual(['email', 'sms']);
+    const tokens = await tokensSent(id);
+    expect(new Set(tokens).size).toBe(1);
+    expect(await authenticateDriver(db(), tokens[0] as string)).toMatchObject({ id, status: 'approved' });
+
+    // The second lands on the list saying so; a third, later post (a resubmitted page) too.
+    const second = pair.find((p) => p.location?.includes('already-approved'));
+    const notice = await getPage(api.url, second?.location as string, jar);
+    expect(notice.status).toBe(200);
+    expectSafePage(notice, { script: false });
+    expect(notice.html).toContain(
+      'Dora Double was already approved: nothing was changed, and no new token was issued or sent.',
+    );
+    expect(notice.html).not.toContain(tokens[0] as string);
+    const third = await postForm(api.url, action, fields, jar);
+    expect(third.location).toBe(`${base}&done=already-approved&id=${id}`);
+    expect(await tokensSent(id)).toHaveLength(2);
+    expect(await authenticateDriver(db(), tokens[0] as string)).toMatchObject({ id, status: 'approved' });
+
+    // The notices are said only when the driver's status bears them out.
+    const other = await pendingDriver('Nina Notyet');
+    for (const done of ['approved', 'already-approved', 'suspended', 'rejected']) {
+      const crafted = await getPage(api.url, `/operator/drivers?done=${done}&id=${other}`, jar);
+      expect(crafted.html, done).not.toContain('role="status"');
+    }
+
+    // The CLI's approve still re-issues a token on purpose (an operator replacing a lost one).
+    const cli = await operatorCli('driver', 'approve', id);
+    expect(cli.code, cli.stderr).toBe(0);
+    const reissued = JSON.parse(cli.stdout) as { token: string };
+    expect(reissued.token).not.toBe(tokens[0]);
+    expect(await authenticateDriver(db(), tokens[0] as string)).toBeNull();
+    expect(await authenticateDriver(db(), reissued.token)).toMatchObject({ id, status: 'approved' });
+  }, 120_000);
+
+  it('approves a suspended driver again once, from the page', async () => {
+    const { jar } = await session();
+    const d = await approvedDriver(db(), { name: 'Sid Suspended' });
+    await suspendDriver(db(), d.id, 'test');
+    const list = await getPage(api.url, '/operator/drivers?status=suspended', jar);
+    const action = `/operator/drivers/${d.id}/approve`;
+    expect(list.html).toContain(`Approve again<span class="sr-only"> Sid Suspended</span>`);
+    const fields = { csrf: csrfOf(list.html, action), back: 'suspended' };
+    const pair = await Promise.all([postForm(api.url, action, fields, jar), postForm(api.url, action, fields, jar)]);
+    expect(pair.map((p) => p.location?.replace(/.*done=([a-z-]+).*/, '$1')).sort()).toEqual([
+      'already-approved',
+      'approved',
+    ]);
+    // The first approval's two messages, and one more pair for the reinstatement.
+    expect(await tokensSent(d.id)).toHaveLength(4);
+    expect(await db()('audit_log').where({ subject_id: d.id, action: 'driver.approve' })).toHaveLength(2);
+  });
+
+  it('refuses the partner and key names the CLI refuses, with the same words, next to the field, creating nothing', async () => {
+    const { jar } = await session();
+    const partner = await createPartner(db(), env.config, { name: 'Named Partner', actor: 'test' });
+    const page = await getPage(api.url, '/operator/partners', jar);
+    const csrf = csrfOf(page.html, '/operator/partners');
+    const partnersBefore = Number((await db()('partners').count({ n: '*' }).first())?.n);
+    const keysBefore = Number((await db()('api_keys').count({ n: '*' }).first())?.n);
+
+    // What the CLI says of such a name.
+    const cli = await operatorCli('partner', 'create', '--name', 'Evil\u202Ecod.exe\x07');
+    expect(cli.code).toBe(1);
+    const cliError = JSON.parse(cli.stderr.trim()).error as { code: string; message: string };
+    expect(cliError).toEqual({
+      code: 'invalid_input',
+      message: '--name must be one line of text, without control characters',
+    });
+    const cliKey = await operatorCli('key', 'create', '--name', 'k\x01\u200Bey');
+    expect(JSON.parse(cliKey.stderr.trim()).error).toEqual(cliError);
+    const sameWords = `${cliError.message.replace(/^--name /, '')}.`;
+
+    for (const name of ['Evil\u202Ecod.exe\x07', 'Evil Co\nAdmin: approved', 'Tab\tbed', 'Zero\u200Bwidth']) {
+      const refused = await postForm(api.url, '/operator/partners', { csrf, name, dailyLimit: '5' }, jar);
+      expect(refused.status, JSON.stringify(name)).toBe(400);
+      expectSafePage(refused, { script: false });
+      expect(refused.html).toContain(
+        `<div class="alert" role="alert">\n<h2>The partner was not created</h2>\n<p>The name ${sameWords}</p>`,
+      );
+      // Next to the field too, which says it is invalid; the name is shown back without what was refused.
+      expect(refused.html).toContain(
+        `<span class="hint" id="partner-name-problem"><strong>The name ${sameWords}</strong></span>`,
+      );
+      expect(refused.html).toMatch(
+        /<input id="partner-name"[^>]* aria-invalid="true" aria-describedby="partner-name-problem">/,
+      );
+      for (const c of ['\u202E', '\u200B', '\x07', '\t']) expect(refused.html).not.toContain(c);
+    }
+    for (const path of ['/operator/keys', `/operator/partners/${partner.id}/keys`]) {
+      for (const name of ['k\x01\u200Bey', 'line\u2028break']) {
+        const refused = await postForm(api.url, path, { csrf, name }, jar);
+        expect(refused.status, `${path} ${JSON.stringify(name)}`).toBe(400);
+        expectSafePage(refused);
+        expect(refused.html).toContain(`The key’s name ${sameWords}`);
+      }
+    }
+    expect(Number((await db()('partners').count({ n: '*' }).first())?.n)).toBe(partnersBefore);
+    expect(Number((await db()('api_keys').count({ n: '*' }).first())?.n)).toBe(keysBefore);
+
+    // The rule is the services': called directly, they refuse too.
+    await expect(createPartner(db(), env.config, { name: 'Evil\u202Ecod.exe', actor: 'test' })).rejects.toThrow(
+      NameError,
+    );
+    await expect(
+      issueApiKey(db(), {
+        serviceCode: env.config.serviceCode,
+        name: 'k\x01ey',
+        partnerId: null,
+        mode: 'live',
+        actor: 'test',
+      }),
+    ).rejects.toThrow(NameError);
+    expect(Number((await db()('partners').count({ n: '*' }).first())?.n)).toBe(partnersBefore);
+    expect(Number((await db()('api_keys').count({ n: '*' }).first())?.n)).toBe(keysBefore);
+
+    // A name of plain text (spaces tidied, as before) is made.
+    const made = await postForm(api.url, '/operator/partners', { csrf, name: '  Zoë   Cars & Co  ' }, jar);
+    expect(made.status, made.html).toBe(201);
+    expect(await db()('partners').where({ name: 'Zoë Cars & Co' })).toHaveLength(1);
+  }, 120_000);
+
+  it('writes one audit entry for a key revoked twice on the page at once and again by the CLI', async () => {
+    const { jar, op } = await session();
+    const created = await issueApiKey(db(), {
+      serviceCode: env.config.serviceCode,
+      name: 'revoked thrice',
+      partnerId: null,
+      mode: 'live',
+      actor: 'test',
+    });
+    const id = created?.id as string;
+    const page = await getPage(api.url, '/operator/partners', jar);
+    const action = `/operator/keys/${id}/revoke`;
+    const fields = { csrf: csrfOf(page.html, action) };
+    let sent: Promise<Array<Awaited<ReturnType<typeof postForm>>>> | undefined;
+    await db().transaction(async (trx) => {
+      await trx('api_keys').where({ id }).forUpdate().first('id');
+      sent = Promise.all([postForm(api.url, action, fields, jar), postForm(api.url, action, fields, jar)]);
+      expect(await blockedBy(db(), trx, 2)).toBe(true);
+    });
+    const pair = await (sent as Promise<Array<Awaited<ReturnType<typeof postForm>>>>);
+    expect(pair.map((p) => p.status)).toEqual([303, 303]);
+    const revokedAt = (await db()('api_keys').where({ id }).first()).revoked_at as Date;
+    expect(revokedAt).not.toBeNull();
+
+    const cli = await operatorCli('key', 'revoke', id);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(JSON.parse(cli.stdout)).toEqual({ id, revokedAt: revokedAt.toISOString() });
+    const again = await postForm(api.url, action, fields, jar);
+    expect(again.status).toBe(303);
+
+    const audits = await db()('audit_log').where({ subject_id: id, action: 'key.revoke' });
+    expect(audits).toHaveLength(1);
+    expect(audits[0].actor).toBe(`operator:${op.id}`);
+    expect(((await db()('api_keys').where({ id }).first()).revoked_at as Date).toISOString()).toBe(
+      revokedAt.toISOString(),
+    );
+  }, 120_000);
+
+  it('says a delivery was replayed only of one that exists and was replayed', async () => {
+    const { jar } = await session();
+    const queued = 'is queued for one more attempt';
+    const unknown = await getPage(api.url, `/operator/webhooks?done=replayed&id=${uuidv7()}`, jar);
+    expect(unknown.status).toBe(200);
+    expect(unknown.html).not.toContain(queued);
+    expect(unknown.html).not.toContain('role="status"');
+
+    // A dead delivery never replayed: no notice either.
+    const partner = await createPartner(db(), env.config, {
+      name: 'Notice Partner',
+      webhookUrl: 'https://hooks.example/notice',
+      actor: 'test',
+    });
+    const endpoint = await db()('webhook_endpoints').where({ partner_id: partner.id }).first();
+    const deliveryId = uuidv7();
+    await db()('webhook_deliveries').insert({
+      id: deliveryId,
+      endpoint_id: endpoint.id,
+      event_type: 'booking.status',
+      sequence: 1,
+      message_id: `msg_${deliveryId.replace(/-/g, '')}`,
+      payload: JSON.stringify({ type: 'booking.status' }),
+      state: 'dead',
+      attempts: 3,
+    });
+    const notReplayed = await getPage(api.url, `/operator/webhooks?done=replayed&id=${deliveryId}`, jar);
+    expect(notReplayed.html).not.toContain(queued);
+    expect(notReplayed.html).not.toContain('role="status"');
+
+    // Replayed: said, in the words of its state.
+    const page = await getPage(api.url, '/operator/webhooks', jar);
+    const action = `/operator/webhooks/${deliveryId}/replay`;
+    const done = await postForm(api.url, action, { csrf: csrfOf(page.html, action) }, jar);
+    expect(done.location).toBe(`/operator/webhooks?done=replayed&id=${deliveryId}`);
+    expect((await getPage(api.url, done.location as string, jar)).html).toContain(`Delivery ${deliveryId} ${queued}`);
+    await db()('webhook_deliveries').where({ id: deliveryId }).update({ state: 'delivered' });
+    expect((await getPage(api.url, done.location as string, jar)).html).toContain(
+      `Delivery ${deliveryId} was replayed and has been delivered.`,
+    );
+  });
+
+  it('answers an operator path whose escapes do not decode with the 400 page of a link that is not valid', async () => {
+    const { jar } = await session();
+    const cases: Array<[string, string]> = [
+      ['GET', '/operator/nope/%ff'],
+      ['GET', '/operator/%ff'],
+      ['GET', '/operator/drivers/%e2%82'],
+      ['GET', '/operator/partners/%c0%af/x'],
+      ['POST', '/operator/nope/%ed%a0%80'],
+    ];
+    for (const signedIn of [true, false]) {
+      for (const [method, path] of cases) {
+        const res = await fetch(`${api.url}${path}`, {
+          method,
+          headers: { accept: 'text/html', ...(signedIn ? { cookie: jar.header() } : {}) },
+          redirect: 'manual',
+        });
+        const p = { status: res.status, headers: res.headers, html: await res.text(), location: null };
+        const what = `${signedIn ? 'signed in' : 'signed out'}: ${method} ${path}`;
+        expect(p.status, what).toBe(400);
+        expectSafePage(p, { script: false });
+        expect(p.html, what).toContain('<h1>This link is not valid</h1>');
+      }
+    }
+    // A path that decodes and names no page is still the 404 page (signed in), or sign-in first.
+    expect((await getPage(api.url, '/operator/nope/%C3%A9', jar)).status).toBe(404);
+    expect((await getPage(api.url, '/operator/nope/%C3%A9')).status).toBe(303);
   });
 });

@@ -1,5 +1,6 @@
 import { randomBase62, sha256 } from '../crypto.ts';
 import type { Db, Queryable } from '../db/knex.ts';
+import { assertName } from '../domain/names.ts';
 import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 
@@ -155,23 +156,39 @@ export async function listApiKeys(db: Queryable): Promise<ApiKeyListing[]> {
   }));
 }
 
+/**
+ * Revoke a key, saying whether this call revoked it (`changed`): the UPDATE only touches a key
+ * not yet revoked, so of two revocations sent together exactly one changes it (the other waits
+ * for its row lock, then finds it revoked). Null if unknown.
+ */
+async function revoke(db: Queryable, id: string): Promise<{ revokedAt: Date; changed: boolean } | null> {
+  const [changed] = await db('api_keys')
+    .where({ id })
+    .whereNull('revoked_at')
+    .update({ revoked_at: db.fn.now() })
+    .returning<Array<{ revoked_at: Date }>>(['revoked_at']);
+  if (changed) return { revokedAt: changed.revoked_at, changed: true };
+  const row = await db('api_keys').where({ id }).first<{ revoked_at: Date | null } | undefined>('revoked_at');
+  return row?.revoked_at ? { revokedAt: row.revoked_at, changed: false } : null;
+}
+
 /** Revoke a key; revoking a revoked key keeps its first revocation time. Null if unknown. */
 export async function revokeApiKey(db: Queryable, id: string): Promise<{ id: string; revokedAt: string } | null> {
-  await db('api_keys').where({ id }).whereNull('revoked_at').update({ revoked_at: db.fn.now() });
-  const row = await db('api_keys').where({ id }).first<{ revoked_at: Date | null } | undefined>('revoked_at');
-  if (!row?.revoked_at) return null;
-  return { id, revokedAt: row.revoked_at.toISOString() };
+  const revoked = await revoke(db, id);
+  return revoked ? { id, revokedAt: revoked.revokedAt.toISOString() } : null;
 }
 
 /**
  * An operator's new API key (the CLI's `key create`, the operator pages): for a partner when
  * `partnerId` is given (null when that partner does not exist), written to the audit log with
- * its prefix. The key is returned once.
+ * its prefix. The key is returned once. A name that is not one line of visible text of at most
+ * 100 characters (`nameProblem`, shared/domain/names.ts) throws `NameError`, creating nothing.
  */
 export async function issueApiKey(
   db: Db,
   opts: { serviceCode: string; name: string; partnerId: string | null; mode: KeyMode; actor: string },
 ): Promise<{ id: string; key: string; prefix: string } | null> {
+  assertName(opts.name);
   return db.transaction(async (trx) => {
     if (opts.partnerId && !(await trx('partners').where({ id: opts.partnerId }).first('id'))) return null;
     const created = await createApiKey(trx, {
@@ -191,14 +208,22 @@ export async function issueApiKey(
   });
 }
 
-/** An operator revokes a key (`revokeApiKey`), written to the audit log. Null if unknown. */
+/**
+ * An operator revokes a key (`revokeApiKey`), written to the audit log when this call revoked it:
+ * revoking a revoked key again (a second click, the CLI after the page) answers the same and
+ * writes nothing. Null if unknown.
+ */
 export async function revokeApiKeyAs(
   db: Db,
   id: string,
   actor: string,
 ): Promise<{ id: string; revokedAt: string } | null> {
-  const revoked = await revokeApiKey(db, id);
-  if (!revoked) return null;
-  await db('audit_log').insert({ actor, action: 'key.revoke', subject_type: 'api_key', subject_id: id });
-  return revoked;
+  return db.transaction(async (trx) => {
+    const revoked = await revoke(trx, id);
+    if (!revoked) return null;
+    if (revoked.changed) {
+      await trx('audit_log').insert({ actor, action: 'key.revoke', subject_type: 'api_key', subject_id: id });
+    }
+    return { id, revokedAt: revoked.revokedAt.toISOString() };
+  });
 }

@@ -439,15 +439,39 @@ export interface ApprovedDriver {
 }
 
 /**
+ * `approveDriver` with `reissue: false` found the driver approved already (another submit of the
+ * same form got there first): nothing was changed or sent.
+ */
+export class DriverAlreadyApprovedError extends Error {
+  constructor(readonly driverId: string) {
+    super(`driver ${driverId} is already approved: no new token was issued`);
+    this.name = 'DriverAlreadyApprovedError';
+  }
+}
+
+/**
  * Approve a driver and issue their bearer token. The trial (90 days) starts at the first
  * approval and is kept if already set; approving again (e.g. a lost phone, or reinstating a
  * suspended driver) issues a new token, and the previous one stops working. Null if unknown.
+ *
+ * With `reissue: false` (the operator pages, where a double-click or a resubmitted form posts
+ * twice) only a driver who is not approved is approved: the UPDATE itself carries the condition,
+ * so of two approvals sent together exactly one issues a token and sends it (the other waits for
+ * the first's row lock, then finds the driver approved); it throws DriverAlreadyApprovedError,
+ * having changed and sent nothing. The CLI's `driver approve` re-issues (the default).
  */
-export async function approveDriver(db: Db, id: string, actor: string): Promise<ApprovedDriver | null> {
+export async function approveDriver(
+  db: Db,
+  id: string,
+  actor: string,
+  opts: { reissue?: boolean } = {},
+): Promise<ApprovedDriver | null> {
+  const reissue = opts.reissue ?? true;
   const { token, prefix } = newDriverToken();
   return db.transaction(async (trx) => {
-    const [row] = await trx('drivers')
-      .where({ id })
+    const target = trx('drivers').where({ id });
+    if (!reissue) target.whereNot({ status: 'approved' });
+    const [row] = await target
       .update({
         status: 'approved',
         token_hash: sha256(token),
@@ -468,7 +492,10 @@ export async function approveDriver(db: Db, id: string, actor: string): Promise<
           test_mode: boolean;
         }>
       >(['status', 'trial_ends_at', 'name', 'phone', 'email', 'test_mode']);
-    if (!row) return null;
+    if (!row) {
+      if (!reissue && (await trx('drivers').where({ id }).first('id'))) throw new DriverAlreadyApprovedError(id);
+      return null;
+    }
     const trialEndsAt = row.trial_ends_at.toISOString();
     await audit(trx, actor, 'driver.approve', id, { tokenPrefix: prefix, trialEndsAt });
     // The token goes to the driver by SMS and e-mail, with the approval; the notify worker

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Config } from '../config.ts';
 import { randomBase62, seal } from '../crypto.ts';
 import type { Db, Queryable } from '../db/knex.ts';
+import { assertName } from '../domain/names.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { uuidv7 } from '../ids.ts';
 import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
@@ -24,9 +25,10 @@ export function newWebhookSecret(): string {
 /**
  * Create a partner with its first API key, its HMAC signing secret and, when a webhook URL
  * is given, its webhook endpoint. Secrets are returned once; only the key's hash and the
- * sealed secrets are stored. A webhook URL the deployment does not accept (see
- * `checkEndpointUrl`: not http(s), credentials in it, a non-public address) throws
- * `EndpointUrlError` before anything is written.
+ * sealed secrets are stored. A name that is not one line of visible text of at most 100
+ * characters (`nameProblem`, shared/domain/names.ts) throws `NameError`, and a webhook URL the
+ * deployment does not accept (see `checkEndpointUrl`: not http(s), credentials in it, a
+ * non-public address) `EndpointUrlError`, before anything is written.
  */
 export async function createPartner(
   db: Db,
@@ -41,6 +43,7 @@ export async function createPartner(
     actor: string;
   },
 ): Promise<CreatedPartner> {
+  assertName(opts.name);
   const webhookUrl = opts.webhookUrl ? checkEndpointUrl(opts.webhookUrl, endpointUrlRules(config)) : null;
   return db.transaction(async (trx) => {
     const id = uuidv7();

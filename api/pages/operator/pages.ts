@@ -1,11 +1,13 @@
 import type { Request, Response } from 'express';
 import type { Db } from '../../../shared/db/knex.ts';
+import { NAME_MAX, NameError, nameProblem, visibleText } from '../../../shared/domain/names.ts';
 import { checkEndpointUrl, EndpointUrlError, endpointUrlRules } from '../../../shared/net/public-address.ts';
 import { issueApiKey, listApiKeys, revokeApiKeyAs } from '../../../shared/services/api-keys.ts';
 import { presenceIndex } from '../../../shared/services/dispatch.ts';
 import {
   approveDriver,
   DRIVER_STATUSES,
+  DriverAlreadyApprovedError,
   type DriverListing,
   DriverNotSuspendableError,
   type DriverStatus,
@@ -41,7 +43,6 @@ import { actorOf, sessionFormToken, sessionFormValid, sessionOf } from './sessio
  */
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const NAME_MAX = 100;
 const DAILY_LIMIT_MAX = 1_000_000;
 
 type Body = Record<string, unknown>;
@@ -66,6 +67,15 @@ const STATUS_TEXT: Record<DriverStatus, string> = {
   rejected: 'Rejected',
   suspended: 'Suspended',
 };
+
+/**
+ * A partner's or key's name refused by the services' rule (`nameProblem`: one line of visible
+ * text, at most NAME_MAX characters), as a sentence for the form; null when it is fine.
+ */
+function namePageProblem(name: string, field = 'The name'): string | null {
+  const problem = nameProblem(name);
+  return problem === null ? null : `${field} ${problem}.`;
+}
 
 /** `days` of a trial form: a whole number from 1 to 3650, else null. */
 function daysOf(raw: unknown): number | null {
@@ -225,22 +235,29 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
     if (!id || typeof done !== 'string') return '';
     const d = await db('drivers')
       .where({ id })
-      .first<{ name: string; token_prefix: string | null; trial_ends_at: Date | null } | undefined>(
-        'name',
-        'token_prefix',
-        'trial_ends_at',
-      );
+      .first<
+        { name: string; status: DriverStatus; token_prefix: string | null; trial_ends_at: Date | null } | undefined
+      >('name', 'status', 'token_prefix', 'trial_ends_at');
     if (!d) return '';
     const name = d.name;
     const trial = d.trial_ends_at ? d.trial_ends_at.toISOString().slice(0, 10) : 'not set';
-    const lines: Record<string, string> = {
-      approved: `Approved ${name}. Their driver token${d.token_prefix ? ` (${d.token_prefix}…)` : ''} was sent to them by SMS and e-mail; it is not shown here. Free trial until ${trial}.`,
-      rejected: `Rejected the application of ${name}. They have no token.`,
-      suspended: `Suspended ${name}: their token stopped working and they are offline.`,
-      trial: `The free trial of ${name} now ends ${trial}.`,
+    // Each notice only when the driver's status still says so: the URL alone proves nothing.
+    const lines: Record<string, [DriverStatus | null, string]> = {
+      approved: [
+        'approved',
+        `Approved ${name}. Their driver token${d.token_prefix ? ` (${d.token_prefix}…)` : ''} was sent to them by SMS and e-mail; it is not shown here. Free trial until ${trial}.`,
+      ],
+      'already-approved': [
+        'approved',
+        `${name} was already approved: nothing was changed, and no new token was issued or sent.`,
+      ],
+      rejected: ['rejected', `Rejected the application of ${name}. They have no token.`],
+      suspended: ['suspended', `Suspended ${name}: their token stopped working and they are offline.`],
+      trial: [null, `The free trial of ${name} now ends ${trial}.`],
     };
-    const line = lines[done];
-    return line ? notice('done', [line]) : '';
+    const entry = Object.hasOwn(lines, done) ? lines[done] : undefined;
+    if (!entry || (entry[0] !== null && entry[0] !== d.status)) return '';
+    return notice('done', [entry[1]]);
   }
 
   function driverCard(
@@ -361,7 +378,7 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
         : list.map((d) =>
             driverCard(d, byDriver.get(d.id), csrf, filter, live ? (live.get(d.id) ?? null) : undefined),
           )),
-      '<p class="muted">Approving sends the driver their app token by SMS and e-mail and starts the 90-day free trial; approving again issues a new token. Rejecting or suspending ends their token.</p>',
+      '<p class="muted">Approving sends the driver their app token by SMS and e-mail and starts the 90-day free trial; approving a suspended or rejected driver again issues a new token. An approved driver is not approved twice here (a new token for a lost one: <span class="mono">driver approve ID</span> in the CLI). Rejecting or suspending ends their token.</p>',
     ]);
   }
 
@@ -385,7 +402,16 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
         log(req, res, { driverId: id, days, trialEndsAt: extended.trialEndsAt }, 'operator extended a driver trial');
         done = 'trial';
       } else if (action === 'approve') {
-        const approved = await approveDriver(db, id, actor);
+        // Only a driver who is not approved yet: a second submit of the form (a double-click, a
+        // resubmitted page) issues and sends no second token. The CLI re-issues one on purpose.
+        let approved: Awaited<ReturnType<typeof approveDriver>>;
+        try {
+          approved = await approveDriver(db, id, actor, { reissue: false });
+        } catch (err) {
+          if (!(err instanceof DriverAlreadyApprovedError)) throw err;
+          log(req, res, { driverId: id }, 'operator approval skipped: the driver is already approved');
+          return redirect(res, `${list}&done=already-approved&id=${id}`);
+        }
         if (!approved) return notFound(res, 'driver', list);
         log(req, res, { driverId: id, tokenPrefix: approved.token.slice(0, 14) }, 'operator approved a driver');
         done = 'approved';
@@ -423,7 +449,7 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
     req: Request,
     res: Response,
     status: number,
-    opts: { form?: PartnerForm; problems?: string[]; done?: string } = {},
+    opts: { form?: PartnerForm; problems?: string[]; done?: string; nameProblem?: string | null } = {},
   ) {
     const [partners, keys] = await Promise.all([listPartners(db), listApiKeys(db)]);
     const csrf = sessionFormToken(req, res, deps);
@@ -509,7 +535,14 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
         csrf,
         [
           '<label for="partner-name">Name</label>',
-          `<input id="partner-name" name="name" type="text" required maxlength="${NAME_MAX}" value="${escapeHtml(form.name)}">`,
+          ...(opts.nameProblem
+            ? [`<span class="hint" id="partner-name-problem"><strong>${escapeHtml(opts.nameProblem)}</strong></span>`]
+            : []),
+          // A refused name is shown again without its control and formatting characters (they
+          // are what was refused, and are not echoed into the page).
+          `<input id="partner-name" name="name" type="text" required maxlength="${NAME_MAX}" value="${escapeHtml(
+            opts.nameProblem ? visibleText(form.name) : form.name,
+          )}"${opts.nameProblem ? ' aria-invalid="true" aria-describedby="partner-name-problem"' : ''}>`,
           '<label for="partner-limit">Daily job limit</label>',
           '<span class="hint" id="partner-limit-hint">Leave empty for the default.</span>',
           `<input id="partner-limit" name="dailyLimit" type="number" inputmode="numeric" min="1" step="1" aria-describedby="partner-limit-hint" value="${escapeHtml(form.dailyLimit)}">`,
@@ -557,14 +590,17 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
     if (!checked(req, res)) return;
     const b = bodyOf(req);
     const form: PartnerForm = {
-      name: str(b.name).replace(/\s+/g, ' '),
+      name: str(b.name),
       dailyLimit: str(b.dailyLimit),
       webhookUrl: str(b.webhookUrl),
       canSetFares: b.canSetFares === '1',
     };
     const problems: string[] = [];
-    if (form.name === '') problems.push('Enter the partner’s name.');
-    else if (form.name.length > NAME_MAX) problems.push(`The name must be at most ${NAME_MAX} characters.`);
+    // The services' rule for names (the CLI's too), before spaces are tidied: a tab or a line
+    // break is refused here as it is there, not turned into a space.
+    const nameRefused = form.name === '' ? 'Enter the partner’s name.' : namePageProblem(form.name);
+    if (nameRefused) problems.push(nameRefused);
+    else form.name = form.name.replace(/\s+/g, ' ');
     let dailyLimit: number | null = null;
     if (form.dailyLimit !== '') {
       const n = /^\d{1,7}$/.test(form.dailyLimit) ? Number(form.dailyLimit) : 0;
@@ -581,15 +617,22 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
         problems.push(`The webhook URL ${err.problem}.`);
       }
     }
-    if (problems.length > 0) return partnersPage(req, res, 400, { form, problems });
+    if (problems.length > 0) return partnersPage(req, res, 400, { form, problems, nameProblem: nameRefused });
     const session = sessionOf(res);
-    const created = await createPartner(db, config, {
-      name: form.name,
-      canSetFares: form.canSetFares,
-      dailyLimit,
-      webhookUrl,
-      actor: actorOf(session),
-    });
+    let created: Awaited<ReturnType<typeof createPartner>>;
+    try {
+      created = await createPartner(db, config, {
+        name: form.name,
+        canSetFares: form.canSetFares,
+        dailyLimit,
+        webhookUrl,
+        actor: actorOf(session),
+      });
+    } catch (err) {
+      if (!(err instanceof NameError)) throw err;
+      const problem = `The name ${err.problem}.`;
+      return partnersPage(req, res, 400, { form, problems: [problem], nameProblem: problem });
+    }
     log(req, res, { partnerId: created.id, webhook: webhookUrl !== null }, 'operator created a partner');
     send(req, res, 201, 'Partner created', '/operator/partners', [
       `<h1>Partner ${escapeHtml(form.name)} created</h1>`,
@@ -612,18 +655,28 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
     const partnerParam = req.params.id;
     const partnerId = partnerParam === undefined ? null : idOf(partnerParam);
     if (partnerParam !== undefined && !partnerId) return notFound(res, 'partner', '/operator/partners');
-    const name = str(b.name).replace(/\s+/g, ' ');
-    if (name === '' || name.length > NAME_MAX) {
+    const raw = str(b.name);
+    if (raw === '') {
       return invalid(res, `Enter a name for the key (at most ${NAME_MAX} characters).`, '/operator/partners');
     }
+    // The services' rule for names (the CLI's too), before spaces are tidied.
+    const refused = namePageProblem(raw, 'The key’s name');
+    if (refused) return invalid(res, refused, '/operator/partners');
+    const name = raw.replace(/\s+/g, ' ');
     const session = sessionOf(res);
-    const created = await issueApiKey(db, {
-      serviceCode: config.serviceCode,
-      name,
-      partnerId,
-      mode: b.test === '1' ? 'test' : 'live',
-      actor: actorOf(session),
-    });
+    let created: Awaited<ReturnType<typeof issueApiKey>>;
+    try {
+      created = await issueApiKey(db, {
+        serviceCode: config.serviceCode,
+        name,
+        partnerId,
+        mode: b.test === '1' ? 'test' : 'live',
+        actor: actorOf(session),
+      });
+    } catch (err) {
+      if (!(err instanceof NameError)) throw err;
+      return invalid(res, `The key’s name ${err.problem}.`, '/operator/partners');
+    }
     if (!created) return notFound(res, 'partner', '/operator/partners');
     log(req, res, { keyId: created.id, prefix: created.prefix, partnerId }, 'operator created an API key');
     send(req, res, 201, 'API key created', '/operator/partners', [
@@ -668,16 +721,36 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
   // -------------------------------------------------------------------------------------------
   // Dead webhooks
 
+  /**
+   * The notice after a replay (`?done=replayed&id=…`), said only of a delivery that exists and
+   * was replayed (its audit entry), in the words of its state now: the URL alone proves nothing.
+   */
+  async function replayedNotice(done: unknown, rawId: unknown): Promise<string> {
+    const id = idOf(rawId);
+    if (!id || done !== 'replayed') return '';
+    const d = await db('webhook_deliveries as d')
+      .where('d.id', id)
+      .whereExists((q) =>
+        q
+          .select(db.raw('1'))
+          .from('audit_log as a')
+          .where({ 'a.subject_type': 'webhook_delivery', 'a.subject_id': id, 'a.action': 'webhook.replay' }),
+      )
+      .first<{ state: string } | undefined>('d.state');
+    if (!d) return '';
+    const lines: Record<string, string> = {
+      pending: `Delivery ${id} is queued for one more attempt (same webhook-id), then retried on a fresh schedule if it fails.`,
+      delivered: `Delivery ${id} was replayed and has been delivered.`,
+      dead: `Delivery ${id} was replayed, and its retries failed again: it is dead.`,
+    };
+    const line = lines[d.state];
+    return line ? notice('done', [line]) : '';
+  }
+
   async function webhooks(req: Request, res: Response) {
     const dead = await listDeadDeliveries(db);
     const csrf = sessionFormToken(req, res, deps);
-    const id = idOf(req.query.id);
-    const done =
-      id && req.query.done === 'replayed'
-        ? notice('done', [
-            `Delivery ${id} is queued for one more attempt (same webhook-id), then retried on a fresh schedule if it fails.`,
-          ])
-        : '';
+    const done = await replayedNotice(req.query.done, req.query.id);
     send(req, res, 200, 'Dead webhook deliveries', '/operator/webhooks', [
       '<h1>Dead webhook deliveries</h1>',
       done,

@@ -1,4 +1,4 @@
-import express, { type Request, type Response, type Router } from 'express';
+import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import type { ApiDeps } from '../../deps.ts';
 import { formReader } from '../../middleware/body.ts';
 import type { RateLimits } from '../../middleware/rate-limit.ts';
@@ -12,6 +12,23 @@ import { HOME_PATH, LOGIN_PATH, requireSession } from './session.ts';
 export const OPERATOR_PATHS = [HOME_PATH];
 
 type Handler = (req: Request, res: Response) => Promise<void>;
+
+/**
+ * A path whose percent-escapes do not decode to UTF-8 (`/operator/nope/%ff`) goes on as the error
+ * Express raises for such a route parameter (a URIError with status 400), which the app answers
+ * with its "This link is not valid" page, as it does on every page prefix.
+ */
+function refuseMalformedPath(req: Request, _res: Response, next: NextFunction): void {
+  const path = req.originalUrl.split('?', 1)[0] ?? '';
+  try {
+    decodeURIComponent(path);
+  } catch (err) {
+    if (!(err instanceof URIError)) throw err;
+    next(Object.assign(new URIError('Failed to decode the path'), { status: 400, statusCode: 400 }));
+    return;
+  }
+  next();
+}
 
 /**
  * The operator pages (`/operator`), served by the API process: sign-in, the overview, driver
@@ -71,8 +88,10 @@ export function operatorRouter(deps: ApiDeps, limits: RateLimits): Router {
     ...queuesBoard(deps.queues, { serviceName, publicBaseUrls: deps.config.publicBaseUrls }),
   );
 
-  // Anything else under /operator: a page, for signed-in operators only.
-  router.use(HOME_PATH, session, (_req: Request, res: Response) =>
+  // Anything else under /operator: a path whose escapes do not decode is the 400 page of a link
+  // that is not valid (`malformedLinkPage`, api/app.ts), decided by the path as on the routes
+  // with an id, before any session is asked for; else a 404 page, for signed-in operators only.
+  router.use(HOME_PATH, refuseMalformedPath, session, (_req: Request, res: Response) =>
     sendMessagePage(
       res,
       serviceName,
