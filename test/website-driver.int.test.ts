@@ -759,6 +759,9 @@ describe('taking jobs from the page', () => {
       ['0x10', '-2'],
       ['53', '-2e0'],
       ['Infinity', '0'],
+      // What a phone without a location fix reports, as the driver API refuses it.
+      ['0', '0'],
+      ['0.0', '-0'],
     ] as const) {
       const odd = await availability(jar, csrf, { available: '1', lat, lng });
       expect(odd.status, `${lat},${lng}`).toBe(400);

@@ -255,6 +255,9 @@ describe('operator pages: signing in', () => {
     expect(limited.status).toBe(429);
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(limited.html).toContain('Please wait a moment');
+    // How long, in words: a person cannot read the Retry-After header the API's message names.
+    expect(limited.html).toMatch(/try again in (about \d+ (minute|hour)s?|\d+ seconds?)/);
+    expect(limited.html).not.toContain('Retry-After');
     expect(limited.headers.getSetCookie().some((c) => c.startsWith('dtn_op='))).toBe(false);
 
     // Per IP: the same IP, a new address every time.

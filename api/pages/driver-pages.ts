@@ -10,6 +10,7 @@ import {
   acceptOffer,
   declineOffer,
   type FeedJob,
+  isNoFix,
   type JobHolder,
   jobFeed,
   type Payment,
@@ -1077,7 +1078,7 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
   };
 }
 
-/** A latitude and longitude from form fields, or null when either is missing or out of range. */
+/** A latitude and longitude from form fields, or null when either is missing, out of range or 0,0. */
 function coordinates(rawLat: unknown, rawLng: unknown): { lat: number; lng: number } | null {
   if (typeof rawLat !== 'string' || typeof rawLng !== 'string') return null;
   // Decimal degrees only: Number() would also read "0x10" as 16, "1e1" as 10 and "" as 0.
@@ -1089,5 +1090,7 @@ function coordinates(rawLat: unknown, rawLng: unknown): { lat: number; lng: numb
   if (!Number.isFinite(lat) || !Number.isFinite(lng) || Math.abs(lat) > MAX_LAT || Math.abs(lng) > 180) {
     return null;
   }
+  // 0,0 is a phone without a location fix, as the driver API's presence report refuses it.
+  if (isNoFix(lat, lng)) return null;
   return { lat, lng };
 }

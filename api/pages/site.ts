@@ -195,6 +195,17 @@ export function websiteCaller(req: Request): Caller {
   return { kind: 'anonymous', ip: clientIp(req) };
 }
 
+/** A Retry-After in seconds as a person reads it ("about 15 minutes"), or null without one. */
+export function waitInWords(retryAfter: string | undefined): string | null {
+  const seconds = Number(retryAfter);
+  if (!retryAfter || !Number.isFinite(seconds) || seconds < 0) return null;
+  if (seconds < 60) return `${Math.max(1, Math.ceil(seconds))} second${Math.ceil(seconds) === 1 ? '' : 's'}`;
+  const minutes = Math.ceil(seconds / 60);
+  if (minutes < 60) return `about ${minutes} minute${minutes === 1 ? '' : 's'}`;
+  const hours = Math.ceil(minutes / 60);
+  return `about ${hours} hour${hours === 1 ? '' : 's'}`;
+}
+
 /**
  * Run a page's handler; a refusal it did not answer itself (an AppError: 429, 503, …) becomes
  * a page with its status and headers, and a failure of ours a plain 500 page (logged), never
@@ -215,13 +226,19 @@ export function pageHandler(
       }
       if (err instanceof AppError) {
         for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+        // A person cannot read a header: the API's "retry after the number of seconds in
+        // Retry-After" says how long, in words.
+        const wait = waitInWords(err.headers['Retry-After']);
+        const text = wait
+          ? err.message.replace(/retry after the number of seconds in Retry-After/, `try again in ${wait}`)
+          : err.message;
         const title =
           err.status === 429
             ? 'Please wait a moment'
             : err.status === 503
               ? 'Please try again in a moment'
               : 'This cannot be done';
-        sendMessagePage(res, serviceName, err.status, title, [err.message]);
+        sendMessagePage(res, serviceName, err.status, title, [text]);
         return;
       }
       req.log?.error({ err }, 'page failed');
