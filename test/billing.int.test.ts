@@ -331,6 +331,23 @@ describe('weekly billing', () => {
     expect(byOwner(second.invoices, ids.at as string)).toMatchObject({ totalGBP: 0, earningsGBP: 500 });
     expect(byOwner(second.invoices, ids.late as string)).toMatchObject({ totalGBP: 20, earningsGBP: 800 });
     expect(byOwner(second.invoices, ids.over as string)).toEqual(over);
+    // A dry run now shows the invoices as issued, not as the week adds up since (Ada's late ride
+    // would make her week £600 and a fee): what a run would do is leave them as they are.
+    const dry = JSON.parse((await admin('billing', 'run', '--week', week.week, '--dry-run')).stdout);
+    const issuedAt = byOwner(second.invoices, ids.at as string);
+    expect(byOwner(dry.invoices, ids.at as string)).toMatchObject({
+      id: issuedAt.id,
+      state: 'already_issued',
+      totalGBP: 0,
+      earningsGBP: 500,
+      lines: [],
+    });
+    expect(byOwner(dry.invoices, ids.over as string)).toMatchObject({
+      id: over.id,
+      state: 'already_issued',
+      totalGBP: over.totalGBP,
+      lines: over.lines,
+    });
     // Two runs at the same moment still make one invoice per driver.
     const racing = await Promise.all([issueInvoices(db(), week), issueInvoices(db(), week)]);
     expect(racing.map((x) => x.issued)).toEqual([0, 0]);

@@ -214,8 +214,18 @@ interface PreviewRow extends OwnerRow {
   earnings: string;
   rides: number;
   total_pence: string;
-  already_issued: boolean;
   lines: LineRow[] | null;
+  /** The week's invoice already issued to the owner, if any: shown as it was issued. */
+  issued: {
+    id: string;
+    earnings_pence: number;
+    completed_rides: number;
+    total_pence: number;
+    charge_attempts: number;
+    last_charge_error: string | null;
+    issued_at: string;
+    lines: LineRow[] | null;
+  } | null;
 }
 
 interface InvoiceRow extends OwnerRow {
@@ -239,34 +249,47 @@ function owner(row: OwnerRow) {
     : { kind: 'partner' as const, id: row.partner_id as string, name: row.owner_name };
 }
 
-/** What a run of the week would issue, without writing anything (`billing run --dry-run`). */
+/**
+ * What a run of the week would issue, without writing anything (`billing run --dry-run`). An
+ * owner already invoiced for the week is shown with that invoice as issued (`already_issued`,
+ * its id, figures and lines): a run leaves it exactly as it is, whatever the week's rides add up
+ * to now (a fare corrected since, say).
+ */
 export async function previewInvoices(db: Queryable, w: BillingWeek): Promise<Invoice[]> {
   const { rows } = await db.raw(
     `with ${TOTALS},
      ${PRICING('totals')}
      select c.driver_id, c.partner_id, c.owner_name, c.earnings, c.rides, c.total_pence,
-            exists (select 1 from invoices i, period
-                     where i.week = period.week and coalesce(i.driver_id, i.partner_id) = c.owner_id) as already_issued,
-            ${LINES_JSON} as lines
+            ${LINES_JSON} as lines,
+            (select jsonb_build_object('id', i.id, 'earnings_pence', i.earnings_pence,
+                      'completed_rides', i.completed_rides, 'total_pence', i.total_pence,
+                      'charge_attempts', i.charge_attempts, 'last_charge_error', i.last_charge_error,
+                      'issued_at', i.issued_at, 'lines', i.lines)
+               from invoices i, period
+              where i.week = period.week and coalesce(i.driver_id, i.partner_id) = c.owner_id
+              limit 1) as issued
        from charged c
       order by c.owner_name, c.owner_id`,
     periodBindings(w),
   );
-  return (rows as PreviewRow[]).map((r) => ({
-    id: null,
-    week: w.week,
-    owner: owner(r),
-    periodStart: w.start.toISOString(),
-    periodEnd: w.end.toISOString(),
-    earningsGBP: gbp(r.earnings),
-    completedRides: Number(r.rides),
-    totalGBP: gbp(r.total_pence),
-    state: r.already_issued ? 'already_issued' : 'would_issue',
-    chargeAttempts: 0,
-    lastChargeError: null,
-    issuedAt: null,
-    lines: toLines(r.lines),
-  }));
+  return (rows as PreviewRow[]).map((r) => {
+    const i = r.issued;
+    return {
+      id: i?.id ?? null,
+      week: w.week,
+      owner: owner(r),
+      periodStart: w.start.toISOString(),
+      periodEnd: w.end.toISOString(),
+      earningsGBP: gbp(i ? i.earnings_pence : r.earnings),
+      completedRides: Number(i ? i.completed_rides : r.rides),
+      totalGBP: gbp(i ? i.total_pence : r.total_pence),
+      state: i ? 'already_issued' : 'would_issue',
+      chargeAttempts: i?.charge_attempts ?? 0,
+      lastChargeError: i?.last_charge_error ?? null,
+      issuedAt: i ? new Date(i.issued_at).toISOString() : null,
+      lines: toLines(i ? i.lines : r.lines),
+    };
+  });
 }
 
 /**
