@@ -6,7 +6,7 @@ import { createApiKey } from '../shared/services/api-keys.ts';
 import { type CreatedPartner, createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
-import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { appFor, blockedBy, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 
 /**
@@ -91,20 +91,7 @@ const countBookings = async (partnerId: string) =>
 const bookingByRef = (ref: string) => env.rt.db('bookings').where({ reference: ref }).first();
 
 /** Wait until `n` sessions queue (directly or behind one another) on the locks `trx` holds. */
-async function waitersOn(trx: Knex.Transaction, n: number): Promise<void> {
-  const { rows } = await trx.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
-  await eventually(async () => {
-    const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
-      `with recursive w(pid) as (
-         select pid from pg_stat_activity where ? = any(pg_blocking_pids(pid))
-         union
-         select a.pid from pg_stat_activity a join w on w.pid = any(pg_blocking_pids(a.pid))
-       ) select count(*)::int as n from w`,
-      [rows[0]?.pid ?? null],
-    );
-    return (waiting.rows[0]?.n ?? 0) >= n;
-  });
-}
+const waitersOn = async (trx: Knex.Transaction, n: number) => expect(await blockedBy(env.rt.db, trx, n)).toBe(true);
 
 describe('POST /api/public/v1/jobs batches', () => {
   it('creates 100 bookings from 100 jobs, and the same batch again is unchanged', async () => {

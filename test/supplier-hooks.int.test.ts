@@ -6,7 +6,7 @@ import { beginIdempotent, underClaims } from '../shared/services/idempotency.ts'
 import { type CreatedSupplier, createSupplier } from '../shared/services/suppliers.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
-import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { appFor, blockedBy, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 import { supplierHmacHeaders, unixNow } from './helpers/supplier-signing.ts';
 
@@ -110,20 +110,7 @@ const bookingByRef = (ref: string | null) =>
     .first();
 
 /** Wait until `n` sessions queue (directly or behind one another) on the locks `trx` holds. */
-async function waitersOn(trx: Knex.Transaction, n: number): Promise<void> {
-  const { rows } = await trx.raw<{ rows: { pid: number }[] }>('select pg_backend_pid() as pid');
-  await eventually(async () => {
-    const waiting = await env.rt.db.raw<{ rows: { n: number }[] }>(
-      `with recursive w(pid) as (
-         select pid from pg_stat_activity where ? = any(pg_blocking_pids(pid))
-         union
-         select a.pid from pg_stat_activity a join w on w.pid = any(pg_blocking_pids(a.pid))
-       ) select count(*)::int as n from w`,
-      [rows[0]?.pid ?? null],
-    );
-    return (waiting.rows[0]?.n ?? 0) >= n;
-  });
-}
+const waitersOn = async (trx: Knex.Transaction, n: number) => expect(await blockedBy(env.rt.db, trx, n)).toBe(true);
 
 describe('secret-header adapter', () => {
   it('creates, replays, amends and cancels a booking by the supplier reference', async () => {
