@@ -664,22 +664,26 @@ export async function reportPresence(
   opts: { onlyIfLive?: boolean } = {},
 ): Promise<boolean> {
   const index = presenceIndex(deps.redis, deps.config, testMode);
-  if (!report.available) {
-    await index.remove(driverId);
-    const at =
-      report.lat !== undefined && report.lng !== undefined && !isNoFix(report.lat, report.lng)
-        ? { last_lat: report.lat, last_lng: report.lng, last_seen_at: now }
-        : {};
-    await deps
+  // The row is written when availability changes, or when it was last written 30 s ago or more.
+  const record = (available: boolean, fields: Record<string, unknown>) =>
+    deps
       .db('drivers')
       .where({ id: driverId })
       .where((q) =>
         q
-          .where('available', true)
+          .where('available', !available)
           .orWhereNull('last_seen_at')
           .orWhere('last_seen_at', '<', new Date(now.getTime() - 30_000)),
       )
-      .update({ available: false, ...at });
+      .update({ available, ...fields });
+  if (!report.available) {
+    await index.remove(driverId);
+    await record(
+      false,
+      report.lat !== undefined && report.lng !== undefined && !isNoFix(report.lat, report.lng)
+        ? { last_lat: report.lat, last_lng: report.lng, last_seen_at: now }
+        : {},
+    );
     return true;
   }
   if (opts.onlyIfLive) {
@@ -687,15 +691,6 @@ export async function reportPresence(
   } else {
     await index.report(driverId, report, now.getTime());
   }
-  await deps
-    .db('drivers')
-    .where({ id: driverId })
-    .where((q) =>
-      q
-        .where('available', false)
-        .orWhereNull('last_seen_at')
-        .orWhere('last_seen_at', '<', new Date(now.getTime() - 30_000)),
-    )
-    .update({ available: true, last_lat: report.lat, last_lng: report.lng, last_seen_at: now });
+  await record(true, { last_lat: report.lat, last_lng: report.lng, last_seen_at: now });
   return true;
 }
