@@ -588,26 +588,28 @@ describe('operator pages: partners and keys', () => {
   });
 });
 
+/** A partner with a webhook endpoint at `url`, and one dead delivery to it: the delivery's id. */
+async function deadDelivery(name: string, url: string, at: { sequence: number; attempts: number }): Promise<string> {
+  const partner = await createPartner(db(), env.config, { name, webhookUrl: url, actor: 'test' });
+  const endpoint = await db()('webhook_endpoints').where({ partner_id: partner.id }).first();
+  const deliveryId = uuidv7();
+  await db()('webhook_deliveries').insert({
+    id: deliveryId,
+    endpoint_id: endpoint.id,
+    event_type: 'booking.status',
+    sequence: at.sequence,
+    message_id: `msg_${deliveryId.replace(/-/g, '')}`,
+    payload: JSON.stringify({ type: 'booking.status' }),
+    state: 'dead',
+    attempts: at.attempts,
+  });
+  return deliveryId;
+}
+
 describe('operator pages: dead webhooks and queues', () => {
   it('replays a dead webhook delivery', async () => {
     const { jar, op } = await session();
-    const partner = await createPartner(db(), env.config, {
-      name: 'Hook Partner',
-      webhookUrl: 'https://hooks.example/dtn',
-      actor: 'test',
-    });
-    const endpoint = await db()('webhook_endpoints').where({ partner_id: partner.id }).first();
-    const deliveryId = uuidv7();
-    await db()('webhook_deliveries').insert({
-      id: deliveryId,
-      endpoint_id: endpoint.id,
-      event_type: 'booking.status',
-      sequence: 3,
-      message_id: `msg_${deliveryId.replace(/-/g, '')}`,
-      payload: JSON.stringify({ type: 'booking.status' }),
-      state: 'dead',
-      attempts: 4,
-    });
+    const deliveryId = await deadDelivery('Hook Partner', 'https://hooks.example/dtn', { sequence: 3, attempts: 4 });
     await db()('webhook_delivery_attempts').insert({
       delivery_id: deliveryId,
       attempt: 4,
@@ -904,21 +906,8 @@ describe('operator pages: repeated submits, refused names, notices and links the
     expect(unknown.html).not.toContain('role="status"');
 
     // A dead delivery never replayed: no notice either.
-    const partner = await createPartner(db(), env.config, {
-      name: 'Notice Partner',
-      webhookUrl: 'https://hooks.example/notice',
-      actor: 'test',
-    });
-    const endpoint = await db()('webhook_endpoints').where({ partner_id: partner.id }).first();
-    const deliveryId = uuidv7();
-    await db()('webhook_deliveries').insert({
-      id: deliveryId,
-      endpoint_id: endpoint.id,
-      event_type: 'booking.status',
+    const deliveryId = await deadDelivery('Notice Partner', 'https://hooks.example/notice', {
       sequence: 1,
-      message_id: `msg_${deliveryId.replace(/-/g, '')}`,
-      payload: JSON.stringify({ type: 'booking.status' }),
-      state: 'dead',
       attempts: 3,
     });
     const notReplayed = await getPage(api.url, `/operator/webhooks?done=replayed&id=${deliveryId}`, jar);
