@@ -87,6 +87,24 @@ async function notHeld(
   return new AppError('conflict', openOffer, [{ field: '/ref', problem: 'the offer has not been accepted' }]);
 }
 
+/**
+ * The booking `holder` holds, locked (`lockBooking`): else 409 with `openOffer`'s words when an
+ * offer to them is still open, or 404 (`notHeld`).
+ */
+async function heldBooking(
+  trx: Tx,
+  rawRef: string,
+  prefix: string,
+  holder: JobHolder,
+  now: Date,
+  openOffer: (reference: string) => string,
+): Promise<DispatchBooking> {
+  const booking = await lockBooking(trx, rawRef, prefix, holder);
+  const holds = holder.kind === 'driver' ? booking.driver_id === holder.id : booking.operator_partner_id === holder.id;
+  if (!holds) throw await notHeld(trx, booking, holder, rawRef, now, openOffer(booking.reference));
+  return booking;
+}
+
 /** The driver API's path for `action` on a job (what a 409 tells the caller to do instead). */
 const jobPath = (reference: string, action: 'accept' | 'decline') => `POST /api/public/v1/jobs/${reference}/${action}`;
 
@@ -259,19 +277,15 @@ export async function handBackJob(
   now = new Date(),
 ): Promise<{ bookingId: string; reference: string }> {
   return deps.db.transaction(async (trx) => {
-    const booking = await lockBooking(trx, rawRef, prefix, holder);
-    const holds =
-      holder.kind === 'driver' ? booking.driver_id === holder.id : booking.operator_partner_id === holder.id;
-    if (!holds) {
-      throw await notHeld(
-        trx,
-        booking,
-        holder,
-        rawRef,
-        now,
-        `${booking.reference} is offered to you, not accepted: there is nothing to hand back. Decline the offer instead (${jobPath(booking.reference, 'decline')}).`,
-      );
-    }
+    const booking = await heldBooking(
+      trx,
+      rawRef,
+      prefix,
+      holder,
+      now,
+      (ref) =>
+        `${ref} is offered to you, not accepted: there is nothing to hand back. Decline the offer instead (${jobPath(ref, 'decline')}).`,
+    );
     if (!HAND_BACK_FROM.has(booking.status)) {
       throw new AppError('conflict', `A job that is ${booking.status.replace(/_/g, ' ')} cannot be handed back.`, [
         { field: '/ref', problem: `not allowed after ${booking.status}` },
@@ -449,19 +463,15 @@ export async function reportProgress(
   now = new Date(),
 ): Promise<{ bookingId: string; reference: string; status: Progress; changed: boolean }> {
   return deps.db.transaction(async (trx) => {
-    const booking = await lockBooking(trx, rawRef, prefix, holder);
-    const holds =
-      holder.kind === 'driver' ? booking.driver_id === holder.id : booking.operator_partner_id === holder.id;
-    if (!holds) {
-      throw await notHeld(
-        trx,
-        booking,
-        holder,
-        rawRef,
-        now,
-        `${booking.reference} is offered to you, not accepted yet: accept the offer first (${jobPath(booking.reference, 'accept')}), then report progress.`,
-      );
-    }
+    const booking = await heldBooking(
+      trx,
+      rawRef,
+      prefix,
+      holder,
+      now,
+      (ref) =>
+        `${ref} is offered to you, not accepted yet: accept the offer first (${jobPath(ref, 'accept')}), then report progress.`,
+    );
     const from = PROGRESS.indexOf(booking.status as Progress);
     const to = PROGRESS.indexOf(status);
     if (booking.status === status) {
