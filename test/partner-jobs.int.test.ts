@@ -694,12 +694,23 @@ describe('fares, limits and concurrency', () => {
     // Replays and cancellations do not count.
     const replay = await asPartner([job('L-1'), { jobRef: 'L-2', action: 'cancel' }], limited);
     expect(replay.status, replay.text).toBe(200);
-    const full = await asPartner([job('L-4')], limited);
-    expect(full.status).toBe(429);
-    expect(full.json.error?.code).toBe('daily_limit_reached');
-    const retry = Number(full.headers.get('retry-after'));
-    expect(retry).toBeGreaterThan(0);
-    expect(retry).toBeLessThanOrEqual(25 * 3600);
+    // None left: every job refused for the limit is a 429 (SPEC.md section 7), in the same
+    // {results, summary} shape as any answer (CONTRACT.md section 6), with the limit's headers;
+    // for an array as for a single job.
+    for (const sent of [[job('L-4')], job('L-4'), [job('L-4'), job('L-6')]]) {
+      const full = await asPartner(sent, limited);
+      expect(full.status, full.text).toBe(429);
+      const refused = Array.isArray(sent) ? sent.length : 1;
+      expect(full.json.summary).toEqual({ received: refused, succeeded: 0, failed: refused });
+      expect(full.json.results.map((x) => [x.outcome, x.status, x.error?.code])).toEqual(
+        Array.from({ length: refused }, () => ['rejected', 429, 'daily_limit_reached']),
+      );
+      const retry = Number(full.headers.get('retry-after'));
+      expect(retry).toBeGreaterThan(0);
+      expect(retry).toBeLessThanOrEqual(25 * 3600);
+      expect(full.headers.get('ratelimit-policy')).toBe('"partner-daily-jobs";q=2;w=86400');
+      expect(full.headers.get('ratelimit')).toBe(`"partner-daily-jobs";r=0;t=${retry}`);
+    }
     expect(await countBookings(limited.id)).toBe(2);
     // None left: a cancellation sent beside a new job is still carried out; the new job alone is 429.
     const mixed = await asPartner([{ jobRef: 'L-1', action: 'cancel' }, job('L-5')], limited);
@@ -737,7 +748,7 @@ describe('fares, limits and concurrency', () => {
     // Single new jobs racing (each written on its own) are held to it as well.
     const more = await createPartner(env.rt.db, env.config, { name: 'Racing singles', dailyLimit: 3, actor: 'test' });
     const singles = await Promise.all([0, 1, 2, 3, 4, 5].map((j) => asPartner([job(`S-${j}`)], more)));
-    // A request that read its allowance after the others had spent it is refused whole (429, no results).
+    // A request that read its allowance after the others had spent it is refused (429).
     const single = singles.map((r) => r.json.results?.[0]?.status ?? r.status);
     expect(single.filter((s) => s === 201)).toHaveLength(3);
     expect(single.filter((s) => s === 429)).toHaveLength(3);

@@ -49,7 +49,7 @@ export function partnerJobRoutes(): RouteDef[] {
         'Partners only: send your partner API key (Authorization: Bearer, or x-api-key), or sign the raw body with HMAC-SHA256 using your signing secret and send x-partner: <partner id> and x-signature: <hex> (sha256= prefix accepted); recommended: also send x-timestamp: <Unix seconds> and sign "<timestamp>.<raw body>" instead, which refuses a request older than 5 minutes and answers a copy of a signed request with its first answer (a captured amendment cannot be replayed), or, when that answer had a job refused for now, 409 conflict: sign it afresh. Use one or the other: a request with an API key and x-partner or x-signature as well is 401 unauthorized (WWW-Authenticate error="invalid_request") and nothing is written, unless the signature is valid and is by the partner the key belongs to. ' +
         `Each job has jobRef (your unique reference: 1 to ${MAX_JOB_REF_LENGTH} characters, without control or invisible characters; a longer or malformed one is rejected 400 invalid_input, and its result's jobRef is null when it is too long: match results by index), action (new, amend, cancel; default new), pickup, dropoff, pickupTime (required for new), passengerName, passengerPhone, passengerEmail, passengers (1 to 8), vehicleType, flightNumber, fare (GBP, only for partners allowed to set fares) and notes. ` +
         'An amend sends only what changes: what it leaves out is kept, and passengerName, passengerPhone, passengerEmail, vehicleType, flightNumber, fare and notes sent as null are cleared (a cleared fare is priced on the published tariffs); an amend that changes nothing is unchanged. A repeated new job restates the whole job: with the same content it is unchanged; with other content it amends, fields it leaves out taking their defaults. A job is re-priced only when pickup, dropoff, pickupTime, passengers or vehicleType change, or its fare is cleared; an amend that changes the journey and leaves fare out is priced on the published tariffs (an agreed fare is kept for the same journey only: send the fare with the new journey to keep one). ' +
-        'Every job gets its own outcome (created 201, amended, cancelled, unchanged 200, rejected 4xx with an error); an array answers 200 when all succeeded, else 207; a single object answers with its own status. New jobs count against a daily limit per partner (Europe/London day): 429 daily_limit_reached with Retry-After.',
+        'Every job gets its own outcome (created 201, amended, cancelled, unchanged 200, rejected 4xx with an error); an array answers 200 when all succeeded, else 207; a single object answers with its own status. New jobs count against a daily limit per partner (Europe/London day): a new job over it is rejected 429 daily_limit_reached with retryAfterSeconds; a request all of whose jobs are refused so answers 429 (with Retry-After and RateLimit headers), in the same {results, summary} shape.',
       tags: ['partners'],
       auth: 'public',
       refusesDriverToken: 'Job intake is for partners: a driver token cannot submit jobs.',
@@ -150,13 +150,13 @@ export function partnerJobRoutes(): RouteDef[] {
             requestId,
           },
           async () => {
-            const results = await processJobs(
+            const { results, limitHeaders } = await processJobs(
               { ...deps, logger: req.log ?? deps.logger },
               intakeCaller,
               jobs,
               baseUrlFor(req, deps.config),
             );
-            return jobsAnswer(results, single);
+            return jobsAnswer(results, single, limitHeaders);
           },
         );
       },

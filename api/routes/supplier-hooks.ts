@@ -93,14 +93,13 @@ export function supplierHookRoutes(): RouteDef[] {
             requestId,
           },
           async () => {
-            const results = (
-              await processJobs(
-                { ...deps, logger: req.log ?? deps.logger },
-                { partner: null, supplier, apiKeyId: null, testMode: false, scope: `supplier:${supplier.slug}` },
-                parsed.jobs.map((j) => j.job),
-                baseUrlFor(req, deps.config),
-              )
-            ).map((r) => asSupplierSent(adapter.fields, r));
+            const { results: processed } = await processJobs(
+              { ...deps, logger: req.log ?? deps.logger },
+              { partner: null, supplier, apiKeyId: null, testMode: false, scope: `supplier:${supplier.slug}` },
+              parsed.jobs.map((j) => j.job),
+              baseUrlFor(req, deps.config),
+            );
+            const results = processed.map((r) => asSupplierSent(adapter.fields, r));
             return jobsAnswer(results, parsed.single);
           },
         );

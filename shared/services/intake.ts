@@ -1321,17 +1321,17 @@ async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Prom
  * Jobs with the same jobRef run one after another in order; others run concurrently.
  *
  * Daily limit: only `new` jobs with an unseen jobRef count (one partner_jobs row each, counted
- * per Europe/London day). When none is left and the request holds nothing but such jobs, the
- * whole request is refused 429 `daily_limit_reached` before anything is written; otherwise the
- * new jobs beyond what is left (in order) are rejected 429 one by one and the rest proceed, so
- * a cancellation or amendment sent beside new jobs is carried out even when none is left.
+ * per Europe/London day). The new jobs beyond what is left (in order) are rejected 429
+ * `daily_limit_reached` one by one and the rest proceed, so a cancellation or amendment sent
+ * beside new jobs is carried out even when none is left. `limitHeaders` are then the limit's
+ * Retry-After and RateLimit headers, for an answer that is a 429 (`jobsAnswer`).
  */
 export async function processJobs(
   deps: IntakeDeps,
   caller: IntakeCaller,
   jobs: readonly unknown[],
   baseUrl: string,
-): Promise<PartnerJobResult[]> {
+): Promise<{ results: PartnerJobResult[]; limitHeaders?: Record<string, string> }> {
   const source = sourceOf(caller);
   const results: PartnerJobResult[] = new Array(jobs.length);
   const valid: { index: number; job: NormJob }[] = [];
@@ -1377,15 +1377,13 @@ export async function processJobs(
     if (job.action === 'new' && !seen.has(job.jobRef) && !fresh.includes(job.jobRef)) fresh.push(job.jobRef);
   }
   const overLimit = new Map<string, AppError>();
+  let limitHeaders: Record<string, string> | undefined;
   if (fresh.length > 0 && allowance) {
-    // Nothing in the request but new jobs, and none left: the request is refused whole. A
-    // cancellation or amendment beside them still goes through: the limit is on new jobs only.
-    const onlyFresh = valid.every((v) => v.job.action === 'new' && !seen.has(v.job.jobRef));
-    if (allowance.remaining <= 0 && onlyFresh) {
-      throw dailyLimitError(allowance.limit, allowance.retryAfterSeconds, caller.testMode);
-    }
+    // A cancellation or amendment beside them still goes through: the limit is on new jobs only.
     for (const ref of fresh.slice(Math.max(0, allowance.remaining))) {
-      overLimit.set(ref, dailyLimitError(allowance.limit, allowance.retryAfterSeconds, caller.testMode, '/jobRef'));
+      const refused = dailyLimitError(allowance.limit, allowance.retryAfterSeconds, caller.testMode, '/jobRef');
+      overLimit.set(ref, refused);
+      limitHeaders = refused.headers;
     }
   }
 
@@ -1420,7 +1418,7 @@ export async function processJobs(
       for (const item of group) await runOne(item);
     }),
   ]);
-  return results;
+  return limitHeaders ? { results, limitHeaders } : { results };
 }
 
 /**
@@ -1437,14 +1435,19 @@ export function summarise(results: readonly PartnerJobResult[]) {
 }
 
 /**
- * The answer to a request of jobs (partner jobs, supplier hooks): 200 when every job succeeded,
- * else 207, and a single-job body answers with its job's own status, with the Retry-After its
- * refusal carries (the daily limit, pricing briefly down). An answer with a job to be sent again
- * is not remembered for replay, so that retry runs (the jobs that succeeded are then `unchanged`).
+ * The answer to a request of jobs (partner jobs, supplier hooks), always `{results, summary}`:
+ * 200 when every job succeeded, else 207, and a single-job body answers with its job's own
+ * status, with the Retry-After its refusal carries (the daily limit, pricing briefly down). A
+ * request every job of which the daily limit refused is 429 (SPEC.md section 7), in that shape
+ * too, so a client reading `results` and one reading the status both understand it; a 429 carries
+ * the limit's Retry-After and RateLimit headers (`limitHeaders`, CONTRACT.md section 1). An
+ * answer with a job to be sent again is not remembered for replay, so that retry runs (the jobs
+ * that succeeded are then `unchanged`).
  */
 export function jobsAnswer(
   results: PartnerJobResult[],
   single: boolean,
+  limitHeaders?: Record<string, string>,
 ): {
   status: number;
   body: { results: PartnerJobResult[]; summary: ReturnType<typeof summarise> };
@@ -1453,11 +1456,14 @@ export function jobsAnswer(
 } {
   const summary = summarise(results);
   const only = single ? results[0] : undefined;
+  const allLimited = results.length > 0 && results.every((r) => r.error?.code === 'daily_limit_reached');
+  const status = only ? only.status : allLimited ? 429 : summary.failed === 0 ? 200 : 207;
   const retryAfter = only?.error?.retryAfterSeconds;
-  return {
-    status: only ? only.status : summary.failed === 0 ? 200 : 207,
-    body: { results, summary },
-    headers: retryAfter !== undefined ? { 'Retry-After': String(retryAfter) } : {},
-    remember: !results.some(retryableJob),
-  };
+  const headers =
+    status === 429 && limitHeaders
+      ? limitHeaders
+      : retryAfter !== undefined
+        ? { 'Retry-After': String(retryAfter) }
+        : {};
+  return { status, body: { results, summary }, headers, remember: !results.some(retryableJob) };
 }
