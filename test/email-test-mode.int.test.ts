@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../shared/services/api-keys.ts';
-import { bookingVerifyToken, isEmailVerified } from '../shared/services/email-verification.ts';
+import { isEmailVerified } from '../shared/services/email-verification.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -92,12 +92,13 @@ describe('the mail-server check in test mode', () => {
     expect(role.json.error).toMatchObject({ details: [{ problem: 'role_address' }] });
   });
 
-  it("gives a test-mode booking's confirmation no link that confirms the address, and a signed one confirms nothing", async () => {
+  it("gives a test-mode booking's confirmation a link that confirms the address for test-mode bookings only", async () => {
     // A real person's address, booked with a test key: the key's holder reads the recorded
-    // confirmation, so a link in it would let them mark that address confirmed for live bookings.
+    // confirmation, so its link must not mark that address confirmed for live bookings.
     const email = `someone-${Date.now()}@example.org`;
     const sandbox = await postJson('/api/public/v1/booking', testKey, booking(email, 4));
     expect(sandbox.status, sandbox.text).toBe(201);
+    expect(sandbox.json.emailVerified).toBe(false);
     const ref = sandbox.json.bookingReference as string;
     const res = await fetch(`${api.url}/api/public/v1/test/messages?booking=${ref}`, {
       headers: { authorization: `Bearer ${testKey}` },
@@ -105,15 +106,20 @@ describe('the mail-server check in test mode', () => {
     const { messages } = (await res.json()) as { messages: { purpose: string; body: string }[] };
     const confirmation = messages.find((m) => m.purpose === 'confirmation');
     expect(confirmation?.body).toContain(ref);
-    expect(confirmation?.body).not.toContain('passenger-verify');
-    // Even a token signed with the service's key for that booking confirms nothing.
-    const { id } = await env.rt.db('bookings').where({ reference: ref }).first('id');
-    const token = bookingVerifyToken(id, email, env.config.dataEncryptionKey, new Date(Date.now() + 600_000));
-    const opened = await fetch(`${api.url}/api/public/v1/passenger-verify/link?token=${token}`, {
-      headers: { accept: 'application/json' },
-    });
-    expect(opened.status).toBe(404);
+    const link = /Confirm your e-mail address: (\S+)/.exec(confirmation?.body ?? '')?.[1];
+    expect(link).toMatch(/\/api\/public\/v1\/passenger-verify\/link\?token=/);
+    const url = new URL(link as string);
+    const opened = await fetch(`${api.url}${url.pathname}${url.search}`, { headers: { accept: 'application/json' } });
+    expect(opened.status, await opened.clone().text()).toBe(200);
+    // Confirmed in the sandbox: the next test-mode booking says so; not for live bookings.
+    expect(await isEmailVerified(env.rt.db, email, { testMode: true })).toBe(true);
     expect(await isEmailVerified(env.rt.db, email)).toBe(false);
+    const again = await postJson('/api/public/v1/booking', testKey, booking(email, 5));
+    expect(again.status, again.text).toBe(201);
+    expect(again.json.emailVerified).toBe(true);
+    // Opening it is no verification e-mail: the sandbox's hourly count of them is untouched.
+    const rows = await env.rt.db('email_verifications').where({ email }).pluck('purpose');
+    expect(rows).toEqual(['booking_link_test']);
   });
 
   it('applies the same rule to passenger-verify: a test key is not refused for the mail server, and its e-mail is recorded', async () => {

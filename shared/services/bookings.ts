@@ -12,7 +12,7 @@ import { newReference, normaliseReference, referenceForMessage } from '../domain
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
-import { BOOKING_LINK_TTL_MS, bookingVerifyToken, TEST_PURPOSE } from './email-verification.ts';
+import { BOOKING_LINK_TTL_MS, bookingVerifyToken, SANDBOX_PURPOSES } from './email-verification.ts';
 import { messageRows, type NewMessage } from './messages.ts';
 import { isQuoteForNow, type PricedQuote, redeemedPickup } from './quotes.ts';
 
@@ -669,14 +669,13 @@ export function bookingWrite(
     },
   ];
   if (input.confirmByEmail && row.passenger_email) {
-    // An unconfirmed address gets a link that confirms it, signed, not stored: no row here. Not
-    // a test-mode booking's: its messages are recorded for the key's holder to read
-    // (/api/public/v1/test/messages), and whoever holds a test key could then confirm any
-    // address for live bookings.
-    const verifyLink =
-      row.email_verified || row.test_mode
-        ? null
-        : `${baseUrl}${VERIFY_LINK_PATH}?token=${bookingVerifyToken(id, row.passenger_email, deps.config.dataEncryptionKey, new Date(now.getTime() + BOOKING_LINK_TTL_MS))}`;
+    // An unconfirmed address gets a link that confirms it, signed, not stored: no row here. A
+    // test-mode booking's too, as a live one's would (the sandbox's recorded messages show it),
+    // but opening it confirms the address for test-mode bookings only (`verifyBookingLink`):
+    // whoever holds a test key reads the link, and must not confirm an address for live use.
+    const verifyLink = row.email_verified
+      ? null
+      : `${baseUrl}${VERIFY_LINK_PATH}?token=${bookingVerifyToken(id, row.passenger_email, deps.config.dataEncryptionKey, new Date(now.getTime() + BOOKING_LINK_TTL_MS))}`;
     const message = messageRows(confirmation(row, view, verifyLink));
     inserts.push(message.message, message.job);
   }
@@ -823,7 +822,7 @@ export async function passengerStanding(
   db: Db,
   passenger: Passenger,
   quoteId?: string,
-  /** A test-mode booking: verified by a sandbox verification too (`TEST_PURPOSE`). */
+  /** A test-mode booking: verified by a sandbox verification too (`SANDBOX_PURPOSES`). */
   testMode = false,
 ): Promise<{ emailVerified: boolean; quote?: QuoteRow | null }> {
   const email = passenger.email ? normaliseEmail(passenger.email) : null;
@@ -860,7 +859,8 @@ export const STANDING_SQL = `select x.i,
     (select b.kind from blocked_contacts b
        where (b.kind = 'phone' and b.value = x.phone) or (b.kind = 'email' and b.value = x.mailbox) limit 1) as blocked,
     (select true from email_verifications v
-       where v.email = x.email and v.verified_at is not null and (x.test or v.purpose <> '${TEST_PURPOSE}') limit 1) is not null
+       where v.email = x.email and v.verified_at is not null
+         and (x.test or v.purpose not in (${SANDBOX_PURPOSES.map((p) => `'${p}'`).join(', ')})) limit 1) is not null
       as verified,
     ${QUOTE_COLUMNS.map((c) => `q.${c}`).join(', ')}
   from json_to_recordset(?::json) as x(i int, phone text, email text, mailbox text, quote uuid, test boolean)
@@ -874,7 +874,7 @@ interface StandingAsk {
   mailbox: string | null;
   /** A quote id as stored, or null. */
   quote: string | null;
-  /** A test-mode booking's: a sandbox verification (`TEST_PURPOSE`) counts too. */
+  /** A test-mode booking's: a sandbox verification (`SANDBOX_PURPOSES`) counts too. */
   test: boolean;
 }
 type StandingRow = Partial<QuoteRow> & { i: number; blocked: string | null; verified: boolean };

@@ -67,6 +67,10 @@ export const BOOKING_LINK_PURPOSE = 'booking_link';
  * stranger's hourly allowance).
  */
 export const TEST_PURPOSE = 'passenger_test';
+/** A test-mode booking's confirmation link, opened: as `BOOKING_LINK_PURPOSE`, for test-mode bookings only. */
+export const TEST_BOOKING_LINK_PURPOSE = 'booking_link_test';
+/** The purposes of the sandbox's verifications: they confirm an address for test-mode bookings only. */
+export const SANDBOX_PURPOSES = [TEST_PURPOSE, TEST_BOOKING_LINK_PURPOSE] as const;
 
 interface VerificationRow {
   id: string;
@@ -162,7 +166,7 @@ async function bookingLinkAddress(
   token: string,
   key: Buffer | undefined,
   now: Date,
-): Promise<{ email: string; expiresAt: Date } | null> {
+): Promise<{ email: string; expiresAt: Date; testMode: boolean } | null> {
   const m = BOOKING_TOKEN.exec(token);
   if (!m || !key) return null;
   const [, id, exp, mac] = m as unknown as [string, string, string, string];
@@ -170,16 +174,18 @@ async function bookingLinkAddress(
   const booking = await db('bookings')
     .where({ id: bookingId })
     .first<{ passenger_email: string | null; test_mode: boolean } | undefined>('passenger_email', 'test_mode');
-  // A test-mode booking's confirmation carries no link (its messages are readable with the test
-  // key): a token for one confirms nothing, whoever signed it.
-  if (!booking?.passenger_email || booking.test_mode) return null;
+  // A test-mode booking's link (its confirmation is readable with the test key, in the sandbox's
+  // messages) confirms the address for test-mode bookings only (`verifyBookingLink`).
+  if (!booking?.passenger_email) return null;
   // Compared as text: base64url's last character carries two bits the bytes do not, so
   // decoding first would take four spellings of one signature.
   const given = Buffer.from(mac);
   const expected = Buffer.from(bookingLinkMac(id, exp, booking.passenger_email, key).toString('base64url'));
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
   const expiresAt = new Date(Number.parseInt(exp, 16) * 1000);
-  return expiresAt.getTime() > now.getTime() ? { email: normaliseEmail(booking.passenger_email), expiresAt } : null;
+  return expiresAt.getTime() > now.getTime()
+    ? { email: normaliseEmail(booking.passenger_email), expiresAt, testMode: booking.test_mode }
+    : null;
 }
 
 /** A new verification's row (to insert) and what to send: the code and link token are never stored. */
@@ -337,7 +343,9 @@ async function verifyBookingLink(
       // No code goes with this link: the hash of random bytes matches none.
       code_hash: sha256(randomBytes(32)),
       link_token_hash: sha256(token),
-      purpose: BOOKING_LINK_PURPOSE,
+      // A test-mode booking's link is the sandbox's verification: it confirms the address for
+      // test-mode bookings only, never for live ones (whoever holds a test key reads the link).
+      purpose: link.testMode ? TEST_BOOKING_LINK_PURPOSE : BOOKING_LINK_PURPOSE,
       expires_at: link.expiresAt,
       verified_at: now,
     })
@@ -376,7 +384,7 @@ export async function linkState(
 
 /**
  * Whether the address (normalised) has ever been verified, for any purpose; for live use
- * (`testMode` false, the default) a sandbox verification (`TEST_PURPOSE`) does not count.
+ * (`testMode` false, the default) a sandbox verification (`SANDBOX_PURPOSES`) does not count.
  */
 export async function isEmailVerified(
   db: Queryable,
@@ -387,7 +395,7 @@ export async function isEmailVerified(
     .where({ email: normaliseEmail(email) })
     .whereNotNull('verified_at')
     .modify((q) => {
-      if (opts.testMode !== true) q.whereNot({ purpose: TEST_PURPOSE });
+      if (opts.testMode !== true) q.whereNotIn('purpose', SANDBOX_PURPOSES);
     })
     .first('id');
   return row !== undefined;
@@ -407,7 +415,8 @@ export async function countVerificationsSince(
   const row = await db('email_verifications')
     // By mailbox: `+tag` (and Gmail's dotted) variants of an address are one inbox, one count.
     .where({ mailbox_key: mailboxKey(email) })
-    .whereNot({ purpose: BOOKING_LINK_PURPOSE })
+    // A booking's link, opened, is no e-mail sent.
+    .whereNotIn('purpose', [BOOKING_LINK_PURPOSE, TEST_BOOKING_LINK_PURPOSE])
     .modify((q) => {
       if (opts.testMode === true) q.where({ purpose: TEST_PURPOSE });
       else q.whereNot({ purpose: TEST_PURPOSE });
