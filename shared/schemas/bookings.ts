@@ -134,6 +134,12 @@ export const CancelRequest = Type.Object({
 
 // Responses: the document shows them, and the handlers check their bodies against the types.
 const Url = Type.String({ format: 'uri' });
+/** Where the booking is looked up (GET): with the passenger's e-mail, or its own `t` token. */
+const StatusUrl = Type.String({
+  format: 'uri',
+  description:
+    "The API lookup (GET): add ?email= with the passenger's e-mail (a booking made without one carries its tracking token t). A test-mode booking is looked up with a test key: test data never shows without one.",
+});
 const Gbp = Type.Number({ description: 'Pounds, two decimals' });
 
 export const V1BookingResponse = Type.Object({
@@ -142,7 +148,7 @@ export const V1BookingResponse = Type.Object({
   fareGBP: Gbp,
   currency: Type.String({ description: 'GBP' }),
   pickupTime: DateTime,
-  statusUrl: Url,
+  statusUrl: StatusUrl,
   trackingUrl: Type.String({ format: 'uri', description: 'The tracking page; its token opens the event stream' }),
   payDriverUrl: Type.String({ format: 'uri', description: 'Pay the driver directly (no commission)' }),
   emailVerified: Type.Boolean(),
@@ -154,7 +160,7 @@ export const AliasBookingResponse = Type.Object({
   status: Type.String(),
   fare: Gbp,
   currency: Type.String({ description: 'GBP' }),
-  status_url: Url,
+  status_url: StatusUrl,
   tracking_url: Url,
 });
 export type AliasBookingResponse = Static<typeof AliasBookingResponse>;
