@@ -2,6 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiKey } from '../shared/services/api-keys.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -21,6 +22,7 @@ let smtp: Awaited<ReturnType<typeof startSmtpCapture>>;
 let mails: CapturedMail[];
 let url: string;
 let ada: { accessToken: string; clientId: string };
+let grace: { accessToken: string; clientId: string };
 let estimateOnly: { accessToken: string };
 const clients: Client[] = [];
 const QUOTE_LIMIT = 6;
@@ -37,6 +39,8 @@ beforeAll(async () => {
   roles = startRoles(['pricing', 'notify', 'outbox-relay'], env.rt);
   api = await serve(await appFor(env), port);
   ada = await obtainTokens({ url, email: 'ada.lovelace@example.org', mails, clientName: 'Booking Buddy' });
+  // A second passenger for the tests of repeats, so Ada's hourly start_booking allowance lasts.
+  grace = await obtainTokens({ url, email: 'grace.hopper@example.org', mails, clientName: 'Booking Buddy' });
   estimateOnly = await obtainTokens({ url, email: 'estimator@example.org', mails, scope: 'fares:estimate' });
 });
 afterAll(async () => {
@@ -451,6 +455,69 @@ describe('start_booking', () => {
     expect(expired.code).toBe('quote_expired');
     expect(expired.details).toEqual([{ field: '/quoteId', problem: 'expired' }]);
     expect(JSON.stringify([malformed, unknown, expired])).not.toMatch(/quote_id|\/api\/public/);
+  });
+
+  it('keeps a sandbox booking and a live one apart when the same passenger asks the same ride with a test key and without', async () => {
+    const sandbox = await createApiKey(env.rt.db, {
+      serviceCode: env.config.serviceCode,
+      name: 'mcp sandbox',
+      mode: 'test',
+    });
+    const ride = {
+      pickup: 'Leeds',
+      dropoff: 'York',
+      departAt: inHours(30),
+      passengerName: 'Grace Hopper',
+      passengerPhone: '+447700900123',
+    };
+    const testClient = await connect(grace.accessToken, { [env.config.apiKeyHeader]: sandbox.key });
+    const liveClient = await connect(grace.accessToken);
+    const inSandbox = okOf<{ bookingReference: string; repeat: boolean }>(
+      await call(testClient, 'start_booking', ride),
+    );
+    // The same ride without the key is a live booking of its own, not the sandbox's returned as a repeat.
+    const live = okOf<{ bookingReference: string; repeat: boolean }>(await call(liveClient, 'start_booking', ride));
+    expect(live.bookingReference).not.toBe(inSandbox.bookingReference);
+    expect(live.repeat).toBe(false);
+    const modes = await env.rt
+      .db('bookings')
+      .whereIn('reference', [inSandbox.bookingReference, live.bookingReference])
+      .select('reference', 'test_mode');
+    expect(Object.fromEntries(modes.map((m) => [m.reference, m.test_mode]))).toEqual({
+      [inSandbox.bookingReference]: true,
+      [live.bookingReference]: false,
+    });
+    // Each mode's repeat is its own booking.
+    const again = okOf<{ bookingReference: string; repeat: boolean }>(await call(testClient, 'start_booking', ride));
+    expect(again).toMatchObject({ bookingReference: inSandbox.bookingReference, repeat: true });
+    await env.rt.db('bookings').whereIn('reference', [live.bookingReference]).update({ status: 'cancelled' });
+  });
+
+  it('answers a quote whose booking was cancelled with an error to act on, not the cancelled booking as if made', async () => {
+    const client = await connect(grace.accessToken);
+    const quote = (await (
+      await fetch(`${url}/api/public/v1/quote`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ pickup: 'Leeds', dropoff: 'York', departAt: inHours(31) }),
+      })
+    ).json()) as { quoteId: string };
+    const args = { quoteId: quote.quoteId, passengerName: 'Grace Hopper', passengerPhone: '+447700900123' };
+    const booked = okOf<{ bookingReference: string }>(await call(client, 'start_booking', args));
+    // Before the cancellation, the same call is the same booking.
+    expect(okOf(await call(client, 'start_booking', args))).toMatchObject({ repeat: true, status: 'pending' });
+    const cancel = await fetch(`${url}/api/public/v1/booking/${booked.bookingReference}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ action: 'cancel', email: 'grace.hopper@example.org' }),
+    });
+    expect(cancel.status).toBe(200);
+    const again = errorOf(await call(client, 'start_booking', args));
+    expect(again.code).toBe('quote_already_redeemed');
+    expect(again.message).toContain(booked.bookingReference);
+    expect(again.message).toContain('estimate_fare');
+    expect(again.details).toEqual([{ field: '/quoteId', problem: 'its booking was cancelled' }]);
+    expect(await env.rt.db('bookings').where({ quote_id: quote.quoteId })).toHaveLength(1);
   });
 
   it('refuses start_booking with a suspended partner’s key beside the token: forbidden, nothing booked', async () => {

@@ -367,7 +367,11 @@ function quoteCallerOf(ctx: ToolContext) {
 function callerOf(ctx: ToolContext): BookingCaller {
   assertMayBook(ctx.apiKey);
   const qc = quoteCallerOf(ctx);
-  return { ...qc, scope: `mcp:${ctx.grant.email}`, testScenario: scenarioHeader(ctx.req, qc.testMode) };
+  // The repeat rule's scope (`contentHash`): the passenger, and the key beside the token, so a
+  // sandbox booking is never the answer to the same ride asked live (nor a live one to a test
+  // key's), as on the v1 API, whose scope is the key.
+  const scope = ctx.apiKey ? `mcp:${ctx.grant.email}:key:${ctx.apiKey.id}` : `mcp:${ctx.grant.email}`;
+  return { ...qc, scope, testScenario: scenarioHeader(ctx.req, qc.testMode) };
 }
 
 async function estimateFare(ctx: ToolContext, a: z.infer<z.ZodObject<typeof estimateInput>>) {
@@ -435,6 +439,16 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     // the quote is read by the same query, so a redemption costs two round trips.
     const { quote } = await passengerStanding(deps.db, passenger, a.quoteId);
     const view = await redeemQuote(deps, { ...common, quoteId: a.quoteId }, caller, base, { quote: quote ?? null });
+    // A quote books once: its booking, cancelled since, is no booking to report as made (an
+    // assistant reading only "repeat" would tell the passenger a taxi is coming). The ride
+    // without the quote books anew, as a passenger who cancels and books again means it.
+    if (!view.created && view.status === 'cancelled') {
+      throw new AppError(
+        'quote_already_redeemed',
+        `This quote was booked as ${view.reference}, which has been cancelled; a quote books once. To book the ride again, ask estimate_fare for a new quote (or call start_booking with pickup, dropoff and departAt).`,
+        [{ field: '/quoteId', problem: 'its booking was cancelled' }],
+      );
+    }
     return bookingOut(view, email);
   }
   const missing = (['pickup', 'dropoff', 'departAt'] as const).filter((k) => a[k] === undefined);
