@@ -594,6 +594,24 @@ describe('places outside the UK', () => {
     }
   });
 
+  it('an address abroad names the airport to send instead, with worldwide as without (no street abroad is known)', async () => {
+    const without = await gazetteer.geocode('Eiffel Tower, Paris');
+    expect(without).toMatchObject({ ok: false, reason: 'outside_uk' });
+    expect(without.ok ? '' : without.message).toBe(
+      '"Eiffel Tower, Paris" is outside the UK (Paris, France), where only airports are booked: name one (e.g. "Charles de Gaulle International Airport"); send worldwide: true to use places abroad',
+    );
+    const withWorldwide = await gazetteer.geocode('Eiffel Tower, Paris', { worldwide: true });
+    expect(withWorldwide).toMatchObject({ ok: false, reason: 'not_found' });
+    expect(withWorldwide.ok ? '' : withWorldwide.message).toBe(
+      'No UK place matches "Eiffel Tower, Paris"; abroad, only airports are booked: name one (e.g. "Charles de Gaulle International Airport")',
+    );
+    // The airport it names resolves.
+    expect(await gazetteer.geocode('Charles de Gaulle International Airport', { worldwide: true })).toMatchObject({
+      ok: true,
+      place: { kind: 'airport', iata: 'CDG' },
+    });
+  });
+
   it('Channel Islands postcodes are outside the UK', async () => {
     expect(await gazetteer.geocode('GY1 1AA')).toMatchObject({ ok: false, reason: 'outside_uk' });
     expect(await gazetteer.geocode('JE2 3QA', { worldwide: true })).toMatchObject({ ok: false, reason: 'not_found' });

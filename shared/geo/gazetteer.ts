@@ -1164,6 +1164,19 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     return { ok: true, place };
   };
 
+  /** An address abroad: only airports are known there; the nearest by name is suggested. */
+  const abroadAddress = (query: string, rec: Rec, worldwide: boolean): GeocodeResult => {
+    const where = [rec.city, rec.country].filter(Boolean).join(', ');
+    const airport = `name one (e.g. "${rec.name}")`;
+    return worldwide
+      ? notFound(query, `No UK place matches "${query}"; abroad, only airports are booked: ${airport}`)
+      : {
+          ok: false,
+          reason: 'outside_uk',
+          message: `"${query}" is outside the UK${where ? ` (${where})` : ''}, where only airports are booked: ${airport}${WORLDWIDE_HINT}`,
+        };
+  };
+
   const notFound = (query: string, detail?: string): GeocodeResult => ({
     ok: false,
     reason: 'not_found',
@@ -1324,11 +1337,12 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       }
     }
     if (!ctx) {
-      if (!worldwide) {
-        for (const raw of segments) {
-          const abroad = lookup(parseQuery(normalizeName(raw)), false)[0];
-          if (abroad && !abroad.rec.uk) return resultFor(query, abroad.rec, null, false);
-        }
+      // An address abroad ("Eiffel Tower, Paris"): no street abroad is known, only airports, so
+      // the answer names the airport to send instead, in either mode (without worldwide it is
+      // outside the UK; with it, not found: the address is not the airport).
+      for (const raw of segments) {
+        const abroad = lookup(parseQuery(normalizeName(raw)), false)[0];
+        if (abroad && !abroad.rec.uk) return abroadAddress(query, abroad.rec, worldwide);
       }
       return null;
     }
