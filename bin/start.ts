@@ -23,12 +23,17 @@ const rt = createRuntime(config, 'all');
 let workers: RunningRoles | null = null;
 let web: RunningWeb | null = null;
 let simulator: RunningRoles | null = null;
+let mailCatcher: { close(): Promise<void> } | null = null;
 handleShutdown(rt.logger, config.shutdownTimeoutMs, async () => {
   await simulator?.close();
   await web?.close();
   await workers?.close();
+  await mailCatcher?.close();
   await rt.close();
 });
+// No SMTP_URL: the e-mails go to a mail catcher here (`devMailCatcher`), printed as they come.
+const caught = process.env.SMTP_URL === undefined ? await devMailCatcher() : null;
+mailCatcher = caught;
 if (config.databaseSchema !== 'public') await rt.db.raw('create schema if not exists ??', [config.databaseSchema]);
 const [, applied] = (await rt.db.migrate.latest()) as [number, string[]];
 if (applied.length > 0) rt.logger.info({ applied }, 'migrations applied');
@@ -61,11 +66,19 @@ const lines = [
     ? `  simulator:   ${config.simulator.fleetSize} simulated drivers around ${config.simulator.cities.join(', ')} (test-mode bookings only)`
     : '  simulator:   off (SEED_DEMO=0); run it with: npm run worker -- simulator',
 ];
+lines.push(
+  caught
+    ? `  e-mail:      caught here on ${caught.address} (no SMTP_URL): each message is printed below as it comes, the MCP sign-in code and passenger-verify codes too; set SMTP_URL to send real mail`
+    : `  e-mail:      sent to ${config.smtpUrl.replace(/\/\/[^@/]*@/, '//')}`,
+);
 if (seeded && Object.keys(seeded.created).length > 0) {
   lines.push('  demo data created (secrets are shown this once):');
   for (const [k, v] of Object.entries(seeded.created)) lines.push(`    ${k}: ${v}`);
 } else if (seeded) {
-  lines.push('  demo data already present; make a new key with: npm run admin -- key create --name me');
+  lines.push(
+    '  demo data already present (its secrets were shown on the first start); a new sandbox key: npm run admin -- key create --name me --test',
+    '               an operator account for the console: npm run admin -- operator create --email you@example.org',
+  );
 }
 const mailCheck = await mailCheckWarning();
 if (mailCheck) lines.push(...mailCheck);
@@ -95,6 +108,91 @@ async function demoQuote(demoKey: string): Promise<void> {
 }
 
 /**
+ * For `npm start` without SMTP_URL: a mail catcher on the default SMTP address (127.0.0.1:2525),
+ * the `smtp-server` package, that prints every message it is given (recipients, subject and
+ * text) on standard output, so a newcomer on a machine with no mail server reads the MCP
+ * sign-in code, a passenger-verify code or a confirmation. Local development only: the messages'
+ * codes and links are printed in clear, which is the point of it. The Procfile's processes never
+ * start it. Nothing (null) when the port is taken (a mail server is there) or the package is not
+ * installed (a production install without dev dependencies).
+ */
+async function devMailCatcher(): Promise<{ address: string; close(): Promise<void> } | null> {
+  const url = new URL(config.smtpUrl);
+  const host = url.hostname;
+  const port = Number(url.port || 25);
+  let SMTPServer: typeof import('smtp-server').SMTPServer;
+  try {
+    ({ SMTPServer } = await import('smtp-server'));
+  } catch {
+    rt.logger.info('no mail catcher: the smtp-server package is not installed (set SMTP_URL to send mail)');
+    return null;
+  }
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    size: 1024 * 1024,
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('end', () => {
+        const to = session.envelope.rcptTo.map((r) => r.address).join(', ');
+        process.stdout.write(
+          `\n--- e-mail to ${to} ---\n${readableMail(Buffer.concat(chunks))}\n--- end of e-mail ---\n\n`,
+        );
+        callback();
+      });
+    },
+  });
+  const listening = await new Promise<boolean>((resolve) => {
+    server.server.once('error', () => resolve(false));
+    server.listen(port, host, () => resolve(true));
+  });
+  if (!listening) {
+    rt.logger.info({ host, port }, 'no mail catcher: the SMTP port is taken (a mail server is there, presumably)');
+    return null;
+  }
+  return {
+    address: `${host}:${port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** A message as a person reads it: its Subject and its text, quoted-printable undone. */
+function readableMail(raw: Buffer): string {
+  const text = raw.toString('utf8');
+  const split = text.search(/\r?\n\r?\n/);
+  const head = split === -1 ? text : text.slice(0, split);
+  const body = split === -1 ? '' : text.slice(split).trim();
+  const subject = /^Subject: (.*(?:\r?\n[ \t].*)*)/im.exec(head)?.[1]?.replace(/\r?\n[ \t]/g, ' ') ?? '';
+  const qp = /^Content-Transfer-Encoding: quoted-printable/im.test(head);
+  const decoded = qp ? quotedPrintable(body) : body;
+  return `Subject: ${decodedWords(subject)}\n\n${decoded}`;
+}
+
+function quotedPrintable(s: string): string {
+  const bytes: number[] = [];
+  const flat = s.replace(/=\r?\n/g, '');
+  for (let i = 0; i < flat.length; i++) {
+    const hex = flat[i] === '=' ? flat.slice(i + 1, i + 3) : '';
+    if (/^[0-9A-F]{2}$/i.test(hex)) {
+      bytes.push(Number.parseInt(hex, 16));
+      i += 2;
+    } else {
+      bytes.push(...Buffer.from(flat[i] as string, 'utf8'));
+    }
+  }
+  return Buffer.from(bytes).toString('utf8');
+}
+
+/** RFC 2047 encoded words ("=?UTF-8?Q?...?=", "=?UTF-8?B?...?=") in a header, decoded. */
+function decodedWords(s: string): string {
+  return s.replace(/=\?utf-8\?([qb])\?([^?]*)\?=/gi, (_m, enc: string, data: string) =>
+    enc.toLowerCase() === 'b' ? Buffer.from(data, 'base64').toString('utf8') : quotedPrintable(data.replace(/_/g, ' ')),
+  );
+}
+
+/**
  * On a machine whose DNS cannot confirm that a common mail domain receives mail (offline, or a
  * resolver that answers "no such domain" to everything), the mail-server check would refuse
  * every live passenger's address: the banner says so, and what to do, rather than leave the
@@ -109,7 +207,7 @@ async function mailCheckWarning(): Promise<string[] | null> {
   if (verdict === 'yes' || (mx === 'soft' && verdict === 'unknown')) return null;
   return [
     `  e-mail check: this machine's DNS ${verdict === 'no' ? `says ${probe} has no mail server` : `did not answer for ${probe}`}, so with`,
-    `               EMAIL_MX_CHECK=${mx} live bookings will refuse every passenger address (400 email_not_accepted);`,
+    `               EMAIL_MX_CHECK=${mx} live bookings and the MCP sign-in will refuse every address (400 email_not_accepted);`,
     '               use a test key (no mail-server lookup), or start with EMAIL_MX_CHECK=off',
   ];
 }

@@ -62,7 +62,7 @@ describe('the start command', () => {
       });
       expect(await who.json()).toMatchObject({ authenticated: true, key: { name: 'demo', mode: 'test' } });
       expect(out).toContain("e-mail check: this machine's DNS says gmail.com has no mail server");
-      expect(out).toContain('EMAIL_MX_CHECK=soft live bookings will refuse every passenger address');
+      expect(out).toContain('EMAIL_MX_CHECK=soft live bookings and the MCP sign-in will refuse every address');
       expect(offline.questions).toContain('gmail.com MX');
     } finally {
       proc.child.kill('SIGTERM');
@@ -103,6 +103,42 @@ describe('the start command', () => {
       proc.child.kill('SIGTERM');
       await proc.exited;
       await env.rt.db.raw('drop schema if exists ?? cascade', [`${env.config.databaseSchema}_e`]);
+    }
+  });
+
+  it('without SMTP_URL, catches the e-mails and prints them, so a code can be read on a machine with no mail server', async () => {
+    const port = await freePort();
+    const schema = `${env.config.databaseSchema}_m`;
+    const { SMTP_URL: _none, ...withoutSmtp } = env.childEnv;
+    const proc = startTs('bin/start.ts', [], {
+      ...withoutSmtp,
+      DATABASE_SCHEMA: schema,
+      PORT: String(port),
+      SEED_DEMO: '0',
+      EMAIL_MX_CHECK: 'off',
+      PUBLIC_BASE_URLS: `http://127.0.0.1:${port}`,
+    });
+    try {
+      await eventually(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 30_000);
+      expect(proc.output()).toContain('e-mail:      caught here on 127.0.0.1:2525 (no SMTP_URL)');
+      const email = `newcomer-${Date.now()}@example.org`;
+      const asked = await fetch(`http://127.0.0.1:${port}/api/public/v1/passenger-verify`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email }),
+      });
+      expect(asked.status).toBe(200);
+      const printed = await eventually(async () => {
+        const out = proc.output();
+        const at = out.indexOf(`--- e-mail to ${email} ---`);
+        return at === -1 ? null : out.slice(at, out.indexOf('--- end of e-mail ---', at));
+      }, 20_000);
+      expect(printed).toMatch(/Subject: \d{6} is your Direct Taxi Network verification code/);
+      expect(printed).toMatch(/verification code is: \d{6}/);
+    } finally {
+      proc.child.kill('SIGTERM');
+      await proc.exited;
+      await env.rt.db.raw('drop schema if exists ?? cascade', [schema]);
     }
   });
 
