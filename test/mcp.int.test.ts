@@ -238,6 +238,13 @@ describe('start_booking', () => {
       passengerEmail: 'ada.lovelace@example.org',
       trackingUrl: expect.stringMatching(new RegExp(`^${url}/track/`)),
       repeat: false,
+      // What was booked as resolved, for the assistant to confirm with the passenger.
+      pickup: 'Leeds',
+      dropoff: 'Leeds Bradford Airport',
+      vehicleType: 'saloon',
+      passengers: 2,
+      // Leeds has no council table in the data: the quote's warning says so, as estimate_fare's would.
+      warnings: [expect.stringContaining('default rate')],
     });
     const row = await env.rt.db('bookings').where({ reference: first.bookingReference }).first();
     expect(row).toMatchObject({

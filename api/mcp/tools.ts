@@ -209,6 +209,11 @@ const bookingOutput = {
   repeat: z
     .boolean()
     .describe('true when an identical earlier request had already made this booking (nothing new was booked)'),
+  pickup: z.string().describe('The pickup as it was resolved (confirm it with the passenger)'),
+  dropoff: z.string().describe('The dropoff as it was resolved'),
+  vehicleType: z.string().describe('The vehicle booked (chosen for the party when none was asked)'),
+  passengers: z.number(),
+  warnings: z.array(z.string()).describe('What the passenger should know (as estimate_fare says them)'),
 };
 
 const serviceInfoOutput = {
@@ -396,7 +401,30 @@ async function estimateFare(ctx: ToolContext, a: z.infer<z.ZodObject<typeof esti
   return quoteOut(quote);
 }
 
-function bookingOut(v: BookingView, email: string) {
+/**
+ * A booking's answer: the view, and what was booked as resolved (places, vehicle, party, the
+ * quote's warnings), read back from the booking and its quote, so an assistant booking in one
+ * step can confirm them with the passenger as estimate_fare's answer would let it.
+ */
+async function bookingOut(db: ToolContext['deps']['db'], v: BookingView, email: string) {
+  const booked = await db('bookings as b').leftJoin('quotes as q', 'q.id', 'b.quote_id').where('b.id', v.id).first<{
+    pickup: { name: string };
+    dropoff: { name: string };
+    vehicle_type: string;
+    passengers: number;
+    warnings: string[] | null;
+  }>('b.pickup', 'b.dropoff', 'b.vehicle_type', 'b.passengers', 'q.warnings');
+  return {
+    ...bookingView(v, email),
+    pickup: booked?.pickup.name ?? '',
+    dropoff: booked?.dropoff.name ?? '',
+    vehicleType: booked?.vehicle_type ?? '',
+    passengers: booked?.passengers ?? 0,
+    warnings: booked?.warnings ?? [],
+  };
+}
+
+function bookingView(v: BookingView, email: string) {
   return {
     bookingReference: v.reference,
     status: v.status,
@@ -449,7 +477,7 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
         [{ field: '/quoteId', problem: 'its booking was cancelled' }],
       );
     }
-    return bookingOut(view, email);
+    return bookingOut(deps.db, view, email);
   }
   const missing = (['pickup', 'dropoff', 'departAt'] as const).filter((k) => a[k] === undefined);
   if (missing.length > 0) {
@@ -485,9 +513,10 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
   priced.catch(() => {}); // awaited below, unless the passenger is refused first
   await passengerStanding(deps.db, passenger);
   const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
-  if (pricing.repeat) return bookingOut(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false), email);
+  if (pricing.repeat)
+    return bookingOut(deps.db, viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false), email);
   const view = await bookPricedQuote(deps, pricing.priced, { ...common, contentHash: hash }, caller, base);
-  return bookingOut(view, email);
+  return bookingOut(deps.db, view, email);
 }
 
 const VEHICLE_NOTES: Record<VehicleType, string> = {
