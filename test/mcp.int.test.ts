@@ -270,9 +270,17 @@ describe('start_booking', () => {
       fareGBP: first.fareGBP,
     });
 
-    const again = okOf<{ bookingReference: string; repeat: boolean }>(await call(client, 'start_booking', args));
+    const again = okOf<{ bookingReference: string; repeat: boolean }>(
+      await call(client, 'start_booking', { ...args, passengerEmail: 'ADA.LOVELACE@example.org' }),
+    );
     expect(again.bookingReference).toBe(first.bookingReference);
     expect(again.repeat).toBe(true);
+    // Someone else's address is refused, not silently replaced by the token's.
+    const forFriend = errorOf(await call(client, 'start_booking', { ...args, passengerEmail: 'friend@example.org' }));
+    expect(forFriend.code).toBe('invalid_input');
+    expect(forFriend.details).toEqual([
+      { field: '/passengerEmail', problem: "is not the signed-in passenger's e-mail" },
+    ]);
     const count = await env.rt.db('bookings').where({ passenger_email: 'ada.lovelace@example.org' }).count('* as n');
     expect(Number(count[0]?.n)).toBe(1);
 

@@ -3,6 +3,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Request } from 'express';
 import * as z from 'zod';
 import { FIELD_LIMITS } from '../../shared/domain/content-screen.ts';
+import { normaliseEmail } from '../../shared/domain/email-acceptance.ts';
 import { VEHICLE_SEATS, VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
 import {
   AppError,
@@ -171,6 +172,13 @@ const bookingInput = {
     .max(32)
     .describe(
       'A mobile number the driver can call, international format preferred ("+447700900123"); UK numbers as typed work too',
+    ),
+  passengerEmail: z
+    .string()
+    .max(254)
+    .optional()
+    .describe(
+      "Not needed: the booking is for the e-mail the passenger signed in with (the token's), and its confirmation goes there. Sent, it must be that e-mail: to book for someone else, they sign in themselves.",
     ),
   paymentMethod: z
     .enum(['cash', 'card', 'pay_link'])
@@ -449,6 +457,15 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
   ]);
   const { deps, base } = ctx;
   const email = ctx.grant.email;
+  // An assistant asking to book for another address would otherwise book for the token's,
+  // believing it had not: refused, saying whose bookings a token makes.
+  if (a.passengerEmail !== undefined && normaliseEmail(a.passengerEmail) !== normaliseEmail(email)) {
+    throw new AppError(
+      'invalid_input',
+      `Bookings through this sign-in are for ${email}: leave passengerEmail out, or have the other passenger sign in themselves.`,
+      [{ field: '/passengerEmail', problem: "is not the signed-in passenger's e-mail" }],
+    );
+  }
   const passenger = { name: a.passengerName, email, phone: normalisePhone(a.passengerPhone) };
   const paymentMethod: PaymentMethod = a.paymentMethod ?? 'cash';
   const caller = callerOf(ctx);
