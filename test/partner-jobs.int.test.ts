@@ -752,6 +752,12 @@ describe('fares, limits and concurrency', () => {
     const single = singles.map((r) => r.json.results?.[0]?.status ?? r.status);
     expect(single.filter((s) => s === 201)).toHaveLength(3);
     expect(single.filter((s) => s === 429)).toHaveLength(3);
+    // Every 429, refused up front or by the counter as it was written, carries the limit's headers.
+    for (const r of [...batches, ...singles].filter((x) => x.status === 429)) {
+      expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(r.headers.get('ratelimit-policy')).toMatch(/^"partner-daily-jobs";q=\d+;w=86400$/);
+      expect(r.headers.get('ratelimit')).toMatch(/^"partner-daily-jobs";r=0;t=\d+$/);
+    }
     expect(await countBookings(more.id)).toBe(3);
     // And so are new jobs written one by one (a jobRef sent twice in a request runs in order).
     const twice = await createPartner(env.rt.db, env.config, { name: 'Racing pairs', dailyLimit: 2, actor: 'test' });

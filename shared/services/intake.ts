@@ -842,11 +842,15 @@ class Intake {
     const partner = this.caller.partner;
     if (!partner) throw new Error('a supplier has no daily limit');
     const a = await dailyAllowance(this.deps, partner, this.caller.testMode);
-    return {
-      remaining: a.remaining,
-      error: dailyLimitError(a.limit, a.retryAfterSeconds, this.caller.testMode, '/jobRef'),
-    };
+    const error = dailyLimitError(a.limit, a.retryAfterSeconds, this.caller.testMode, '/jobRef');
+    // A job the counter refused when written (a concurrent request spent the allowance): the
+    // answer, should it be a 429, carries the limit's headers as an up-front refusal's does.
+    this.limitHeaders = error.headers;
+    return { remaining: a.remaining, error };
   }
+
+  /** The daily limit's Retry-After and RateLimit headers, once a job of this request was refused by it. */
+  limitHeaders: Record<string, string> | undefined;
 
   private quoteCaller() {
     return { apiKeyId: this.caller.apiKeyId, partnerId: this.partnerId, testMode: this.caller.testMode };
@@ -1418,7 +1422,8 @@ export async function processJobs(
       for (const item of group) await runOne(item);
     }),
   ]);
-  return limitHeaders ? { results, limitHeaders } : { results };
+  const headers = limitHeaders ?? intake.limitHeaders;
+  return headers ? { results, limitHeaders: headers } : { results };
 }
 
 /**
