@@ -330,6 +330,12 @@ describe('instructions aimed at a language model are refused', () => {
       '\u043E\u043F\u043B\u0430\u0442\u0430.com LS1',
       '185.10.1.2/pay LS1',
       'evil.london?x LS1',
+      'refund-now.online LS1',
+      'verify.top LS1',
+      'pay.click LS1',
+      '\u092D\u0941\u0917\u0924\u093E\u0928.com LS1',
+      '\u0E0A\u0E33\u0E23\u0E30\u0E40\u0E07\u0E34\u0E19.com LS1',
+      'evil\u3002com LS1',
     ]) {
       expect(problem('address', value), value).toBe(LINK);
     }

@@ -871,24 +871,28 @@ const count = (s: string, re: RegExp) => s.match(re)?.length ?? 0;
 // ---------------------------------------------------------------------------------------------
 
 /**
- * A scheme ("https://", "hxxp://"), "www.", or an e-mail address ("x@y.z"). Letters and digits
- * are Unicode's (`\p{L}`, `\p{N}`): a host name in another script is linked all the same, and
- * `\b` would not see its edges.
+ * A scheme ("https://", "hxxp://"), "www.", or an e-mail address ("x@y.z"). Letters, marks and
+ * digits are Unicode's (`\p{L}`, `\p{M}`, `\p{N}`): a host name in another script (Devanagari
+ * and Thai words carry combining marks) is linked all the same, and `\b` would not see its edges.
  */
-const URL_MARKERS = /\p{L}[\p{L}\p{N}+.-]{0,20}:\/\/|(?<![\p{L}\p{N}])www\.|[^\s@]@[\p{L}\p{N}-]{1,63}\.\p{L}/u;
+const URL_MARKERS =
+  /\p{L}[\p{L}\p{M}\p{N}+.-]{0,20}:\/\/|(?<![\p{L}\p{M}\p{N}])www\.|[^\s@]@[\p{L}\p{M}\p{N}-]{1,63}\.\p{L}/u;
 /** A host name followed by a path, query or fragment ("evil.london/pay"), whatever its top-level domain. */
-const HOST_WITH_PATH = /(?<![\p{L}\p{N}-])[\p{L}\p{N}-]{1,63}(?:\.[\p{L}\p{N}-]{1,63}){0,5}\.\p{L}{2,24}[/?#]/u;
+const HOST_WITH_PATH =
+  /(?<![\p{L}\p{M}\p{N}-])[\p{L}\p{M}\p{N}-]{1,63}(?:\.[\p{L}\p{M}\p{N}-]{1,63}){0,5}\.[\p{L}\p{M}]{2,24}[/?#]/u;
 /** An IPv4 address ("185.10.1.2/pay"): never part of a name or a postal address. */
 const IPV4 = /(?<![\p{N}.])\d{1,3}(?:\.\d{1,3}){3}(?![\p{N}.])/u;
 /**
  * A bare host name in a top-level domain that mail programs turn into a link and that links in
- * spam favour, or a reserved one for examples ("evil.example"). Domains that read as a word
- * after a missing space ("Rd.London", "St.Ives", "Dept.Store", "Coffee.Shop") are left out (with
- * a path they are found above), and so is a one-letter name before the domain: an initial
- * ("T.Ly", "Mr K.Co"), not a host.
+ * spam and phishing favour, or a reserved one for examples ("evil.example"). Country and city
+ * domains that read as words in an address ("Rd.London", "St.Ives") are left out; so is a
+ * one-letter name before the domain, an initial ("T.Ly", "Mr K.Co"), and an address word
+ * before it with a missing space ("Dept.Store", "St.Shop"): `ADDRESS_WORD_HOST`.
  */
 const BARE_HOST =
-  /(?<![\p{L}\p{N}-])(?:[\p{L}\p{N}-]{1,63}\.){0,5}[\p{L}\p{N}-]{2,63}\.(?:com|net|org|info|biz|io|co|uk|eu|de|fr|nl|ly|gl|gd|me|ai|cc|pw|su|ws|app|dev|xyz|icu|ru|cn|tk|ml|ga|cf|gq|zip|mov|example|test|invalid|localhost)(?![\p{L}\p{N}-])/u;
+  /(?<![\p{L}\p{M}\p{N}-])(?:[\p{L}\p{M}\p{N}-]{1,63}\.){0,5}[\p{L}\p{M}\p{N}-]{2,63}\.(?:com|net|org|info|biz|io|co|uk|eu|de|fr|nl|ly|gl|gd|me|ai|cc|pw|su|ws|app|dev|xyz|top|site|online|link|click|shop|store|live|icu|ru|cn|tk|ml|ga|cf|gq|zip|mov|example|test|invalid|localhost)(?![\p{L}\p{M}\p{N}-])/gu;
+/** An address abbreviation before the dot ("Dept.Store"): a missing space, not a host. */
+const ADDRESS_WORD_HOST = /^(?:st|rd|ave|dept|sq|ln|pl|ct|mt|apt|bldg|no)\.[^.]+$/;
 
 /**
  * Whether the text holds a link or an e-mail address, as a mail program would show one: read
@@ -896,6 +900,12 @@ const BARE_HOST =
  * with a space after it ("St. Mary's Road", "J. Smith") is no host name.
  */
 function hasLink(value: string): boolean {
-  const text = value.normalize('NFKC').toLowerCase();
-  return URL_MARKERS.test(text) || HOST_WITH_PATH.test(text) || IPV4.test(text) || BARE_HOST.test(text);
+  // Ideographic full stops are dots to a browser (NFKC leaves U+3002 as it is).
+  const text = value
+    .normalize('NFKC')
+    .toLowerCase()
+    .replace(/[\u3002\uFF61]/g, '.');
+  if (URL_MARKERS.test(text) || HOST_WITH_PATH.test(text) || IPV4.test(text)) return true;
+  for (const m of text.matchAll(BARE_HOST)) if (!ADDRESS_WORD_HOST.test(m[0])) return true;
+  return false;
 }
