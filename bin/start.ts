@@ -32,7 +32,9 @@ handleShutdown(rt.logger, config.shutdownTimeoutMs, async () => {
   await rt.close();
 });
 // No SMTP_URL: the e-mails go to a mail catcher here (`devMailCatcher`), printed as they come.
-const caught = process.env.SMTP_URL === undefined ? await devMailCatcher() : null;
+// Never in production (NODE_ENV=production): mail must go somewhere real or fail visibly there.
+const caught =
+  process.env.SMTP_URL === undefined && process.env.NODE_ENV !== 'production' ? await devMailCatcher() : null;
 mailCatcher = caught;
 if (config.databaseSchema !== 'public') await rt.db.raw('create schema if not exists ??', [config.databaseSchema]);
 const [, applied] = (await rt.db.migrate.latest()) as [number, string[]];
@@ -113,7 +115,7 @@ async function demoQuote(demoKey: string): Promise<void> {
  * text) on standard output, so a newcomer on a machine with no mail server reads the MCP
  * sign-in code, a passenger-verify code or a confirmation. Local development only: the messages'
  * codes and links are printed in clear, which is the point of it. The Procfile's processes never
- * start it. Nothing (null) when the port is taken (a mail server is there) or the package is not
+ * start it, nor does `npm start` with NODE_ENV=production. Nothing (null) when the port is taken (a mail server is there) or the package is not
  * installed (a production install without dev dependencies).
  */
 async function devMailCatcher(): Promise<{ address: string; close(): Promise<void> } | null> {
@@ -136,6 +138,10 @@ async function devMailCatcher(): Promise<{ address: string; close(): Promise<voi
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
+        if (stream.sizeExceeded) {
+          callback(Object.assign(new Error('message too large for the mail catcher'), { responseCode: 552 }));
+          return;
+        }
         const to = session.envelope.rcptTo.map((r) => r.address).join(', ');
         process.stdout.write(
           `\n--- e-mail to ${to} ---\n${readableMail(Buffer.concat(chunks))}\n--- end of e-mail ---\n\n`,
@@ -165,8 +171,13 @@ function readableMail(raw: Buffer): string {
   const head = split === -1 ? text : text.slice(0, split);
   const body = split === -1 ? '' : text.slice(split).trim();
   const subject = /^Subject: (.*(?:\r?\n[ \t].*)*)/im.exec(head)?.[1]?.replace(/\r?\n[ \t]/g, ' ') ?? '';
-  const qp = /^Content-Transfer-Encoding: quoted-printable/im.test(head);
-  const decoded = qp ? quotedPrintable(body) : body;
+  const encoding = /^Content-Transfer-Encoding: *([\w-]+)/im.exec(head)?.[1]?.toLowerCase();
+  const decoded =
+    encoding === 'quoted-printable'
+      ? quotedPrintable(body)
+      : encoding === 'base64'
+        ? Buffer.from(body.replace(/\s+/g, ''), 'base64').toString('utf8')
+        : body;
   return `Subject: ${decodedWords(subject)}\n\n${decoded}`;
 }
 
