@@ -339,25 +339,33 @@ export async function dispatchStep(
         ),
       },
     );
-  let match = matchExcept(new Set());
-  const round = retryRoundStart(booking, now);
-  if (match.ordered.length === 0 && round) {
-    const again = askedOnceMore(asked, round);
-    if (again.size > 0) match = matchExcept(again);
-  }
-  for (const best of match.ordered) {
-    // Each choice is checked in a savepoint, and one passed over is rolled back to it, which
-    // lets go of their row: a step holds at most one driver's or operator's row, so it can
-    // wait for each choice (another step offering them a job) without two steps ever waiting
-    // for each other's, and a holder with room for more is not passed over while another
-    // step offers them one.
-    await trx.raw('savepoint dispatch_choice');
-    if (!(await stillOfferable(trx, best))) {
-      await trx.raw('rollback to savepoint dispatch_choice');
-      continue;
+  const offerToFirst = async (ordered: Offerable[]): Promise<StepOutcome | null> => {
+    for (const best of ordered) {
+      // Each choice is checked in a savepoint, and one passed over is rolled back to it, which
+      // lets go of their row: a step holds at most one driver's or operator's row, so it can
+      // wait for each choice (another step offering them a job) without two steps ever waiting
+      // for each other's, and a holder with room for more is not passed over while another
+      // step offers them one.
+      await trx.raw('savepoint dispatch_choice');
+      if (!(await stillOfferable(trx, best))) {
+        await trx.raw('rollback to savepoint dispatch_choice');
+        continue;
+      }
+      await trx.raw('release savepoint dispatch_choice');
+      return makeOffer(trx, deps, booking, best, offers.length + 1, drivers, now);
     }
-    await trx.raw('release savepoint dispatch_choice');
-    return makeOffer(trx, deps, booking, best, offers.length + 1, drivers, now);
+    return null;
+  };
+  const offered = await offerToFirst(matchExcept(new Set()).ordered);
+  if (offered) return offered;
+  // Nobody not yet asked could take it (none matched, or those who did were taken meanwhile):
+  // in a retry round, those asked once and silent since an earlier round.
+  const round = retryRoundStart(booking, now);
+  const again = round ? askedOnceMore(asked, round) : new Set<string>();
+  if (again.size > 0) {
+    const holderOf = (c: Offerable) => (c.kind === 'driver' ? c.driverId : c.partnerId);
+    const offeredAgain = await offerToFirst(matchExcept(again).ordered.filter((c) => again.has(holderOf(c))));
+    if (offeredAgain) return offeredAgain;
   }
   return noDriver(trx, deps, booking, now);
 }
