@@ -199,7 +199,10 @@ export function websiteCaller(req: Request): Caller {
 export function waitInWords(retryAfter: string | undefined): string | null {
   const seconds = Number(retryAfter);
   if (!retryAfter || !Number.isFinite(seconds) || seconds < 0) return null;
-  if (seconds < 60) return `${Math.max(1, Math.ceil(seconds))} second${Math.ceil(seconds) === 1 ? '' : 's'}`;
+  if (seconds < 60) {
+    const whole = Math.max(1, Math.ceil(seconds));
+    return `${whole} second${whole === 1 ? '' : 's'}`;
+  }
   const minutes = Math.ceil(seconds / 60);
   if (minutes < 60) return `about ${minutes} minute${minutes === 1 ? '' : 's'}`;
   const hours = Math.ceil(minutes / 60);
