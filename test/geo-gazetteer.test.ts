@@ -610,6 +610,12 @@ describe('places outside the UK', () => {
       ok: true,
       place: { kind: 'airport', iata: 'CDG' },
     });
+    // An address whose part names the airport is that airport.
+    expect(await gazetteer.geocode('Gate 5, Dublin Airport', { worldwide: true })).toMatchObject({
+      ok: true,
+      place: { kind: 'airport', iata: 'DUB' },
+    });
+    expect(await gazetteer.geocode('Gate 5, Dublin Airport')).toMatchObject({ ok: false, reason: 'outside_uk' });
   });
 
   it('Channel Islands postcodes are outside the UK', async () => {

@@ -1341,8 +1341,12 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       // the answer names the airport to send instead, in either mode (without worldwide it is
       // outside the UK; with it, not found: the address is not the airport).
       for (const raw of segments) {
-        const abroad = lookup(parseQuery(normalizeName(raw)), false)[0];
-        if (abroad && !abroad.rec.uk) return abroadAddress(query, abroad.rec, worldwide);
+        const parsed = parseQuery(normalizeName(raw));
+        const abroad = lookup(parsed, false)[0];
+        if (!abroad || abroad.rec.uk) continue;
+        // A part that names the airport itself ("Gate 5, Dublin Airport") is that airport.
+        if (parsed.intent === 'airport') return resultFor(query, abroad.rec, parsed.terminal, worldwide);
+        return abroadAddress(query, abroad.rec, worldwide);
       }
       return null;
     }
