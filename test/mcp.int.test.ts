@@ -101,6 +101,16 @@ function okOf<T = Record<string, unknown>>(result: CallToolResult): T {
 }
 
 /** The next Wednesday at the given London hour, as UTC ISO (as the quote tests do). */
+/** A Leeds to York quote from the public v1 endpoint (no MCP estimate_fare allowance spent). */
+async function publicQuote(departAt: string): Promise<{ quoteId: string }> {
+  const res = await fetch(`${url}/api/public/v1/quote`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ pickup: 'Leeds', dropoff: 'York', departAt }),
+  });
+  return (await res.json()) as { quoteId: string };
+}
+
 function nextWednesdayAt(hourLondon: number): string {
   const d = new Date();
   d.setUTCDate(d.getUTCDate() + ((3 - d.getUTCDay() + 7) % 7 || 7) + 7);
@@ -455,13 +465,7 @@ describe('start_booking', () => {
       details: [{ field: '/quoteId', problem: 'unknown quote' }],
     });
     // An expired quote (from the public endpoint: Ada's estimate_fare allowance is for the other tests).
-    const quote = (await (
-      await fetch(`${url}/api/public/v1/quote`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ pickup: 'Leeds', dropoff: 'York', departAt: inHours(7) }),
-      })
-    ).json()) as { quoteId: string };
+    const quote = await publicQuote(inHours(7));
     await env.rt
       .db('quotes')
       .where({ id: quote.quoteId })
@@ -510,13 +514,7 @@ describe('start_booking', () => {
 
   it('answers a quote whose booking was cancelled with an error to act on, not the cancelled booking as if made', async () => {
     const client = await connect(grace.accessToken);
-    const quote = (await (
-      await fetch(`${url}/api/public/v1/quote`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ pickup: 'Leeds', dropoff: 'York', departAt: inHours(31) }),
-      })
-    ).json()) as { quoteId: string };
+    const quote = await publicQuote(inHours(31));
     const args = { quoteId: quote.quoteId, passengerName: 'Grace Hopper', passengerPhone: '+447700900123' };
     const booked = okOf<{ bookingReference: string }>(await call(client, 'start_booking', args));
     // Before the cancellation, the same call is the same booking.
@@ -574,13 +572,7 @@ describe('start_booking', () => {
       );
       expect(nowhere.code).toBe('account_blocked');
       // A quote from the public endpoint: Ada's estimate_fare allowance is for the other tests.
-      const quote = (await (
-        await fetch(`${url}/api/public/v1/quote`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ pickup: 'Leeds', dropoff: 'York', departAt: inHours(7) }),
-        })
-      ).json()) as { quoteId: string };
+      const quote = await publicQuote(inHours(7));
       const redeem = errorOf(await call(client, 'start_booking', { ...blocked, quoteId: quote.quoteId }));
       expect(redeem.code).toBe('account_blocked');
       expect(await env.rt.db('bookings').where({ passenger_phone: '+447700900777' })).toEqual([]);
