@@ -210,6 +210,10 @@ describe('helpers', () => {
   it('shortens names to first name and initial, and estimates minutes at 20 mph over 1.3 × straight line', () => {
     expect(shortDriverName('Samuel Adebayo Okafor')).toBe('Samuel O.');
     expect(shortDriverName('  cher  ')).toBe('cher');
+    // The initial of the last word that is a name: a number or a symbol is none.
+    expect(shortDriverName('Jo Sim 0003')).toBe('Jo S.');
+    expect(shortDriverName('Jo 0003')).toBe('Jo');
+    expect(shortDriverName('Ana Ørsted')).toBe('Ana Ø.');
     // 0.1° of latitude is 6.9 miles: × 1.3 / 20 mph = 26.9 minutes → 27.
     expect(etaMinutes({ lat: 53.5, lng: -2.2 }, { lat: 53.6, lng: -2.2 })).toBe(27);
   });

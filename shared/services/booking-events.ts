@@ -126,8 +126,9 @@ export interface BookingStatusEvent {
 export function shortDriverName(full: string): string {
   const parts = full.trim().split(/\s+/).filter(Boolean);
   const first = parts[0] ?? '';
-  const last = parts.length > 1 ? parts[parts.length - 1] : undefined;
-  return last ? `${first} ${last.charAt(0).toUpperCase()}.` : first;
+  // The initial of the last word that is a name (starts with a letter): "Jo Sim 0003" is "Jo S.".
+  const last = parts.slice(1).findLast((p) => /^\p{L}/u.test(p));
+  return last ? `${first} ${[...last][0]?.toUpperCase()}.` : first;
 }
 
 /** Straight-line miles × 1.3 at 20 mph, rounded up to whole minutes. */
