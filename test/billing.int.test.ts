@@ -348,6 +348,24 @@ describe('weekly billing', () => {
       totalGBP: over.totalGBP,
       lines: over.lines,
     });
+    // An owner invoiced whose rides no longer count (corrected since: here, marked test-mode) is
+    // still shown: the invoice stands.
+    const overRides = db()('bookings').where({ driver_id: ids.over });
+    const overTexts = db()('outbound_messages').where({ driver_id: ids.over, test_mode: false });
+    const texts = await overTexts.clone().pluck('id');
+    await overRides.clone().update({ test_mode: true });
+    await db()('outbound_messages').whereIn('id', texts).update({ test_mode: true });
+    try {
+      const corrected = JSON.parse((await admin('billing', 'run', '--week', week.week, '--dry-run')).stdout);
+      expect(byOwner(corrected.invoices, ids.over as string)).toMatchObject({
+        id: over.id,
+        state: 'already_issued',
+        totalGBP: over.totalGBP,
+      });
+    } finally {
+      await overRides.clone().update({ test_mode: false });
+      await db()('outbound_messages').whereIn('id', texts).update({ test_mode: false });
+    }
     // Two runs at the same moment still make one invoice per driver.
     const racing = await Promise.all([issueInvoices(db(), week), issueInvoices(db(), week)]);
     expect(racing.map((x) => x.issued)).toEqual([0, 0]);

@@ -249,6 +249,11 @@ function owner(row: OwnerRow) {
     : { kind: 'partner' as const, id: row.partner_id as string, name: row.owner_name };
 }
 
+/** An issued invoice (`i`) as `previewInvoices` shows it. */
+const ISSUED_JSON = `jsonb_build_object('id', i.id, 'earnings_pence', i.earnings_pence,
+  'completed_rides', i.completed_rides, 'total_pence', i.total_pence, 'charge_attempts', i.charge_attempts,
+  'last_charge_error', i.last_charge_error, 'issued_at', i.issued_at, 'lines', i.lines)`;
+
 /**
  * What a run of the week would issue, without writing anything (`billing run --dry-run`). An
  * owner already invoiced for the week is shown with that invoice as issued (`already_issued`,
@@ -261,15 +266,21 @@ export async function previewInvoices(db: Queryable, w: BillingWeek): Promise<In
      ${PRICING('totals')}
      select c.driver_id, c.partner_id, c.owner_name, c.earnings, c.rides, c.total_pence,
             ${LINES_JSON} as lines,
-            (select jsonb_build_object('id', i.id, 'earnings_pence', i.earnings_pence,
-                      'completed_rides', i.completed_rides, 'total_pence', i.total_pence,
-                      'charge_attempts', i.charge_attempts, 'last_charge_error', i.last_charge_error,
-                      'issued_at', i.issued_at, 'lines', i.lines)
+            (select ${ISSUED_JSON}
                from invoices i, period
               where i.week = period.week and coalesce(i.driver_id, i.partner_id) = c.owner_id
               limit 1) as issued
        from charged c
-      order by c.owner_name, c.owner_id`,
+     union all
+     -- Invoiced for the week, with nothing to charge any more (rides corrected since): the
+     -- invoice stands, so the preview shows it.
+     select i.driver_id, i.partner_id, coalesce(d.name, p.name), 0::bigint, 0, 0::bigint, '[]'::jsonb, ${ISSUED_JSON}
+       from invoices i
+       join period on i.week = period.week
+       left join drivers d on d.id = i.driver_id
+       left join partners p on p.id = i.partner_id
+      where not exists (select 1 from charged c where c.owner_id = coalesce(i.driver_id, i.partner_id))
+      order by owner_name, driver_id, partner_id`,
     periodBindings(w),
   );
   return (rows as PreviewRow[]).map((r) => {
