@@ -533,6 +533,32 @@ describe('start_booking', () => {
     expect(await env.rt.db('bookings').where({ quote_id: quote.quoteId })).toHaveLength(1);
   });
 
+  it('books meet and greet in one step at an airport pickup (£25), as estimate_fare prices it', async () => {
+    const client = await connect(grace.accessToken);
+    const ride = {
+      pickup: 'Manchester Airport',
+      dropoff: 'Manchester Piccadilly',
+      departAt: inHours(32),
+      passengerName: 'Grace Hopper',
+      passengerPhone: '+447700900123',
+    };
+    const plain = okOf<{ bookingReference: string; fareGBP: number }>(await call(client, 'start_booking', ride));
+    const greeted = okOf<{ bookingReference: string; fareGBP: number; repeat: boolean }>(
+      await call(client, 'start_booking', { ...ride, meetAndGreet: true }),
+    );
+    // Not a repeat of the ride without it: its own booking, £25 more.
+    expect(greeted.repeat).toBe(false);
+    expect(greeted.bookingReference).not.toBe(plain.bookingReference);
+    expect(Math.round((greeted.fareGBP - plain.fareGBP) * 100)).toBe(2500);
+    const rules = (await env.rt.db('bookings').where({ reference: greeted.bookingReference }).first('applied_rules'))
+      .applied_rules as { code: string; amountPence: number }[];
+    expect(rules).toContainEqual(expect.objectContaining({ code: 'meet_and_greet', amountPence: 2500 }));
+    await env.rt
+      .db('bookings')
+      .whereIn('reference', [plain.bookingReference, greeted.bookingReference])
+      .update({ status: 'cancelled' });
+  });
+
   it('refuses start_booking with a suspended partner’s key beside the token: forbidden, nothing booked', async () => {
     const partner = await createPartner(env.rt.db, env.config, { name: 'Paused Agency', actor: 'test' });
     await env.rt.db('partners').where({ id: partner.id }).update({ status: 'suspended' });

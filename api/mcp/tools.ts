@@ -202,6 +202,12 @@ const bookingInput = {
     .describe(
       'true only for places outside the UK (airports abroad), priced here; a quoteId keeps its quote. Default false.',
     ),
+  meetAndGreet: z
+    .boolean()
+    .optional()
+    .describe(
+      'Driver meets the passenger inside the terminal, £25: charged only when the pickup is an airport (a warning says so otherwise); priced here; a quoteId keeps its quote. Default false.',
+    ),
 };
 
 const bookingOutput = {
@@ -523,10 +529,17 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     method: paymentMethod,
     flightNumber: a.flightNumber,
     notes: a.notes,
+    // Only when asked: the content of a request without it hashes as it always has.
+    ...(a.meetAndGreet ? { meetAndGreet: true } : {}),
   });
   // Priced while the passenger is checked, as v1 bookings are: the refusal of a blocked
   // passenger still answers first, and their price is dropped unused.
-  const priced = priceQuote(deps, { ...input, meetAndGreet: false, worldwide: a.worldwide ?? false }, caller, base);
+  const priced = priceQuote(
+    deps,
+    { ...input, meetAndGreet: a.meetAndGreet ?? false, worldwide: a.worldwide ?? false },
+    caller,
+    base,
+  );
   priced.catch(() => {}); // awaited below, unless the passenger is refused first
   await passengerStanding(deps.db, passenger);
   const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
