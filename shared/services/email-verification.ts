@@ -466,19 +466,15 @@ export async function sendVerificationEmail(
     'If you did not ask for this, you can ignore this e-mail: nothing happens until the address is confirmed.',
   ].join('\n');
   const testMode = input.testMode ?? false;
-  const id = await queueMessage(trx, {
+  return queueMessage(trx, {
     channel: 'email',
     recipient: normaliseEmail(input.email),
     subject: `${input.code} is your ${service} verification code`,
     body,
     purpose: 'verification',
     testMode,
+    ...(testMode && input.apiKeyId !== undefined ? { apiKeyId: input.apiKeyId } : {}),
   });
-  // Before the transaction commits, so before the notify worker can see the row.
-  if (testMode && input.apiKeyId !== undefined) {
-    await trx('outbound_messages').where({ id }).update({ api_key_id: input.apiKeyId });
-  }
-  return id;
 }
 
 /**

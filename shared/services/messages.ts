@@ -17,6 +17,11 @@ export interface NewMessage {
   partnerId?: string;
   /** Test-mode messages are recorded, never sent. */
   testMode?: boolean;
+  /**
+   * Test mode only (a check constraint refuses it on a live message): the test key whose holder
+   * reads this booking-less message in the sandbox's /test/messages (a passenger-verify e-mail).
+   */
+  apiKeyId?: string;
 }
 
 /**
@@ -70,6 +75,8 @@ export function messageRows(msg: NewMessage): {
         driver_id: msg.driverId ?? null,
         partner_id: msg.partnerId ?? null,
         test_mode: msg.testMode ?? false,
+        // Only when given: booking messages, written in batches, keep their columns.
+        ...(msg.apiKeyId ? { api_key_id: msg.apiKeyId } : {}),
       },
     },
     job: { table: 'outbox', row: outboxRow('send-message', { messageId: id }, { jobId: `message-${id}` }) },
