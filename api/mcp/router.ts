@@ -1,6 +1,3 @@
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { authorizationHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/authorize.js';
 import { metadataHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/metadata.js';
 import { clientRegistrationHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/register.js';
@@ -279,12 +276,12 @@ function repeatedRequestId(body: unknown): string | number | undefined {
 }
 
 /**
- * The transport's answer written to the Node response. A body that was a batch is answered with
- * an array (JSON-RPC 2.0 section 6), as the transport does not: in JSON-response mode it counts
- * the responses, and sends one (a batch holding a single request) as the bare object. Only a 200
- * JSON answer is wrapped; the transport's refusals of the whole request (400 with id null) and
- * its 202 for notifications only pass as they are, as would an event stream (SSE mode, where
- * each response is its own event), piped as it comes.
+ * The transport's answer (JSON-response mode: `enableJsonResponse`, so never an event stream)
+ * written to the Node response. A body that was a batch is answered with an array (JSON-RPC 2.0
+ * section 6), as the transport does not: it counts the responses, and sends one (a batch holding
+ * a single request) as the bare object. Only a 200 JSON answer is wrapped; the transport's
+ * refusals of the whole request (400 with id null) and its 202 for notifications only pass as
+ * they are.
  */
 async function writeAnswer(res: Response, answer: globalThis.Response, batch: boolean): Promise<void> {
   if (res.headersSent || res.destroyed) return;
@@ -293,10 +290,6 @@ async function writeAnswer(res: Response, answer: globalThis.Response, batch: bo
     res.setHeader(name, value);
   });
   const type = answer.headers.get('content-type') ?? '';
-  if (answer.body && /^text\/event-stream\b/i.test(type)) {
-    await pipeline(Readable.fromWeb(answer.body as NodeReadableStream<Uint8Array>), res);
-    return;
-  }
   if (batch && answer.status === 200 && /^application\/json\b/i.test(type)) {
     const body = (await answer.json()) as unknown;
     res.end(JSON.stringify(Array.isArray(body) ? body : [body]));
