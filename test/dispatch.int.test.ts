@@ -907,8 +907,8 @@ describe('rounds of tries', () => {
       };
       await nextRound(3);
       expect(await liveOffer(ref)).toMatchObject({ driver_id: fresh.id, attempt: 3 });
-      // Fay lets it lapse too; in the round after, Fay is asked once more, and Sue, asked twice
-      // already, is not asked again.
+      // Fay lets it lapse too and goes off duty: in the round after, nobody is asked (Fay is not
+      // available, and Sue, asked twice already, is not asked a third time).
       await offline(fresh.token);
       const afterThird = await eventually(async () => {
         const b = await env.rt.db('bookings').where({ reference: ref }).first();
@@ -928,6 +928,67 @@ describe('rounds of tries', () => {
     } finally {
       await cancelled(ref, 'rita@example.org');
       await offline(sleepy.token);
+    }
+  });
+
+  it('asks a driver who let the offer lapse once more when the one driver not yet asked is given another job while the round chooses him', async () => {
+    const lapsing = await driver('Lapsing Lou', { cls: 'wav', wav: true });
+    const taken = await driver('Taken Theo', { cls: 'wav', wav: true });
+    await presence(lapsing.token, near(0.3));
+    const email = 'taken.tess@example.org';
+    const ref = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengerName: 'Taken Tess',
+      passengerEmail: email,
+      vehicleType: 'wav',
+    });
+    const giving = await env.rt.db.transaction();
+    let other: { id: string; offerId: string } | undefined;
+    try {
+      expect((await liveOffer(ref)).driver_id).toBe(lapsing.id);
+      // Lou does not answer; nobody else has a wheelchair-accessible car: no driver this round.
+      const booking = await eventually(async () => {
+        const b = await env.rt.db('bookings').where({ reference: ref }).first();
+        return b?.status === 'no_driver_available' && b.dispatch_retry_at ? b : null;
+      });
+      // Theo, never asked, comes online before the next round: its first choice, before Lou.
+      expect((await presence(taken.token, near(0.8))).status).toBe(200);
+      // Another step is giving Theo another job: his row held, its offer not yet committed, so
+      // the round reads him as free (he takes one job at a time).
+      await giving('drivers').where({ id: taken.id }).forNoKeyUpdate().first('id');
+      other = await insertOfferedBooking(giving, `${env.config.bookings.referencePrefix}-TAKEN1`, {
+        driverId: taken.id,
+      });
+      // The next round's time comes (brought forward), started with a job of its own.
+      await env.rt.db('bookings').where({ id: booking.id }).update({ dispatch_retry_at: new Date() });
+      await env.rt.queues.dispatch.add('dispatch-booking', { bookingId: booking.id }, { jobId: 'test-taken-round' });
+      // The round has chosen Theo and waits for his row (the only row this transaction holds);
+      // then he is taken.
+      await waitersOn(giving, 1, '%for no key update%');
+      await giving.commit();
+      // Nobody not yet asked can take it now: Lou, whose one offer lapsed, is asked once more.
+      expect(await liveOffer(ref)).toMatchObject({ driver_id: lapsing.id, attempt: 2 });
+      const offers = await env.rt.db('dispatch_offers').where({ booking_id: booking.id }).orderBy('attempt');
+      expect(offers.map((o) => [o.driver_id, o.attempt])).toEqual([
+        [lapsing.id, 1],
+        [lapsing.id, 2],
+      ]);
+      // Theo holds the other job's offer only, and no job card of this booking went to him.
+      expect(await env.rt.db('dispatch_offers').where({ driver_id: taken.id }).pluck('booking_id')).toEqual([other.id]);
+      await eventually(
+        async () =>
+          twilio.requests.filter((r) => r.form.Body?.includes(ref) && r.form.To === lapsing.phone).length >= 2,
+      );
+      expect(twilio.requests.filter((r) => r.form.Body?.includes(ref) && r.form.To?.endsWith(taken.phone))).toEqual([]);
+    } finally {
+      await giving.rollback().catch(() => {});
+      await cancelled(ref, email);
+      if (other) {
+        await env.rt.db('dispatch_offers').where({ id: other.offerId }).update({ state: 'withdrawn' });
+        await env.rt.db('bookings').where({ id: other.id }).update({ status: 'cancelled' });
+      }
+      await offline(lapsing.token, taken.token);
     }
   });
 });
