@@ -151,7 +151,12 @@ async function devMailCatcher(): Promise<{ address: string; close(): Promise<voi
     },
   });
   const listening = await new Promise<boolean>((resolve) => {
-    server.server.once('error', () => resolve(false));
+    // SMTPServer re-emits its socket's errors on itself: unheard there, a taken port would end
+    // the process instead of leaving the mail to whatever holds the port.
+    server.on('error', (err) => {
+      resolve(false);
+      if (server.server.listening) rt.logger.warn({ err }, 'mail catcher error');
+    });
     server.listen(port, host, () => resolve(true));
   });
   if (!listening) {

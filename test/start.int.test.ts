@@ -142,6 +142,34 @@ describe('the start command', () => {
     }
   });
 
+  it('without SMTP_URL and with the mail port already taken, starts and sends the e-mails there', async () => {
+    // Whatever holds 127.0.0.1:2525 (a second instance's catcher, a developer's mail server).
+    const holder = net.createServer((socket) => socket.end('421 busy\r\n'));
+    const held = await new Promise<boolean>((resolve) => {
+      holder.once('error', () => resolve(false)); // taken already: as good for this test
+      holder.listen(2525, '127.0.0.1', () => resolve(true));
+    });
+    const port = await freePort();
+    const schema = `${env.config.databaseSchema}_t`;
+    const { SMTP_URL: _none, ...withoutSmtp } = env.childEnv;
+    const proc = startTs('bin/start.ts', [], {
+      ...withoutSmtp,
+      DATABASE_SCHEMA: schema,
+      PORT: String(port),
+      SEED_DEMO: '0',
+    });
+    try {
+      await eventually(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 30_000);
+      expect(proc.output()).toContain('e-mail:      sent to smtp://127.0.0.1:2525');
+      expect(proc.output()).not.toContain('EADDRINUSE');
+    } finally {
+      proc.child.kill('SIGTERM');
+      await proc.exited;
+      if (held) await new Promise((r) => holder.close(r));
+      await env.rt.db.raw('drop schema if exists ?? cascade', [schema]);
+    }
+  });
+
   it('names the variable when the configuration is wrong', async () => {
     const r = await runTs('bin/start.ts', [], { ...env.childEnv, PORT: 'eighty' });
     expect(r.code).toBe(1);
