@@ -421,6 +421,16 @@ describe('POST /api/public/bookings/create', () => {
     });
     expect(late.status, late.text).toBe(400);
     expect(late.json.error?.code).toBe('pickup_in_past');
+    // It points at what the caller sent (bookings/create has no departure field): the quote.
+    expect(late.json.error?.details).toEqual([{ field: '/quote_id', problem: 'its pickup time has passed' }]);
+    const lateV1 = await post('/api/public/v1/booking', {
+      quoteId: stated.quote_id,
+      passengerName: 'Lena Late',
+      passengerEmail: 'lena.late@example.org',
+      passengerPhone: ada.passenger_phone_whatsapp,
+    });
+    expect(lateV1.status, lateV1.text).toBe(400);
+    expect(lateV1.json.error?.details).toEqual([{ field: '/quoteId', problem: 'its pickup time has passed' }]);
   });
 
   it('stores every spelling of the payment method as its one internal method', async () => {
@@ -560,6 +570,73 @@ describe('POST /api/public/v1/booking', () => {
     expect(i1.status, i1.text).toBe(200);
     expect(i2.status, i2.text).toBe(200);
     expect(i2.json.booking_reference).not.toBe(i1.json.booking_reference);
+  });
+
+  it('takes a repeat written another way as the same request: the default vehicle named, the name composed otherwise, the flight number spaced, the time to the second, depart_at', async () => {
+    const departAt = new Date(Math.floor(Date.now() / 1000) * 1000 + 4 * 3600_000);
+    const body = {
+      ...direct,
+      departAt: departAt.toISOString(),
+      passengerName: 'Zoé Spelling',
+      passengerEmail: `spelling-${Date.now()}@example.org`,
+      flightNumber: 'BA123',
+    };
+    const a = await post('/api/public/v1/booking', body);
+    expect(a.status, a.text).toBe(201);
+    const same = [
+      { ...body, vehicleType: 'saloon' },
+      { ...body, passengerName: 'Zoe\u0301 Spelling' },
+      { ...body, flightNumber: 'ba 123' },
+      { ...body, flightNumber: 'BA-123' },
+      { ...body, departAt: new Date(departAt.getTime() + 400).toISOString() },
+      // The alias spelling of the departure, on the v1 booking.
+      { ...body, departAt: undefined, depart_at: departAt.toISOString() },
+    ];
+    for (const repeat of same) {
+      const r = await post('/api/public/v1/booking', repeat);
+      expect(r.status, r.text).toBe(201);
+      expect(r.json.bookingReference, JSON.stringify(repeat)).toBe(a.json.bookingReference);
+    }
+    // What differs is still another ride: a larger car, another flight.
+    const estate = await post('/api/public/v1/booking', { ...body, vehicleType: 'estate' });
+    const other = await post('/api/public/v1/booking', { ...body, flightNumber: 'BA124' });
+    expect(new Set([a.json.bookingReference, estate.json.bookingReference, other.json.bookingReference]).size).toBe(3);
+    // Instant: naming the saloon a party of one gets anyway is the same request.
+    const instantBody = {
+      pickup_address: 'Leeds station',
+      dropoff_address: 'Leeds Bradford Airport',
+      passenger_name: 'Saloon Sam',
+      passenger_phone_whatsapp: '+447700900341',
+      depart_at: inHours(5),
+    };
+    const i1 = await post('/api/public/bookings/instant', instantBody);
+    const i2 = await post('/api/public/bookings/instant', { ...instantBody, vehicle_type: 'saloon' });
+    expect(i1.status, i1.text).toBe(200);
+    expect(i2.json.booking_reference).toBe(i1.json.booking_reference);
+    // A party of six without a vehicle type gets the smallest car that seats it: naming it repeats.
+    const six = { ...instantBody, passenger_name: 'Six Sam', passenger_count: 6 };
+    const s1 = await post('/api/public/bookings/instant', six);
+    const s2 = await post('/api/public/bookings/instant', { ...six, vehicle_type: '6seater' });
+    expect(s1.status, s1.text).toBe(200);
+    expect(s2.json.booking_reference).toBe(s1.json.booking_reference);
+  });
+
+  it('accepts depart_at on the v1 booking (the priced shape names the missing time by its v1 spelling)', async () => {
+    const email = `depart-snake-${Date.now()}@example.org`;
+    const snake = {
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passenger_name: 'Snake Sid',
+      passenger_email: email,
+      passenger_phone: '+447700900342',
+    };
+    const missing = await post('/api/public/v1/booking', snake);
+    expect(missing.status).toBe(400);
+    expect(missing.json.error?.details).toEqual([{ field: '/departAt', problem: 'is required' }]);
+    const at = inHours(3);
+    const r = await post('/api/public/v1/booking', { ...snake, depart_at: at });
+    expect(r.status, r.text).toBe(201);
+    expect(r.json.pickupTime).toBe(new Date(at).toISOString());
   });
 
   it('books again when the first of two identical requests was cancelled in between, on the v1 and instant paths', async () => {

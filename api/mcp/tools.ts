@@ -26,7 +26,7 @@ import {
   viewOf,
 } from '../../shared/services/bookings.ts';
 import type { McpScope } from '../../shared/services/oauth.ts';
-import { createQuote, gbp, priceQuote, type Quote } from '../../shared/services/quotes.ts';
+import { createQuote, defaultVehicle, gbp, priceQuote, type Quote } from '../../shared/services/quotes.ts';
 import type { ApiDeps } from '../deps.ts';
 import { contentHash, screen } from '../routes/bookings.ts';
 import { v1Body } from '../routes/quotes.ts';
@@ -524,12 +524,12 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     departAt: input.departAt,
     ...passenger,
     passengers: input.passengers,
-    vehicleType: input.vehicleType,
+    vehicleType: input.vehicleType ?? defaultVehicle(input.passengers),
     fare: null,
     method: paymentMethod,
     flightNumber: a.flightNumber,
     notes: a.notes,
-    // Only when asked: the content of a request without it hashes as it always has.
+    // Only when asked: the content of a request without it hashes as before it was taken.
     ...(a.meetAndGreet ? { meetAndGreet: true } : {}),
   });
   // Priced while the passenger is checked, as v1 bookings are: the refusal of a blocked

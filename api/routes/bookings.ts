@@ -45,7 +45,7 @@ import {
   trackingToken,
   viewOf,
 } from '../../shared/services/bookings.ts';
-import { gbp, priceQuote } from '../../shared/services/quotes.ts';
+import { defaultVehicle, gbp, priceQuote } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { type Caller, callerTestMode } from '../middleware/auth.ts';
@@ -355,16 +355,36 @@ function requireFields(fields: Record<string, unknown>): void {
   }
 }
 
-/** Normalised content of a booking request (with what the driver is told), for the 15-minute repeat rule. */
+/**
+ * How a field's text is compared beyond case and spacing: a flight designator with or without
+ * its space or hyphen (`BA 123`, `ba-123`), a departure to the second (an agent that computes
+ * "in two hours" on each retry sends other milliseconds).
+ */
+const CONTENT_FOLDS: Readonly<Record<string, (text: string) => string>> = {
+  flightNumber: (t) => t.replace(/[\s-]+/g, ''),
+  departAt: (t) => {
+    const at = Date.parse(t);
+    return Number.isNaN(at) ? t : new Date(Math.floor(at / 1000) * 1000).toISOString();
+  },
+};
+
+/**
+ * Normalised content of a booking request (with what the driver is told), for the 15-minute
+ * repeat rule. Callers pass the vehicle the booking gets (`defaultVehicle` when none was named),
+ * so naming the default is the same request as leaving it out.
+ */
 export function contentHash(scope: string, parts: Record<string, unknown>): Buffer {
-  // Case and spacing aside; an empty or missing field is one absent field.
-  const norm = (v: unknown) => {
-    const text = typeof v === 'string' ? v.trim().toLowerCase().replace(/\s+/g, ' ') : v;
+  // Case, spacing and Unicode spelling (composed or not, full-width or not) aside; an empty or
+  // missing field is one absent field.
+  const norm = (k: string, v: unknown) => {
+    let text = typeof v === 'string' ? v.normalize('NFKC').trim().toLowerCase().replace(/\s+/g, ' ') : v;
+    const fold = CONTENT_FOLDS[k];
+    if (typeof text === 'string' && fold) text = fold(text);
     return text === '' || text === undefined ? null : text;
   };
   const entries = Object.keys(parts)
     .sort()
-    .map((k) => [k, norm(parts[k])]);
+    .map((k) => [k, norm(k, parts[k])]);
   return sha256(JSON.stringify([scope, entries]));
 }
 
@@ -463,6 +483,7 @@ export function bookingRoutes(): RouteDef[] {
           const name = body.passengerName ?? body.passenger_name;
           const email = body.passengerEmail ?? body.passenger_email;
           const phone = body.passengerPhone ?? body.passenger_phone;
+          const departAt = body.departAt ?? body.depart_at;
           const method = payment(body.paymentMethod ?? body.payment_method);
           const emailPointer = body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email';
           const checkPassenger = (redeeming?: string) =>
@@ -504,7 +525,7 @@ export function bookingRoutes(): RouteDef[] {
           requireFields({
             pickup: body.pickup,
             dropoff: body.dropoff,
-            departAt: body.departAt,
+            departAt,
             passengerName: name,
             passengerEmail: email,
             passengerPhone: phone,
@@ -520,7 +541,7 @@ export function bookingRoutes(): RouteDef[] {
                 {
                   pickup: body.pickup as string,
                   dropoff: body.dropoff as string,
-                  departAt: body.departAt,
+                  departAt,
                   passengers: body.passengers ?? 1,
                   vehicleType: vehicle.value,
                   meetAndGreet: false,
@@ -538,10 +559,10 @@ export function bookingRoutes(): RouteDef[] {
           const hash = contentHash(bc.scope, {
             pickup: body.pickup,
             dropoff: body.dropoff,
-            departAt: new Date(body.departAt as string).toISOString(),
+            departAt: new Date(departAt as string).toISOString(),
             ...passenger,
             passengers: body.passengers ?? 1,
-            vehicleType,
+            vehicleType: vehicleType ?? defaultVehicle(body.passengers ?? 1),
             fare,
             method,
             // What the driver is told is part of the request: a change is a new request, not a repeat.
@@ -695,7 +716,7 @@ export function bookingRoutes(): RouteDef[] {
             departAt: body.depart_at ? new Date(body.depart_at).toISOString() : 'now',
             ...passenger,
             passengers: body.passenger_count ?? 1,
-            vehicleType: body.vehicle_type,
+            vehicleType: body.vehicle_type ?? defaultVehicle(body.passenger_count ?? 1),
             method,
             flightNumber: body.flight_number,
             notes: body.notes,

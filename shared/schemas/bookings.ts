@@ -113,6 +113,7 @@ export const V1BookingRequest = Type.Object({
   passenger_email: Type.Optional(PassengerEmail),
   passenger_phone: Type.Optional(Phone),
   payment_method: Type.Optional(Payment),
+  depart_at: Type.Optional({ ...DateTime, description: 'Same as departAt (the spelling the alias endpoints use)' }),
 });
 
 export const BookingRefParams = Type.Object({ ref: Type.String({ minLength: 1, maxLength: 20 }) });

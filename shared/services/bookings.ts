@@ -298,7 +298,8 @@ export async function redeemQuote(
     // A quote for "now" books a pickup now; one for a stated time that has passed cannot.
     if (!isQuoteForNow(quote) && quote.depart_at.getTime() < now.getTime() - 5 * 60_000) {
       throw new AppError('pickup_in_past', 'The quoted pickup time has passed; ask for a new quote.', [
-        { field: '/departAt', problem: 'is in the past' },
+        // The quote's time, not a field of this request: the error points at the quote.
+        { field: '/quote_id', problem: 'its pickup time has passed' },
       ]);
     }
     const write = bookingWrite(

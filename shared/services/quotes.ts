@@ -49,14 +49,20 @@ export interface Quote {
   expiresAt: Date;
 }
 
+/** The vehicle a request that names none is priced and booked with: a saloon, or the smallest that seats the party. */
+export function defaultVehicle(passengers: number): VehicleType {
+  if (passengers <= 4) return 'saloon';
+  return (['6seater', '7seater', 'mpv'] as const).find((v) => VEHICLE_SEATS[v] >= passengers) ?? 'mpv';
+}
+
 function chooseVehicle(input: QuoteInput, warnings: string[]): VehicleType {
   if (input.vehicleType) {
     if (VEHICLE_SEATS[input.vehicleType] < input.passengers)
       throw new SeatingError(input.vehicleType, input.passengers);
     return input.vehicleType;
   }
-  if (input.passengers <= 4) return 'saloon';
-  const chosen = (['6seater', '7seater', 'mpv'] as const).find((v) => VEHICLE_SEATS[v] >= input.passengers) ?? 'mpv';
+  const chosen = defaultVehicle(input.passengers);
+  if (input.passengers <= 4) return chosen;
   warnings.push(`No vehicle type given: a ${chosen} was chosen to seat ${input.passengers} passengers.`);
   return chosen;
 }
