@@ -847,6 +847,14 @@ describe('POST /api/public/v1/booking', () => {
     );
     expect(fraction.status).toBe(400);
     expect(fraction.json.error?.details.map((d) => d.field)).toEqual(['/fareGBP']);
+    // A ride at no fare is a mistake, as a partner job's `fare: 0` is: refused, not booked at £0.
+    const free = await post(
+      '/api/public/v1/booking',
+      { ...direct, departAt: inHours(7), fareGBP: 0 },
+      { 'x-api-key': partner.apiKey },
+    );
+    expect(free.status, free.text).toBe(400);
+    expect(free.json.error?.details).toEqual([{ field: '/fareGBP', problem: 'must be > 0' }]);
     // With quote_id too: refused from the partner that may not set fares, the quote left
     // unredeemed; honoured from the one that may, in place of the quote's fare.
     const q = await quote(5);

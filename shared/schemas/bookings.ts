@@ -100,7 +100,7 @@ export const V1BookingRequest = Type.Object({
   ),
   fareGBP: Type.Optional(
     Type.Number({
-      minimum: 0,
+      exclusiveMinimum: 0,
       maximum: 10_000,
       multipleOf: 0.01,
       description: 'Partner-supplied fare in pounds, at most two decimals; only for partners allowed to set fares',
