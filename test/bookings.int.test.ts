@@ -1497,6 +1497,50 @@ describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
     ).toEqual([{ n: 1 }]);
   });
 
+  it('refuses a caller who has offered 20 wrong e-mails or references within the hour, before comparing: a right guess then looks like a wrong one', async () => {
+    // Counted per API key (per IP without one): a key of its own, so the file's other tests keep theirs.
+    const guesser = await createPartner(env.rt.db, env.config, { name: 'Guessing Partner', actor: 'test' });
+    const asGuesser = { 'x-api-key': guesser.apiKey };
+    const email = `guessed-${Date.now()}@example.org`;
+    const made = await post(
+      '/api/public/v1/booking',
+      {
+        pickup: 'Sheffield station',
+        dropoff: 'Meadowhall',
+        departAt: inHours(8),
+        passengerName: 'Guessed Gus',
+        passengerEmail: email,
+        passengerPhone: '+447700900343',
+      },
+      asGuesser,
+    );
+    expect(made.status, made.text).toBe(201);
+    const ref = made.json.bookingReference as string;
+    const lookup = (who: string, headers: Record<string, string> = asGuesser) =>
+      fetch(`${api.url}/api/public/v1/booking/${ref}?email=${encodeURIComponent(who)}`, { headers });
+    // Wrong e-mails, an unknown reference and a wrong cancel all count.
+    for (let i = 0; i < 18; i++) expect((await lookup(`guess-${i}@example.org`)).status).toBe(403);
+    const unknown = await fetch(`${api.url}/api/public/v1/booking/DTN-ZZZZZZ?email=${email}`, { headers: asGuesser });
+    expect(unknown.status).toBe(404);
+    const wrongCancel = await post(
+      `/api/public/v1/booking/${ref}`,
+      { action: 'cancel', email: 'x@example.org' },
+      asGuesser,
+    );
+    expect(wrongCancel.status).toBe(403);
+    // The right e-mail now: refused all the same, without a hint whether it was right.
+    const right = await lookup(email);
+    expect(right.status).toBe(429);
+    expect(Number(right.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(right.headers.get('ratelimit-policy')).toBe('"booking-proof-failures";q=20;w=3600');
+    expect(((await right.json()) as Json).error?.code).toBe('rate_limited');
+    const cancel = await post(`/api/public/v1/booking/${ref}`, { action: 'cancel', email }, asGuesser);
+    expect(cancel.status).toBe(429);
+    expect((await bookingRow(ref)).status).toBe('pending');
+    // Another caller, and the passenger themselves, are not held by that key's guesses.
+    expect((await lookup(email, {})).status).toBe(200);
+  });
+
   it('refuses to cancel once the passenger is on board (409 cannot_cancel)', async () => {
     const made = await post('/api/public/v1/booking', {
       pickup: 'Glasgow Central',

@@ -245,3 +245,55 @@ export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' 
     },
   };
 }
+
+/**
+ * Failed proofs offered for a booking (a wrong e-mail, a wrong tracking token, a reference that
+ * is not a booking), per caller (API key, else IP): a booking's e-mail is guessable where an API
+ * key is not, so past this count the caller's lookups and cancels are refused before any
+ * comparison, and a right guess is not told from a wrong one.
+ */
+export const BOOKING_PROOF_FAILURES = { name: 'booking-proof-failures', points: 20, durationSeconds: 3600 };
+
+export interface BookingProofGuard {
+  /** Throws 429 while the caller is past the failures allowed. */
+  check(caller: Caller): Promise<void>;
+  /** Counts one failed proof. */
+  failed(caller: Caller): Promise<void>;
+}
+
+export function bookingProofGuard(redis: Redis, queuePrefix: string): BookingProofGuard {
+  const count = fixedWindowCounter(redis);
+  const { name, points, durationSeconds } = BOOKING_PROOF_FAILURES;
+  const keyOf = (caller: Caller) =>
+    `${queuePrefix}:rl:${name}:${caller.kind === 'api_key' ? `key:${caller.key.id}` : `ip:${caller.ip}`}`;
+  const policy = `"${name}";q=${points};w=${durationSeconds}`;
+  return {
+    async check(caller) {
+      const key = keyOf(caller);
+      let used: number;
+      let ttl: number;
+      try {
+        const [got, left] = await Promise.all([redis.get(key), redis.pttl(key)]);
+        used = Number(got ?? 0);
+        ttl = left;
+      } catch {
+        throw unavailable();
+      }
+      if (used < points) return;
+      const retryAfter = String(Math.max(1, Math.ceil(ttl / 1000)));
+      throw new AppError(
+        'rate_limited',
+        'Too many booking lookups with a wrong e-mail address or token from here: retry after the number of seconds in Retry-After.',
+        [],
+        { 'Retry-After': retryAfter, 'RateLimit-Policy': policy, RateLimit: `"${name}";r=0;t=${retryAfter}` },
+      );
+    },
+    async failed(caller) {
+      try {
+        await count([keyOf(caller)], [String(durationSeconds)]);
+      } catch {
+        throw unavailable();
+      }
+    },
+  };
+}

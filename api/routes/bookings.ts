@@ -49,7 +49,12 @@ import { defaultVehicle, gbp, priceQuote } from '../../shared/services/quotes.ts
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { type Caller, callerTestMode } from '../middleware/auth.ts';
-import { fixedWindowCounter, unavailable } from '../middleware/rate-limit.ts';
+import {
+  type BookingProofGuard,
+  bookingProofGuard,
+  fixedWindowCounter,
+  unavailable,
+} from '../middleware/rate-limit.ts';
 import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { scenarioHeader } from '../sandbox.ts';
@@ -446,6 +451,30 @@ const V1_ERRORS = [
 const snakeShapeOf = (body: { quote_id?: unknown; quoteId?: unknown }): TObject | null =>
   body.quote_id !== undefined || body.quoteId !== undefined ? V1BookingRequest : null;
 
+const proofGuards = new WeakMap<ApiDeps['redis'], BookingProofGuard>();
+
+/**
+ * The booking a lookup or cancel proves (`bookingForPassenger`), under the failed-proof limit:
+ * a caller past it is refused first (429), and a wrong e-mail or token, or an unknown
+ * reference, counts against it.
+ */
+async function provenBooking<T>(deps: ApiDeps, caller: Caller, prove: () => Promise<T>): Promise<T> {
+  let guard = proofGuards.get(deps.redis);
+  if (!guard) {
+    guard = bookingProofGuard(deps.redis, deps.config.queuePrefix);
+    proofGuards.set(deps.redis, guard);
+  }
+  await guard.check(caller);
+  try {
+    return await prove();
+  } catch (err) {
+    if (err instanceof AppError && ['email_mismatch', 'forbidden', 'booking_not_found'].includes(err.code)) {
+      await guard.failed(caller);
+    }
+    throw err;
+  }
+}
+
 export function bookingRoutes(): RouteDef[] {
   const v1 = (path: string, operationId: string, documented: boolean) =>
     defineRoute({
@@ -757,12 +786,14 @@ export function bookingRoutes(): RouteDef[] {
         200: { description: 'Status, pickup time, driver, payment and history', schema: BookingLookupResponse },
       },
       handler: async ({ deps, params, query, req, caller }) => {
-        const row = await bookingForPassenger(
-          deps.db,
-          params.ref,
-          { email: plusRestored(query.email), token: query.t },
-          deps.config.bookings.referencePrefix,
-          testModeOf(caller),
+        const row = await provenBooking(deps, caller, () =>
+          bookingForPassenger(
+            deps.db,
+            params.ref,
+            { email: plusRestored(query.email), token: query.t },
+            deps.config.bookings.referencePrefix,
+            testModeOf(caller),
+          ),
         );
         const [history, records, driver] = await Promise.all([
           deps
@@ -879,12 +910,14 @@ export function bookingRoutes(): RouteDef[] {
       handler: async ({ deps, params, body, caller, req }) => {
         // The reason is kept in the booking's history, which operators and partners read.
         screen(req, [{ pointer: '/reason', kind: 'notes', value: body.reason }]);
-        const row = await bookingForPassenger(
-          deps.db,
-          params.ref,
-          { email: body.email, token: body.t },
-          deps.config.bookings.referencePrefix,
-          testModeOf(caller),
+        const row = await provenBooking(deps, caller, () =>
+          bookingForPassenger(
+            deps.db,
+            params.ref,
+            { email: body.email, token: body.t },
+            deps.config.bookings.referencePrefix,
+            testModeOf(caller),
+          ),
         );
         const cancelled = await cancelBooking(deps.db, row.id, body.reason ?? null, 'passenger');
         await publishBookingEvent(deps.redis, deps.config.queuePrefix, row.id);
