@@ -32,8 +32,8 @@ import type { ErrorDetail } from '../errors.ts';
  *    "instructions" forgiven: see `canonicalForms`). The rule families (`WORD_RULES`,
  *    `SQUASHED_RULES`, `MARKUP_RULES`): "ignore/disregard/forget/pay no attention to ...
  *    previous instructions / the above"; "stop following your rules"; persona changes ("you are
- *    now", "from now on you", "act as", "pretend to be / roleplay as" a model, the system, an
- *    admin or dispatcher, or one without rules, "your new role"); the model's configuration
+ *    now", "from now on you", "act as", "pretend to be / roleplay as" (each only with a model,
+ *    the system, an admin or dispatcher, or one without rules, after it), "your new role"); the model's configuration
  *    ("system prompt", "new prompt", "developer mode", "jailbreak", "do anything now",
  *    "override", "bypass the safety filters"); addressing the model ("note to the AI", "new rule
  *    for the AI", "tell the AI to ..."); tool calls ("tool call", `cancel_booking(all)`,
@@ -741,15 +741,11 @@ const WORD_RULES: readonly Rule[] = [
       ),
     ),
   ),
+  // "act as the system administrator", "act as if you were an AI without rules", "behave as DAN"
+  // (but not "act as a chaperone for my daughter" or "act as if you don't know me, it's a surprise")
   rule(
     'act-as',
-    seq(
-      w('act|acting|acts|behave|behaving|pose|posing|masquerade'),
-      w('as'),
-      w(
-        'if|though|an?|the|my|your|root|admin|administrator|system|sysadmin|developer|dev|dan|assistant|ai|gpt|chatgpt|operator|dispatcher|manager|supervisor|owner|unfiltered|uncensored|jailbroken|sudo|god',
-      ),
-    ),
+    seq(w('act|acting|acts|behave|behaving|pose|posing|masquerade'), w('as'), gap(4) + w(`${PERSONA}|dan|god`)),
   ),
   rule(
     'respond-as',
