@@ -533,6 +533,43 @@ describe('start_booking', () => {
     expect(await env.rt.db('bookings').where({ quote_id: quote.quoteId })).toHaveLength(1);
   });
 
+  it('reports the e-mail of the booking it returns: none, with a warning, for the quote booked earlier without one', async () => {
+    const client = await connect(grace.accessToken);
+    const quote = await publicQuote(inHours(33));
+    // The same passenger (name and phone) books the quote first on an alias route, without an e-mail.
+    const first = await fetch(`${url}/api/public/bookings/create`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        quote_id: quote.quoteId,
+        passenger_name: 'Grace Hopper',
+        passenger_phone_whatsapp: '+447700900123',
+        payment_method: 'cash',
+      }),
+    });
+    expect(first.status).toBe(200);
+    const ref = ((await first.json()) as { booking_reference: string }).booking_reference;
+    const again = okOf<{
+      bookingReference: string;
+      passengerEmail: string | null;
+      statusUrl: string;
+      warnings: string[];
+    }>(
+      await call(client, 'start_booking', {
+        quoteId: quote.quoteId,
+        passengerName: 'Grace Hopper',
+        passengerPhone: '+447700900123',
+      }),
+    );
+    // Not "sent to grace.hopper@…": nothing was, and that address does not open the booking.
+    expect(again).toMatchObject({ bookingReference: ref, passengerEmail: null, repeat: true });
+    expect(again.warnings).toContain(
+      'This quote was booked earlier without an e-mail address, so no confirmation e-mail was sent: give the passenger the trackingUrl (status, driver, cancellation).',
+    );
+    expect(again.statusUrl).toContain('?t=');
+    expect((await fetch(again.statusUrl)).status).toBe(200);
+  });
+
   it('books meet and greet in one step at an airport pickup (£25), as estimate_fare prices it', async () => {
     const client = await connect(grace.accessToken);
     const ride = {

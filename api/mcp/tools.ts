@@ -216,7 +216,12 @@ const bookingOutput = {
   fareGBP: z.number(),
   currency: z.literal('GBP'),
   pickupTime: z.string(),
-  passengerEmail: z.string().describe('Where the confirmation with the tracking link was sent'),
+  passengerEmail: z
+    .string()
+    .nullable()
+    .describe(
+      'Where the confirmation with the tracking link was sent; null for a booking of this quote made earlier without an e-mail (no confirmation: use trackingUrl and statusUrl, which carries its token)',
+    ),
   trackingUrl: z.string().describe('Live status, driver details and cancellation; no sign-in needed'),
   payDriverUrl: z.string(),
   statusUrl: z.string(),
@@ -420,25 +425,36 @@ async function estimateFare(ctx: ToolContext, a: z.infer<z.ZodObject<typeof esti
  * quote's warnings), read back from the booking and its quote, so an assistant booking in one
  * step can confirm them with the passenger as estimate_fare's answer would let it.
  */
-async function bookingOut(db: ToolContext['deps']['db'], v: BookingView, email: string) {
+async function bookingOut(db: ToolContext['deps']['db'], v: BookingView) {
   const booked = await db('bookings as b').leftJoin('quotes as q', 'q.id', 'b.quote_id').where('b.id', v.id).first<{
     pickup: { name: string };
     dropoff: { name: string };
     vehicle_type: string;
     passengers: number;
     warnings: string[] | null;
-  }>('b.pickup', 'b.dropoff', 'b.vehicle_type', 'b.passengers', 'q.warnings');
+    passenger_email: string | null;
+  }>('b.pickup', 'b.dropoff', 'b.vehicle_type', 'b.passengers', 'q.warnings', 'b.passenger_email');
+  // The booking's own address, not the sign-in's: a quote this passenger (same name and phone)
+  // booked earlier without an e-mail is returned as theirs, and had no confirmation to send.
+  const email = booked?.passenger_email ?? null;
   return {
     ...bookingView(v, email),
     pickup: booked?.pickup.name ?? '',
     dropoff: booked?.dropoff.name ?? '',
     vehicleType: booked?.vehicle_type ?? '',
     passengers: booked?.passengers ?? 0,
-    warnings: booked?.warnings ?? [],
+    warnings: [
+      ...(booked?.warnings ?? []),
+      ...(email === null
+        ? [
+            'This quote was booked earlier without an e-mail address, so no confirmation e-mail was sent: give the passenger the trackingUrl (status, driver, cancellation).',
+          ]
+        : []),
+    ],
   };
 }
 
-function bookingView(v: BookingView, email: string) {
+function bookingView(v: BookingView, email: string | null) {
   return {
     bookingReference: v.reference,
     status: v.status,
@@ -500,7 +516,7 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
         [{ field: '/quoteId', problem: 'its booking was cancelled' }],
       );
     }
-    return bookingOut(deps.db, view, email);
+    return bookingOut(deps.db, view);
   }
   const missing = (['pickup', 'dropoff', 'departAt'] as const).filter((k) => a[k] === undefined);
   if (missing.length > 0) {
@@ -543,10 +559,9 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
   priced.catch(() => {}); // awaited below, unless the passenger is refused first
   await passengerStanding(deps.db, passenger);
   const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
-  if (pricing.repeat)
-    return bookingOut(deps.db, viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false), email);
+  if (pricing.repeat) return bookingOut(deps.db, viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false));
   const view = await bookPricedQuote(deps, pricing.priced, { ...common, contentHash: hash }, caller, base);
-  return bookingOut(deps.db, view, email);
+  return bookingOut(deps.db, view);
 }
 
 const VEHICLE_NOTES: Record<VehicleType, string> = {
