@@ -524,6 +524,9 @@ describe('POST /api/public/v1/booking', () => {
     );
     expect(received.to).toEqual(['ada@example.org']);
     expect(mailText(received)).toContain(r.json.trackingUrl);
+    // Written to the passenger, signed with the service's configured name.
+    expect(mailText(received)).toContain(`Cancel: ${r.json.trackingUrl} (free until you are on board)`);
+    expect(mailText(received).trimEnd().endsWith(env.config.serviceName)).toBe(true);
     // No link carries the passenger's e-mail, plain or encoded: each has the booking's token.
     const links = [
       r.json.statusUrl,

@@ -56,7 +56,7 @@ export interface BookingView {
   created: boolean;
 }
 
-type BookingDeps = { db: Db; config: Pick<Config, 'bookings' | 'dispatch' | 'dataEncryptionKey'> };
+type BookingDeps = { db: Db; config: Pick<Config, 'bookings' | 'dispatch' | 'dataEncryptionKey' | 'serviceName'> };
 
 /** 15 minutes: a repeated instant or v1 booking with the same content returns the first. */
 export const REPEAT_WINDOW_MS = 15 * 60 * 1000;
@@ -677,7 +677,7 @@ export function bookingWrite(
     const verifyLink = row.email_verified
       ? null
       : `${baseUrl}${VERIFY_LINK_PATH}?token=${bookingVerifyToken(id, row.passenger_email, deps.config.dataEncryptionKey, new Date(now.getTime() + BOOKING_LINK_TTL_MS))}`;
-    const message = messageRows(confirmation(row, view, verifyLink));
+    const message = messageRows(confirmation(row, view, verifyLink, deps.config.serviceName));
     inserts.push(message.message, message.job);
   }
   return { row, view, inserts };
@@ -692,7 +692,7 @@ const LONDON_WHEN = new Intl.DateTimeFormat('en-GB', {
   timeStyle: 'short',
 });
 
-function confirmation(row: BookingRow, view: BookingView, verifyLink: string | null): NewMessage {
+function confirmation(row: BookingRow, view: BookingView, verifyLink: string | null, serviceName: string): NewMessage {
   const when = LONDON_WHEN.format(row.pickup_time);
   return {
     channel: 'email',
@@ -707,9 +707,9 @@ function confirmation(row: BookingRow, view: BookingView, verifyLink: string | n
       `Track your ride: ${view.trackingUrl}`,
       ...(verifyLink ? [`Confirm your e-mail address: ${verifyLink}`] : []),
       `Pay your driver: ${view.payDriverUrl}`,
-      `Cancel: ${view.trackingUrl} (free until your passenger is on board)`,
+      `Cancel: ${view.trackingUrl} (free until you are on board)`,
       '',
-      'Direct Taxi Network',
+      serviceName,
     ].join('\n'),
     purpose: 'confirmation',
     bookingId: row.id,

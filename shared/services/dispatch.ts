@@ -49,7 +49,10 @@ const NETWORK_CANDIDATES = 1000;
 export interface DispatchDeps {
   db: Db;
   redis: Redis;
-  config: Pick<Config, 'dispatch' | 'queuePrefix' | 'dataEncryptionKey' | 'publicBaseUrls' | 'bookings'>;
+  config: Pick<
+    Config,
+    'dispatch' | 'queuePrefix' | 'dataEncryptionKey' | 'publicBaseUrls' | 'bookings' | 'serviceName'
+  >;
 }
 
 const LONDON_WHEN = new Intl.DateTimeFormat('en-GB', {
@@ -558,7 +561,7 @@ async function tellPassengerNoDriverYet(
       `Track your ride: ${view.trackingUrl}`,
       `${retryAt ? 'If you would rather make other plans, cancel' : 'Cancel'} free of charge: ${view.trackingUrl}`,
       '',
-      'Direct Taxi Network',
+      deps.config.serviceName,
     ].join('\n'),
     purpose: 'no_driver_yet',
     bookingId: booking.id,

@@ -74,7 +74,7 @@ export interface IntakeDeps {
   /** Where a status change is announced after it commits (`publishBookingEvent`), for tracking streams. */
   redis: Redis;
   pricing: PricingClient;
-  config: Pick<Config, 'bookings' | 'dataEncryptionKey' | 'intake' | 'dispatch' | 'queuePrefix'>;
+  config: Pick<Config, 'bookings' | 'dataEncryptionKey' | 'intake' | 'dispatch' | 'queuePrefix' | 'serviceName'>;
   logger?: Logger;
 }
 
