@@ -570,6 +570,37 @@ describe('start_booking', () => {
     expect((await fetch(again.statusUrl)).status).toBe(200);
   });
 
+  it('answers a repeat past the start_booking limit with its booking, and anything new with rate_limited', async () => {
+    // A passenger of its own: the limit (20 calls an hour) is spent here.
+    const hedy = await obtainTokens({ url, email: 'hedy.lamarr@example.org', mails, clientName: 'Booking Buddy' });
+    const client = await connect(hedy.accessToken);
+    const who = { passengerName: 'Hedy Lamarr', passengerPhone: '+447700900344' };
+    const ride = { ...who, pickup: 'Leeds', dropoff: 'York', departAt: inHours(9) };
+    const quote = await publicQuote(inHours(10));
+    const booked = okOf<{ bookingReference: string }>(await call(client, 'start_booking', ride));
+    const redeemed = okOf<{ bookingReference: string }>(
+      await call(client, 'start_booking', { ...who, quoteId: quote.quoteId }),
+    );
+    // Spend the rest of the hour's 20 calls on refusals (they count, as every call does).
+    for (let i = 2; i < 20; i++) {
+      expect(errorOf(await call(client, 'start_booking', { ...who, quoteId: '<QUOTE_ID>' })).code).toBe(
+        'quote_not_found',
+      );
+    }
+    // Past the limit: the lost answers come back, nothing new is booked.
+    expect(okOf(await call(client, 'start_booking', { ...ride, passengerName: 'hedy  LAMARR' }))).toMatchObject({
+      bookingReference: booked.bookingReference,
+      repeat: true,
+    });
+    expect(okOf(await call(client, 'start_booking', { ...who, quoteId: quote.quoteId }))).toMatchObject({
+      bookingReference: redeemed.bookingReference,
+      repeat: true,
+    });
+    const other = errorOf(await call(client, 'start_booking', { ...ride, departAt: inHours(11) }));
+    expect(other.code).toBe('rate_limited');
+    expect(await env.rt.db('bookings').where({ passenger_email: 'hedy.lamarr@example.org' })).toHaveLength(2);
+  });
+
   it('books meet and greet in one step at an airport pickup (£25), as estimate_fare prices it', async () => {
     const client = await connect(grace.accessToken);
     const ride = {

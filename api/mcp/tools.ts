@@ -2,6 +2,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Request } from 'express';
 import * as z from 'zod';
+import type { BookingRow } from '../../shared/db/bookings.ts';
 import { FIELD_LIMITS } from '../../shared/domain/content-screen.ts';
 import { normaliseEmail } from '../../shared/domain/email-acceptance.ts';
 import { VEHICLE_SEATS, VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
@@ -23,6 +24,7 @@ import {
   passengerStanding,
   priceUnlessRepeated,
   redeemQuote,
+  repeatedBooking,
   viewOf,
 } from '../../shared/services/bookings.ts';
 import type { McpScope } from '../../shared/services/oauth.ts';
@@ -299,6 +301,8 @@ async function run(
   tool: ToolName,
   scope: McpScope,
   fn: () => Promise<object>,
+  /** The tool counts its own call (`start_booking`, which answers a repeat past its limit). */
+  countsItself = false,
 ): Promise<CallToolResult> {
   try {
     if (!ctx.grant.scopes.includes(scope)) {
@@ -308,7 +312,7 @@ async function run(
         [{ field: '/', problem: `requires scope ${scope}` }],
       );
     }
-    await ctx.limit(tool);
+    if (!countsItself) await ctx.limit(tool);
     return ok(await fn());
   } catch (err) {
     if (err instanceof AppError) {
@@ -470,6 +474,21 @@ function bookingView(v: BookingView, email: string | null) {
 }
 
 async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof bookingInput>>) {
+  // Counted first, as every tool call is; past the limit, the call may still be a repeat of a
+  // booking it made (an assistant whose answer was lost retries): that booking is answered, as
+  // the v1 booking answers a repeat past the unconfirmed-address limit. Anything else is 429.
+  const limited = await ctx.limit('start_booking').then(
+    () => null,
+    (err: unknown) => {
+      if (err instanceof AppError && err.code === 'rate_limited') return err;
+      throw err;
+    },
+  );
+  if (limited) {
+    const earlier = await earlierBookingOf(ctx, a).catch(() => undefined);
+    if (!earlier) throw limited;
+    return bookingOut(ctx.deps.db, viewOf(earlier, ctx.base, ctx.deps.config.dataEncryptionKey, false));
+  }
   screen(ctx.req, [
     { pointer: '/pickup', kind: 'address', value: a.pickup },
     { pointer: '/dropoff', kind: 'address', value: a.dropoff },
@@ -533,21 +552,7 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     passengers: a.passengers ?? 1,
     vehicleType: a.vehicleType as VehicleType | undefined,
   };
-  // The 15-minute repeat rule of v1 bookings, on the same normalised content and guard.
-  const hash = contentHash(caller.scope, {
-    pickup: input.pickup,
-    dropoff: input.dropoff,
-    departAt: input.departAt,
-    ...passenger,
-    passengers: input.passengers,
-    vehicleType: input.vehicleType ?? defaultVehicle(input.passengers),
-    fare: null,
-    method: paymentMethod,
-    flightNumber: a.flightNumber,
-    notes: a.notes,
-    // Only when asked: the content of a request without it hashes as before it was taken.
-    ...(a.meetAndGreet ? { meetAndGreet: true } : {}),
-  });
+  const hash = pricedRequestHash(ctx, { ...a, ...input });
   // Priced while the passenger is checked, as v1 bookings are: the refusal of a blocked
   // passenger still answers first, and their price is dropped unused.
   const priced = priceQuote(
@@ -562,6 +567,58 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
   if (pricing.repeat) return bookingOut(deps.db, viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false));
   const view = await bookPricedQuote(deps, pricing.priced, { ...common, contentHash: hash }, caller, base);
   return bookingOut(deps.db, view);
+}
+
+/**
+ * The booking a start_booking call would answer as a repeat, without booking anything: the
+ * signed-in passenger's booking of `quoteId`, or the booking the same priced request made in
+ * the last 15 minutes (the repeat guard, on the same content hash). Not cancelled, either way.
+ */
+async function earlierBookingOf(
+  ctx: ToolContext,
+  a: z.infer<z.ZodObject<typeof bookingInput>>,
+): Promise<BookingRow | undefined> {
+  const { db } = ctx.deps;
+  const email = ctx.grant.email;
+  if (a.quoteId !== undefined) {
+    const rows = await db<BookingRow>('bookings')
+      .where({ quote_id: a.quoteId })
+      .whereNot('status', 'cancelled')
+      .whereNotNull('passenger_email');
+    return rows.find((r) => normaliseEmail(r.passenger_email as string) === normaliseEmail(email));
+  }
+  if (a.pickup === undefined || a.dropoff === undefined || a.departAt === undefined) return undefined;
+  return repeatedBooking(
+    db,
+    pricedRequestHash(ctx, { ...a, pickup: a.pickup, dropoff: a.dropoff, departAt: a.departAt }),
+  );
+}
+
+/**
+ * The 15-minute repeat rule of v1 bookings for a start_booking priced in one step: the same
+ * normalised content (`contentHash`) and guard, the passenger being the signed-in one.
+ */
+function pricedRequestHash(
+  ctx: ToolContext,
+  a: z.infer<z.ZodObject<typeof bookingInput>> & { pickup: string; dropoff: string; departAt: string },
+): Buffer {
+  const passengers = a.passengers ?? 1;
+  return contentHash(callerOf(ctx).scope, {
+    pickup: a.pickup,
+    dropoff: a.dropoff,
+    departAt: new Date(a.departAt).toISOString(),
+    name: a.passengerName,
+    email: ctx.grant.email,
+    phone: normalisePhone(a.passengerPhone),
+    passengers,
+    vehicleType: (a.vehicleType as VehicleType | undefined) ?? defaultVehicle(passengers),
+    fare: null,
+    method: a.paymentMethod ?? 'cash',
+    flightNumber: a.flightNumber,
+    notes: a.notes,
+    // Only when asked: the content of a request without it hashes as before it was taken.
+    ...(a.meetAndGreet ? { meetAndGreet: true } : {}),
+  });
 }
 
 const VEHICLE_NOTES: Record<VehicleType, string> = {
@@ -659,7 +716,7 @@ export function buildMcpServer(ctx: ToolContext): McpServer {
       outputSchema: bookingOutput,
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
     },
-    (args) => run(ctx, 'start_booking', 'bookings:write', () => startBooking(ctx, args)),
+    (args) => run(ctx, 'start_booking', 'bookings:write', () => startBooking(ctx, args), true),
   );
   return server;
 }
