@@ -1,18 +1,34 @@
 import type { Logger } from './logger.ts';
 
 /**
+ * A signal this soon after the first is the same stop, delivered twice: a process group's
+ * SIGTERM (`kill -- -PGID`, systemd's control-group kill, Ctrl-C in a terminal) reaches the
+ * process directly and again through `npm run`, which passes its own copy on to its child.
+ */
+export const SAME_SIGNAL_MS = 1000;
+
+/**
  * Bounded graceful shutdown: the first SIGTERM or SIGINT runs `stop` (stop accepting work,
  * let in-flight work finish, close connections); if that takes longer than `timeoutMs`, or a
- * second signal arrives, the process exits at once.
+ * second signal arrives (`SAME_SIGNAL_MS` or more after the first), the process exits at once.
  */
 export function handleShutdown(logger: Logger, timeoutMs: number, stop: () => Promise<void>): void {
   let stopping = false;
+  let firstAt = 0;
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {
+      if (Date.now() - firstAt < SAME_SIGNAL_MS) {
+        logger.info(
+          { signal },
+          'signal repeated at once (a process group and npm both passed it on): still stopping gracefully',
+        );
+        return;
+      }
       logger.warn({ signal }, 'second signal: exiting now');
       process.exit(130);
     }
     stopping = true;
+    firstAt = Date.now();
     logger.info({ signal, timeoutMs }, 'shutting down gracefully');
     const timer = setTimeout(() => {
       logger.error({ timeoutMs }, 'graceful shutdown timed out: exiting');

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -175,6 +176,34 @@ describe('the start command', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('configuration error: PORT: must be a whole number');
   });
+});
+
+describe('stopping under npm', () => {
+  it('stops gracefully when SIGTERM reaches the whole process group (npm passes its own copy on): not as a second signal', async () => {
+    // As systemd's control-group kill or `kill -- -PGID` does: npm, its shell and node all get it.
+    const child = spawn('npm', ['run', '-s', 'worker', '--', 'notify'], {
+      cwd: ROOT,
+      env: { ...env.childEnv, LOG_LEVEL: 'info' },
+      detached: true,
+    });
+    let out = '';
+    child.stdout?.on('data', (d) => (out += d));
+    child.stderr?.on('data', (d) => (out += d));
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    try {
+      await eventually(async () => out.includes('"msg":"worker started"'), 30_000);
+      process.kill(-(child.pid as number), 'SIGTERM');
+      expect(await exited, out.slice(-3000)).toBe(0);
+      expect(out).toContain('"msg":"stopped"');
+      expect(out).not.toContain('second signal');
+    } finally {
+      try {
+        process.kill(-(child.pid as number), 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+  }, 60_000);
 });
 
 describe('the Procfile', () => {
