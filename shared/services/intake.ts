@@ -449,20 +449,28 @@ async function normaliseJob(
     throw new AppError('invalid_input', `The job is not valid: ${detailsText(all)}.`, all);
   }
   const job = raw as PartnerJob;
+  const action: Action = job.action ?? 'new';
+  // A cancellation reads its jobRef only (what else it carries is neither stored nor told to
+  // anyone): its other fields' content, screened, would only stand between a partner and the
+  // cancellation it asked for.
+  const cancels = action === 'cancel';
   const screened = screenFields([
     { pointer: '/jobRef', kind: 'reference', value: job.jobRef },
-    { pointer: '/pickup', kind: 'address', value: job.pickup },
-    { pointer: '/dropoff', kind: 'address', value: job.dropoff },
-    { pointer: '/passengerName', kind: 'name', value: job.passengerName },
-    { pointer: '/notes', kind: 'notes', value: job.notes },
-    { pointer: '/flightNumber', kind: 'flightNumber', value: job.flightNumber },
+    ...(cancels
+      ? []
+      : ([
+          { pointer: '/pickup', kind: 'address', value: job.pickup },
+          { pointer: '/dropoff', kind: 'address', value: job.dropoff },
+          { pointer: '/passengerName', kind: 'name', value: job.passengerName },
+          { pointer: '/notes', kind: 'notes', value: job.notes },
+          { pointer: '/flightNumber', kind: 'flightNumber', value: job.flightNumber },
+        ] as const)),
   ]);
   if (!screened.ok) {
     deps.logger?.warn({ reasons: screened.reasons }, 'partner job content rejected');
     throw contentRejected(screened.details);
   }
-  const action: Action = job.action ?? 'new';
-  if (action !== 'cancel') {
+  if (!cancels) {
     const blank = (k: (typeof JOURNEY_REQUIRED)[number]) => job[k] === undefined || String(job[k]).trim() === '';
     // A new job (and a supplier's amendment) needs them all; a partner's amendment may leave
     // them out (kept), but one it sends must say something.
@@ -479,7 +487,7 @@ async function normaliseJob(
   // null is "none" (on an amendment: cleared), as if left out of a new job.
   const passengerPhone = job.passengerPhone?.trim() ? normalisePhone(job.passengerPhone) : null;
   let passengerEmail: string | null = null;
-  if (job.passengerEmail?.trim()) {
+  if (!cancels && job.passengerEmail?.trim()) {
     const checked = await checkEmail(job.passengerEmail, configuredCheck(deps.config.bookings, testMode));
     if (!checked.accepted) {
       throw new AppError('email_not_accepted', EMAIL_PROBLEM_MESSAGES[checked.problem], [
