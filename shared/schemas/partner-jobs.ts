@@ -35,7 +35,7 @@ export const PartnerJob = Type.Object(
     jobRef: Type.String({
       minLength: 1,
       maxLength: MAX_JOB_REF_LENGTH,
-      description: `The partner's own unique reference: idempotency, amendments and cancellations. 1 to ${MAX_JOB_REF_LENGTH} characters, without control or invisible characters (tab, line feed, zero-width and bidirectional marks); a longer or malformed one is rejected 400 invalid_input`,
+      description: `The partner's own unique reference: idempotency, amendments and cancellations. 1 to ${MAX_JOB_REF_LENGTH} characters, without control or invisible characters (tab, line feed, zero-width and bidirectional marks) and without a space at either end; a longer, blank or malformed one is rejected 400 invalid_input`,
     }),
     action: Type.Optional(StringEnum(PARTNER_JOB_ACTIONS, { default: 'new' })),
     pickup: Type.Optional(

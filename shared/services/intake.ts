@@ -377,12 +377,18 @@ const JOURNEY_REQUIRED = ['pickup', 'dropoff', 'pickupTime'] as const;
  */
 const MALFORMED_REFERENCE = /^\/jobRef: (?:too_long|control|hidden|invalid|variation_selector)\b/;
 
-/** A jobRef's fault of form (length is the schema's), or null. */
+/**
+ * A jobRef's fault of form (length is the schema's), or null. Spaces at either end are one: "
+ * A-1" and "A-1" would be two jobs to us and one to the partner's eye, and a cancel of one
+ * would miss the other.
+ */
 function jobRefFault(value: unknown): ErrorDetail | null {
   if (typeof value !== 'string' || value.length > FIELD_LIMITS.reference) return null;
   const screened = screenFields([{ pointer: '/jobRef', kind: 'reference', value }]);
-  if (screened.ok || !screened.reasons.every((r) => MALFORMED_REFERENCE.test(r))) return null;
-  return screened.details[0] ?? null;
+  if (!screened.ok && screened.reasons.every((r) => MALFORMED_REFERENCE.test(r))) return screened.details[0] ?? null;
+  if (value.length > 0 && value.trim() === '') return { field: '/jobRef', problem: 'must not be blank' };
+  if (value.trim() !== value) return { field: '/jobRef', problem: 'must not begin or end with a space' };
+  return null;
 }
 
 /** A job's content as it is hashed and stored (`partner_jobs.payload`, with action and jobRef). */
