@@ -389,6 +389,8 @@ describe('amend and cancel by jobRef', () => {
     const lateAmend = await asPartner(job('A-1', { action: 'amend', passengers: 3 }));
     expect(lateAmend.status).toBe(409);
     expect(lateAmend.json.results[0]?.error?.code).toBe('conflict');
+    // Refused, it still names the booking it is about.
+    expect(lateAmend.json.results[0]?.bookingReference).toBe(ref);
     expect(await env.rt.db('partner_jobs').where({ partner_id: partner.id, job_ref: 'A-1' })).toHaveLength(1);
 
     // Both amendments are kept, oldest first, through the operator CLI: journey fields with their

@@ -574,6 +574,20 @@ function mergedAmendment(sourceKey: string, job: NormJob, stored: Record<string,
   return sealed(sourceKey, merged);
 }
 
+/**
+ * The booking a refusal is about, when the job is one the sender already has (an amendment of
+ * a cancelled booking, a cancel once the passenger is on board): `rejected` reports its
+ * reference, so the partner sees which booking stood in the way.
+ */
+const bookingOfRefusal = new WeakMap<AppError, string>();
+
+function aboutBooking<T>(reference: string, work: Promise<T>): Promise<T> {
+  return work.catch((err: unknown) => {
+    if (err instanceof AppError) bookingOfRefusal.set(err, reference);
+    throw err;
+  });
+}
+
 function rejected(index: number, jobRef: string | null, action: Action | null, err: AppError): PartnerJobResult {
   return {
     index,
@@ -581,7 +595,7 @@ function rejected(index: number, jobRef: string | null, action: Action | null, e
     action,
     outcome: 'rejected',
     status: err.status,
-    bookingReference: null,
+    bookingReference: bookingOfRefusal.get(err) ?? null,
     error: {
       code: err.code,
       message: err.message,
@@ -900,9 +914,9 @@ class Intake {
         // A concurrent request made it first: treat as a repeat of that job.
         const now = await findJob(this.deps.db, this.source, job.jobRef);
         if (!now) throw new Error('partner job guard refused but no job exists');
-        return this.amendOrSame(job, now, ok);
+        return aboutBooking(now.reference, this.amendOrSame(job, now, ok));
       }
-      return this.amendOrSame(job, existing, ok);
+      return aboutBooking(existing.reference, this.amendOrSame(job, existing, ok));
     }
     if (!existing) {
       throw new AppError(
@@ -911,8 +925,8 @@ class Intake {
         [{ field: '/jobRef', problem: 'unknown job reference' }],
       );
     }
-    if (job.action === 'amend') return this.amendOrSame(job, existing, ok);
-    return this.cancel(job, existing, ok);
+    if (job.action === 'amend') return aboutBooking(existing.reference, this.amendOrSame(job, existing, ok));
+    return aboutBooking(existing.reference, this.cancel(job, existing, ok));
   }
 
   /**
