@@ -66,7 +66,9 @@ export interface RouteDef<
    * `public`: no key needed, but a key or driver token that is present must be valid (else
    * 401); a driver's token makes the caller that driver (quotes made through a driver, priced
    * with their map key; a driver app sends its token with every request).
-   * `key`: an API key is required. `none`: not looked at (health checks).
+   * `key`: an API key is required. `none`: not looked at (health checks, and the hooks that
+   * carry credentials of their own, a supplier's secret or a signature, where a proxy's
+   * Authorization header must not stand in their way).
    * `driver`: a driver's bearer token is required. `driver_or_key`: a driver token or an API key.
    */
   auth: 'none' | 'public' | 'key' | 'driver' | 'driver_or_key';

@@ -42,6 +42,8 @@ interface SendOpts {
   secret?: string | null;
   msgId?: string;
   at?: Date;
+  /** More headers, as a proxy in front of the operator might add. */
+  extra?: Record<string, string>;
 }
 
 async function send(who: { id: string; secret: string }, payload: unknown, opts: SendOpts = {}) {
@@ -51,6 +53,7 @@ async function send(who: { id: string; secret: string }, payload: unknown, opts:
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'x-partner': opts.partnerId ?? who.id,
+    ...opts.extra,
   };
   const secret = opts.secret === undefined ? who.secret : opts.secret;
   if (secret !== null) {
@@ -248,6 +251,13 @@ describe('booking-status hook', () => {
     expect((r.body.error as { code: string }).code).toBe('booking_not_found');
     const unknown = await send(other, { bookingReference: 'NOPE', status: 'driver_en_route' });
     expect(unknown.status).toBe(404);
+    // The signature is the credential: a proxy's Authorization header beside it changes nothing.
+    const proxied = await send(
+      other,
+      { bookingReference: b.reference, status: 'driver_assigned' },
+      { extra: { authorization: 'Basic dXNlcjpwYXNz' } },
+    );
+    expect(proxied.status).toBe(404);
     expect((await booking(b.id)).status).toBe('dispatching');
   });
 

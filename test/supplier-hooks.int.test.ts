@@ -265,6 +265,26 @@ describe('secret-header adapter', () => {
     expect(other.status).toBe(401);
     expect(await env.rt.db('partner_jobs').where({ job_ref: 'CC-3' })).toHaveLength(0);
   });
+
+  it('reads only its own credential: a proxy’s Authorization header or a stray API key header does not refuse a right secret', async () => {
+    for (const [ref, stray] of [
+      ['CC-P1', { authorization: 'Basic dXNlcjpwYXNz' }],
+      ['CC-P2', { 'x-api-key': 'not-a-key' }],
+    ] as const) {
+      const r = await post(
+        '/api/public/hooks/cabco-booking',
+        JSON.stringify({ event: 'booking.created', booking: cabcoBooking(ref) }),
+        { ...stray, 'x-cabco-secret': cabco.secret },
+      );
+      expect(r.status, r.text).toBe(201);
+    }
+    // And the stray header is no credential either: without the secret it is still 401.
+    const without = await post('/api/public/hooks/cabco-booking', '{}', { authorization: 'Basic dXNlcjpwYXNz' });
+    expect(without.status).toBe(401);
+    expect(without.headers.get('www-authenticate')).toBe(
+      'SharedSecret realm="supplier-cabco", header="x-cabco-secret"',
+    );
+  });
 });
 
 describe('hmac adapter', () => {

@@ -84,7 +84,7 @@ export function bookingStatusHookRoutes(): RouteDef[] {
         'A booking you neither hold nor have an open offer for is 404 booking_not_found.',
       ].join('\n\n'),
       tags: ['partners'],
-      auth: 'public',
+      auth: 'none',
       body: StatusUpdate,
       errors: [
         'unauthorized',

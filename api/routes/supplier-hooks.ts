@@ -36,7 +36,7 @@ export function supplierHookRoutes(): RouteDef[] {
       summary: 'Supplier booking hook: new, amend and cancel jobs in the supplier format',
       description: DESCRIPTION,
       tags: ['suppliers'],
-      auth: 'public',
+      auth: 'none',
       params: Type.Object({ supplier: Type.String({ description: 'The supplier slug' }) }),
       textCheckedPerJob: true,
       errors: [
