@@ -856,6 +856,88 @@ describe('dispatch', () => {
     expect(twilio.requests.filter((r) => r.form.Body?.includes(ref))).toHaveLength(2);
     await offline(d.token);
   }, 60_000);
+
+  it('tells the driver of a charged meet and greet (job card, offer link, feed), and not of one asked for away from an airport', async () => {
+    const d = await driver('Greeting Gus');
+    // A v1 quote asking for meet and greet, redeemed with its quote_id; dispatched at once.
+    const bookQuoted = async (pickup: string, dropoff: string, email: string) => {
+      const q = await call('POST', '/api/public/v1/quote', null, {
+        pickup,
+        dropoff,
+        departAt: new Date(Date.now() + 20 * 60_000).toISOString(),
+        meetAndGreet: true,
+      });
+      expect(q.status, q.text).toBe(200);
+      const r = await call('POST', '/api/public/v1/booking', null, {
+        quote_id: q.json.quoteId,
+        passenger_name: 'Greta Gale',
+        passenger_email: email,
+        passenger_phone: '+447700900999',
+        payment_method: 'cash',
+      });
+      expect(r.status, r.text).toBe(201);
+      return { ref: r.json.bookingReference as string, rules: q.json.appliedRules as Row[] };
+    };
+    /** The open offer to `d`, kept open past this file's 2 s while the test reads it; its card, feed entry and link. */
+    const seenByDriver = async (ref: string) => {
+      const offer = await liveOffer(ref);
+      expect(offer.driver_id).toBe(d.id);
+      await env.rt
+        .db('dispatch_offers')
+        .where({ id: offer.id })
+        .update({ expires_at: new Date(Date.now() + 60_000) });
+      const cards = await eventually(async () => {
+        const got = twilio.requests.filter((r) => r.form.Body?.includes(ref));
+        return got.length >= 2 ? got : null;
+      });
+      expect(cards.map((c) => c.form.To).sort()).toEqual([d.phone, `whatsapp:${d.phone}`].sort());
+      const feed = await call('GET', '/api/public/v1/jobs', d.token);
+      expect(feed.status, feed.text).toBe(200);
+      const linkPath = /\/o\/[A-Za-z0-9_-]+/.exec(cards[0]?.form.Body ?? '')?.[0] as string;
+      const opened = await call('GET', linkPath, d.token);
+      expect(opened.status, opened.text).toBe(200);
+      const booking = await env.rt.db('bookings').where({ reference: ref }).first();
+      return {
+        bodies: cards.map((c) => c.form.Body as string),
+        job: (feed.json.jobs as Row[]).find((j) => j.bookingReference === ref),
+        linked: opened.json.job as Row,
+        booking,
+      };
+    };
+
+    // Charged: a pickup at Manchester Airport.
+    await presence(d.token, { lat: 53.3655, lng: -2.2727 });
+    const charged = await bookQuoted('Manchester Airport', 'Manchester Piccadilly', 'greta@example.org');
+    expect(charged.rules).toContainEqual(expect.objectContaining({ code: 'meet_and_greet', amountGBP: 25 }));
+    const met = await seenByDriver(charged.ref);
+    // As the booking stores it: the quote's rules, in pence.
+    expect(met.booking.applied_rules).toContainEqual(
+      expect.objectContaining({ code: 'meet_and_greet', amountPence: 2500 }),
+    );
+    const fare = (met.booking.fare_pence / 100).toFixed(2);
+    for (const body of met.bodies) {
+      expect(body).toContain(`, 1 pax, saloon, meet & greet, fare £${fare} (cash to you, 0% commission). Accept `);
+      expect(body).not.toContain('Greta');
+    }
+    expect(met.job).toMatchObject({ bookingReference: charged.ref, state: 'offered', meetAndGreet: true });
+    expect(met.linked).toMatchObject({ bookingReference: charged.ref, meetAndGreet: true });
+    await cancelled(charged.ref, 'greta@example.org');
+
+    // Asked for at a station: not charged (a warning on the quote), so the driver is told nothing of it.
+    await presence(d.token, near(0.3));
+    const asked = await bookQuoted('Manchester Piccadilly', 'Manchester Airport', 'gwen@example.org');
+    expect(asked.rules.map((r) => r.code)).not.toContain('meet_and_greet');
+    const plain = await seenByDriver(asked.ref);
+    for (const body of plain.bodies) {
+      expect(body).toContain(', 1 pax, saloon, fare £');
+      // (The link's random code left out: it could spell anything.)
+      expect(body.replace(/\/o\/\S+$/, '/o/…')).not.toMatch(/meet|greet|&/i);
+    }
+    expect(plain.job).toMatchObject({ bookingReference: asked.ref, state: 'offered', meetAndGreet: false });
+    expect(plain.linked).toMatchObject({ bookingReference: asked.ref, meetAndGreet: false });
+    await cancelled(asked.ref, 'gwen@example.org');
+    await offline(d.token);
+  });
 });
 
 describe('rounds of tries', () => {

@@ -95,6 +95,7 @@ async function insertOffer(opts: {
   expiresAt?: Date;
   state?: string;
   farePence?: number | null;
+  appliedRules?: Array<{ code: string; description: string; amountPence: number }>;
 }): Promise<{ offerId: string; bookingId: string; reference: string; expiresAt: Date; pickupTime: Date }> {
   const bookingId = uuidv7();
   refSeq += 1;
@@ -114,6 +115,7 @@ async function insertOffer(opts: {
     dropoff: JSON.stringify(opts.dropoff ?? ADA_HOME),
     pickup_time: pickupTime,
     fare_pence: opts.farePence === undefined ? 2840 : opts.farePence,
+    ...(opts.appliedRules ? { applied_rules: JSON.stringify(opts.appliedRules) } : {}),
     notes: 'Ring Ada on arrival',
     tracking_token_hash: randomBytes(32),
   });
@@ -167,11 +169,42 @@ describe('GET /o/{code}', () => {
         passengers: 2,
         vehicleType: 'saloon',
         fareGBP: 28.4,
+        meetAndGreet: false,
       },
       accept: { method: 'POST', path: `/api/public/v1/jobs/${o.reference}/accept`, auth: 'driver bearer token' },
       decline: { method: 'POST', path: `/api/public/v1/jobs/${o.reference}/decline`, auth: 'driver bearer token' },
     });
     expectNoPassengerData(raw);
+  });
+
+  it('says whether the passenger booked meet and greet: a charged meet_and_greet rule', async () => {
+    const airport: StoredPlace = {
+      query: 'Manchester Airport',
+      name: 'Manchester Airport',
+      kind: 'airport',
+      lat: 53.365,
+      lng: -2.2727,
+    };
+    const met = await insertOffer({
+      pickup: airport,
+      farePence: 6260,
+      appliedRules: [
+        { code: 'flag_fall', description: 'Flag fall', amountPence: 3580 },
+        { code: 'meet_and_greet', description: 'Meet and greet in the arrivals hall', amountPence: 2500 },
+        { code: 'airport_pickup', description: 'Terminal pick-up', amountPence: 180 },
+      ],
+    });
+    const json = (await (await get(code(met.offerId))).json()) as { job: Record<string, unknown> };
+    expect(json.job).toMatchObject({ pickupArea: 'Manchester Airport', fareGBP: 62.6, meetAndGreet: true });
+    const page = await get(code(met.offerId), 'text/html');
+    expect(await page.text()).toContain(
+      '<dt>Meet and greet</dt><dd>Meet the passenger in arrivals with a name board</dd>',
+    );
+    const without = await insertOffer({
+      appliedRules: [{ code: 'flag_fall', description: 'Flag fall', amountPence: 2840 }],
+    });
+    expect(((await (await get(code(without.offerId))).json()) as typeof json).job.meetAndGreet).toBe(false);
+    expect(await (await get(code(without.offerId), 'text/html')).text()).not.toMatch(/meet and greet|name board/i);
   });
 
   it('answers JSON to a caller that accepts anything', async () => {

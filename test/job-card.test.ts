@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   AREA_UNKNOWN,
+  hasMeetAndGreet,
   JOB_CARD_MAX,
   type JobCard,
   jobCardText,
@@ -13,6 +14,7 @@ import {
   pickupArea,
   verifyOfferCode,
 } from '../shared/domain/dispatch/job-card.ts';
+import { heldJob, offeredJob } from '../shared/domain/dispatch/job-view.ts';
 
 const KEY = Buffer.alloc(32, 7);
 const OTHER_KEY = Buffer.alloc(32, 8);
@@ -237,6 +239,48 @@ describe('jobCardText', () => {
     expect(text).toContain('£1234.56');
   });
 
+  it('says meet & greet after the vehicle when the passenger booked it, and nothing of it otherwise', () => {
+    const text = jobCardText(card({ meetAndGreet: true }), NOW);
+    expect(text).toBe(
+      `DTN job DTN-7K3F9Q: Manchester Piccadilly to Manchester Airport, Sat 5 Dec 14:30, 2 pax, saloon, meet & greet, ` +
+        `fare £28.40 (cash to you, 0% commission). Accept within 45s: ${BASE}/o/${offerCode(OFFER, KEY)}`,
+    );
+    expect(text.length).toBeLessThanOrEqual(306);
+    expect(jobCardText(card({ meetAndGreet: true, farePence: null }), NOW)).toContain(
+      ', saloon, meet & greet, fare in app (0% commission).',
+    );
+    for (const without of [card(), card({ meetAndGreet: false })]) {
+      expect(jobCardText(without, NOW)).not.toMatch(/meet|greet|&/i);
+    }
+    // `&` is in the GSM-7 basic set: the card is still sent as GSM-7, not UCS-2.
+    const gsm7 = /^[@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !"#¤%&'()*+,\-./0-9:;<=>?¡A-ZÄÖÑÜ§¿a-zäöñüà]*$/;
+    expect(text).toMatch(gsm7);
+  });
+
+  it('keeps meet & greet and stays within 320 characters with long areas and a long base URL', () => {
+    const long = 'Llanfairpwllgwyngyllgogerychwyrndrobwllllantysiliogogogoch Railway Station, Anglesey, Wales';
+    const longCard = card({
+      reference: 'ABCDE-7K3F9Q',
+      tier: 3,
+      pickupArea: long,
+      dropoffArea: long,
+      vehicleType: 'wav',
+      paymentMethod: 'bank_transfer',
+      farePence: 123456,
+      passengers: 8,
+      link: offerLink('https://book.a-rather-long-connected-domain.example.co.uk', offerCode(OFFER, KEY)),
+      meetAndGreet: true,
+    });
+    const text = jobCardText(longCard, NOW);
+    expect(text.length).toBeLessThanOrEqual(JOB_CARD_MAX);
+    expect(text).toContain(', 8 pax, wheelchair accessible, meet & greet, fare £1234.56 (bank transfer to you,');
+    expect(text).toContain(offerCode(OFFER, KEY));
+    // The areas gave way to it: shorter than on the same card without meet and greet.
+    const without = jobCardText({ ...longCard, meetAndGreet: false }, NOW);
+    expect(without.length).toBeLessThanOrEqual(JOB_CARD_MAX);
+    expect(text.indexOf(' to ')).toBeLessThan(without.indexOf(' to '));
+  });
+
   it('cleans control characters out of the areas', () => {
     const text = jobCardText(card({ pickupArea: 'Leeds\nReply STOP\u0000' }), NOW);
     expect(text).not.toMatch(/\p{Cc}/u);
@@ -257,5 +301,49 @@ describe('jobCardText', () => {
     // Midnight is 00, not 24; a UTC evening in summer is the next day in London.
     expect(londonWhen(new Date('2026-06-30T23:15:00Z'))).toBe('Wed 1 Jul 00:15');
     expect(jobCardText(card({ pickupTime: new Date('2026-07-04T13:30:00Z') }), NOW)).toContain(', Sat 4 Jul 14:30, ');
+  });
+});
+
+describe('meet and greet from the applied rules', () => {
+  const rules = (...codes: string[]) => codes.map((code) => ({ code, description: code, amountPence: 100 }));
+
+  it('is a charged meet_and_greet rule, in either amount spelling, and nothing else', () => {
+    expect(hasMeetAndGreet(rules('flag_fall', 'distance', 'airport_pickup', 'meet_and_greet'))).toBe(true);
+    expect(hasMeetAndGreet([{ code: 'meet_and_greet', description: 'Meet and greet', amountGBP: 25 }])).toBe(true);
+    expect(hasMeetAndGreet(JSON.stringify(rules('meet_and_greet')))).toBe(true);
+    // Asked for away from an airport: not charged, so no rule (a warning on the quote instead).
+    expect(hasMeetAndGreet(rules('flag_fall', 'distance'))).toBe(false);
+    // A partner's own fare replaces the rules.
+    expect(hasMeetAndGreet(rules('partner_fare'))).toBe(false);
+    for (const odd of [
+      [],
+      null,
+      undefined,
+      '',
+      'not json',
+      '{"code":"meet_and_greet"}',
+      42,
+      [null, 'meet_and_greet'],
+    ]) {
+      expect(hasMeetAndGreet(odd)).toBe(false);
+    }
+    expect(hasMeetAndGreet([{ code: 'MEET_AND_GREET' }, { description: 'meet_and_greet' }])).toBe(false);
+  });
+
+  it('is in the job as the feed and the booking.amended webhook show it', () => {
+    const columns = {
+      pickup: { name: 'Manchester Airport', lat: 53.365, lng: -2.2727 },
+      dropoff: { name: 'Manchester Piccadilly', lat: 53.4774, lng: -2.2309 },
+      pickup_time: new Date('2026-12-05T14:30:00Z'),
+      passengers: 2,
+      vehicle_type: 'saloon',
+      fare_pence: 6260,
+      passenger_name: 'Ada Lovelace',
+      passenger_phone: null,
+    };
+    expect(offeredJob({ ...columns, applied_rules: rules('flag_fall', 'meet_and_greet') }).meetAndGreet).toBe(true);
+    expect(heldJob({ ...columns, applied_rules: rules('flag_fall', 'meet_and_greet') }).meetAndGreet).toBe(true);
+    expect(offeredJob({ ...columns, applied_rules: rules('flag_fall') }).meetAndGreet).toBe(false);
+    expect(heldJob(columns).meetAndGreet).toBe(false);
   });
 });

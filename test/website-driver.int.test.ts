@@ -67,12 +67,23 @@ interface Offered {
 
 let passengerSeq = 0;
 
-/** A booking through the public API, dispatched to `driver` (the only one available), and its job card's link. */
-async function offerTo(driver: TestDriver): Promise<Offered> {
-  await presence(driver.token, true);
+type Booker = (name: string) => Promise<{ ref: string; id: string; farePence: number }>;
+
+/**
+ * A booking through the public API, dispatched to `driver` (the only one available), and its
+ * job card's link. By default `bookThroughApi`'s, the driver near Piccadilly; `book` and `at`
+ * make another booking with the driver waiting elsewhere.
+ */
+async function offerTo(
+  driver: TestDriver,
+  opts: { book?: Booker; at?: { lat: number; lng: number } } = {},
+): Promise<Offered> {
+  await presence(driver.token, true, opts.at);
   passengerSeq += 1;
   const passengerName = `Pat Passenger${passengerSeq}`;
-  const b = await bookThroughApi(api.url, env.rt.db, { name: passengerName, phone: PASSENGER_PHONE });
+  const b = await (opts.book ?? ((name) => bookThroughApi(api.url, env.rt.db, { name, phone: PASSENGER_PHONE })))(
+    passengerName,
+  );
   const offer = await eventually(() =>
     env.rt
       .db('dispatch_offers')
@@ -89,7 +100,7 @@ async function offerTo(driver: TestDriver): Promise<Offered> {
   const link = /https?:\/\/[^/\s]+(\/o\/[A-Za-z0-9_-]{32})$/.exec(card.body)?.[1];
   expect(link, card.body).toBeDefined();
   // Taken off the map, so the next test's booking goes to its own driver.
-  await presence(driver.token, false);
+  await presence(driver.token, false, opts.at);
   return {
     ref: b.ref,
     bookingId: b.id,
@@ -394,6 +405,8 @@ describe('the offer page from the job card link', () => {
     expect(p.headers.get('vary')).toMatch(/Accept/);
     expect(p.html).toContain(`<h1>Job offer ${o.ref}</h1>`);
     expect(p.html).toContain('<dt>Pickup</dt><dd>Manchester Piccadilly</dd>');
+    // Not booked with meet and greet: nothing said of it.
+    expect(p.html).not.toMatch(/meet and greet|name board/i);
     expect(p.html).toMatch(/<div class="countdown" data-countdown="(29\d|300)">/);
     expect(p.html).not.toContain(o.passengerName);
     expect(p.html).not.toContain('7700900456');
@@ -569,6 +582,77 @@ describe('the offer page from the job card link', () => {
     expect((await booking(o.bookingId))?.driver_id).toBeNull();
   });
 
+  it('a meet and greet booking says so on the offer page, in the feed and on the job page', async () => {
+    const d = await approvedDriver(env.rt.db, { name: 'Gail Greeter' });
+    // A v1 quote with meet and greet from Manchester Airport (charged £25), redeemed by its quote_id.
+    const meetAndGreet: Booker = async (name) => {
+      const post = (path: string, body: unknown) =>
+        fetch(`${api.url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      const q = await post('/api/public/v1/quote', {
+        pickup: 'Manchester Airport',
+        dropoff: 'Manchester Piccadilly',
+        departAt: new Date(Date.now() + 3 * 3600_000).toISOString(),
+        meetAndGreet: true,
+      });
+      const quoted = (await q.json()) as { quoteId: string; appliedRules: Array<{ code: string }> };
+      expect(q.status, JSON.stringify(quoted)).toBe(200);
+      expect(quoted.appliedRules.map((r) => r.code)).toContain('meet_and_greet');
+      const made = await post('/api/public/v1/booking', {
+        quote_id: quoted.quoteId,
+        passenger_name: name,
+        passenger_email: `${passengerSeq}.greeted@example.org`,
+        passenger_phone: PASSENGER_PHONE,
+        payment_method: 'cash',
+      });
+      const json = (await made.json()) as { bookingReference: string };
+      expect(made.status, JSON.stringify(json)).toBe(201);
+      const row = await env.rt
+        .db('bookings')
+        .where({ reference: json.bookingReference })
+        .first<{ id: string; fare_pence: number }>('id', 'fare_pence');
+      return { ref: json.bookingReference, id: row.id, farePence: row.fare_pence };
+    };
+    const o = await offerTo(d, { book: meetAndGreet, at: { lat: 53.3655, lng: -2.2727 } });
+    const line = '<dt>Meet and greet</dt><dd>Meet the passenger in arrivals with a name board</dd>';
+    const card = await env.rt
+      .db('outbound_messages')
+      .where({ booking_id: o.bookingId, purpose: 'job_card', channel: 'sms' })
+      .first<{ body: string }>('body');
+    expect(card.body).toContain(', 1 pax, saloon, meet & greet, fare £');
+
+    // The offer page, before and after signing in; its JSON answer.
+    const anon = await getPage(api.url, o.link);
+    expect(anon.status).toBe(200);
+    expect(anon.html).toContain(line);
+    const json = await fetch(`${api.url}${o.link}`, { headers: { accept: 'application/json' } });
+    expect(((await json.json()) as { job: { meetAndGreet: boolean } }).job.meetAndGreet).toBe(true);
+    const jar = await signedIn(d);
+    const mine = await getPage(api.url, o.link, jar);
+    expectSafePage(mine);
+    expect(mine.html).toContain(line);
+    // The feed: the offer, then the job in hand; and the job page.
+    const feed = await getPage(api.url, '/driver', jar);
+    expect(feed.html).toContain(`<h3><a href="${jobPath(o.ref)}">${o.ref}</a></h3>`);
+    expect(feed.html).toContain(line);
+    const accepted = await postForm(
+      api.url,
+      `${jobPath(o.ref)}/accept`,
+      { csrf: csrfOf(mine.html, `${jobPath(o.ref)}/accept`) },
+      jar,
+    );
+    expect(accepted.status).toBe(303);
+    const job = await getPage(api.url, jobPath(o.ref), jar);
+    expect(job.status).toBe(200);
+    expectSafePage(job, { script: false });
+    expect(job.html).toContain(line);
+    expect(job.html).toContain(`<dt>Passenger</dt><dd>${o.passengerName}</dd>`);
+    expect((await getPage(api.url, '/driver', jar)).html).toContain(line);
+  });
+
   it('an unknown or altered link is a 404 page', async () => {
     const p = await getPage(api.url, `/o/${'A'.repeat(32)}`);
     expect(p.status).toBe(404);
@@ -597,6 +681,10 @@ describe('a job through to completion', () => {
     expect(accepted.location).toBe(jobPath(o.ref));
     const held = await getPage(api.url, '/driver', jar);
     expect(held.html).toContain(`<h3>${o.ref}: Accepted: yours</h3>`);
+    // Not booked with meet and greet: neither the feed nor the job page says anything of it.
+    expect(feed.html).not.toMatch(/meet and greet|name board/i);
+    expect(held.html).not.toMatch(/meet and greet|name board/i);
+    expect((await getPage(api.url, jobPath(o.ref), jar)).html).not.toMatch(/meet and greet|name board/i);
     expect(held.html).toContain(`<a class="button" href="${jobPath(o.ref)}">Open job ${o.ref}</a>`);
 
     const statusPath = `${jobPath(o.ref)}/status`;

@@ -1,6 +1,7 @@
 import type { Request, Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { MAX_LAT } from '../../shared/dispatch/presence-index.ts';
+import { MEET_AND_GREET_TEXT } from '../../shared/domain/dispatch/job-card.ts';
 import { normaliseReference } from '../../shared/domain/reference.ts';
 import { AppError, type ErrorCode, errorBody } from '../../shared/errors.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
@@ -168,6 +169,11 @@ function countdown(expiresAt: Date, refreshPath: string, now: number): string[] 
   ];
 }
 
+/** "Meet and greet: meet the passenger in arrivals with a name board", for a job whose passenger booked it. */
+function meetAndGreetFact(meetAndGreet: boolean): string[] {
+  return meetAndGreet ? [`<dt>Meet and greet</dt><dd>${escapeHtml(MEET_AND_GREET_TEXT)}</dd>`] : [];
+}
+
 /** The job as an offer shows it: areas only (the short link never shows the passenger or the address). */
 function offerFacts(job: OfferLinkResponse['job']): string[] {
   return [
@@ -178,6 +184,7 @@ function offerFacts(job: OfferLinkResponse['job']): string[] {
     `<dt>Passengers</dt><dd>${job.passengers}</dd>`,
     `<dt>Vehicle</dt><dd>${escapeHtml(vehicleText(job.vehicleType))}</dd>`,
     `<dt>Fare</dt><dd>${escapeHtml(gbpText(job.fareGBP))}${job.fareGBP === null ? '' : ', paid to you, 0% commission'}</dd>`,
+    ...meetAndGreetFact(job.meetAndGreet),
     '</dl>',
   ];
 }
@@ -193,6 +200,7 @@ function jobFacts(job: FeedJob, opts: { passenger: boolean }): string[] {
     `<dt>Passengers</dt><dd>${job.passengers}</dd>`,
     `<dt>Vehicle</dt><dd>${escapeHtml(vehicleText(job.vehicleType))}</dd>`,
     `<dt>Fare</dt><dd>${escapeHtml(gbpText(job.fareGBP))}</dd>`,
+    ...meetAndGreetFact(job.meetAndGreet),
     ...(passenger
       ? [
           `<dt>Passenger</dt><dd>${escapeHtml(passenger.name)}</dd>`,
@@ -879,6 +887,7 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
           `<dt>Pickup</dt><dd>${escapeHtml(job.pickup.name)}</dd>`,
           `<dt>Drop-off</dt><dd>${escapeHtml(job.dropoff.name)}</dd>`,
           `<dt>Fare</dt><dd>${escapeHtml(gbpText(job.fareGBP))}</dd>`,
+          ...meetAndGreetFact(job.meetAndGreet),
           '</dl>',
           `<p><a class="button" href="${jobPath(ref)}">Open job ${escapeHtml(ref)}</a></p>`,
           '</div>',

@@ -85,6 +85,10 @@ const FeedJob = Type.Object({
   passengers: Type.Integer(),
   vehicleType: Type.String(),
   fareGBP: Type.Union([Type.Number(), Type.Null()]),
+  meetAndGreet: Type.Boolean({
+    description:
+      'The passenger booked (and paid for) meet and greet: meet them inside the terminal, in arrivals, with a name board',
+  }),
   passenger: Type.Optional(Type.Object({ name: Type.String(), phone: Type.Union([Type.String(), Type.Null()]) })),
   notes: Type.Optional(Type.Union([Type.String(), Type.Null()])),
   flightNumber: Type.Optional(Type.Union([Type.String(), Type.Null()])),

@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { type CardPlace, pickupArea, verifyOfferCode } from '../../shared/domain/dispatch/job-card.ts';
+import { type CardPlace, hasMeetAndGreet, pickupArea, verifyOfferCode } from '../../shared/domain/dispatch/job-card.ts';
 import { AppError } from '../../shared/errors.ts';
 import { nearestDistrict } from '../../shared/geo/gazetteer.ts';
 import { DateTime, StringEnum } from '../../shared/schemas/common.ts';
@@ -32,6 +32,10 @@ export const OfferLinkResponse = Type.Object({
     passengers: Type.Integer({ minimum: 1, maximum: 8 }),
     vehicleType: Type.String(),
     fareGBP: Type.Union([Type.Number(), Type.Null()], { description: 'Paid to the driver; null when not priced' }),
+    meetAndGreet: Type.Boolean({
+      description:
+        'The passenger booked (and paid for) meet and greet: meet them inside the terminal, in arrivals, with a name board',
+    }),
   }),
   accept: Action('accept'),
   decline: Action('decline'),
@@ -52,6 +56,7 @@ interface OfferJobRow {
   passengers: number;
   vehicle_type: string;
   fare_pence: number | null;
+  applied_rules: unknown;
 }
 
 /** Districts (and their post towns) for places stored without one: the gazetteer's district file, loaded once. */
@@ -101,6 +106,7 @@ export async function findOfferByCode(
       'b.passengers',
       'b.vehicle_type',
       'b.fare_pence',
+      'b.applied_rules',
     );
   if (!row) return null;
   const state = row.state === 'offered' && row.expires_at.getTime() <= now.getTime() ? 'expired' : row.state;
@@ -116,6 +122,7 @@ export async function findOfferByCode(
         passengers: row.passengers,
         vehicleType: row.vehicle_type,
         fareGBP: row.fare_pence === null ? null : gbp(row.fare_pence),
+        meetAndGreet: hasMeetAndGreet(row.applied_rules),
       },
       accept: { method: 'POST', path: `${jobPath}/accept`, auth: 'driver bearer token' },
       decline: { method: 'POST', path: `${jobPath}/decline`, auth: 'driver bearer token' },
@@ -144,7 +151,7 @@ export function offerRoutes(): RouteDef[] {
       summary: 'Open a job offer from the short link in a job card',
       description:
         'The link a driver receives by SMS and WhatsApp when a job is offered to them. Answers the offer (state, expiry, tier), ' +
-        'the job without passenger details (pickup and drop-off areas, time, passengers, vehicle, fare) and the driver API calls ' +
+        'the job without passenger details (pickup and drop-off areas, time, passengers, vehicle, fare, meet and greet) and the driver API calls ' +
         'that accept or decline it with the driver bearer token. An unknown, altered or truncated code is 404 not_found. ' +
         'With an Accept header preferring text/html the same is answered as an HTML page (text/html). ' +
         'Limited per caller like every public endpoint (API key, else IP).',

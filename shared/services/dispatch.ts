@@ -6,7 +6,7 @@ import { enqueueJob } from '../db/outbox.ts';
 import { createPresenceIndex, type PresenceIndex } from '../dispatch/presence-index.ts';
 import { dispatchTimeMs, leadTimesOf } from '../domain/dispatch/dispatch-time.ts';
 import { type Corridor, EARTH_RADIUS_MILES, type LatLng } from '../domain/dispatch/geometry.ts';
-import { jobCardText, offerCode, offerLink, pickupArea } from '../domain/dispatch/job-card.ts';
+import { hasMeetAndGreet, jobCardText, offerCode, offerLink, pickupArea } from '../domain/dispatch/job-card.ts';
 import {
   DEAD_RUN_CIRCUITY,
   type DriverCandidate,
@@ -106,6 +106,8 @@ export interface DispatchBooking extends BookingRow {
   dispatch_tier: number | null;
   /** The next try after every tier found nobody (`noDriver`); null before any. */
   dispatch_retry_at: Date | null;
+  /** The fare's rules (jsonb); a charged `meet_and_greet` one is told to the driver (`hasMeetAndGreet`). */
+  applied_rules?: unknown;
 }
 
 export interface OfferRow {
@@ -498,6 +500,7 @@ async function makeOffer(
         paymentMethod: booking.payment_method,
         passengers: booking.passengers,
         vehicleType: booking.vehicle_type,
+        meetAndGreet: hasMeetAndGreet(booking.applied_rules),
         expiresAt,
         link: offerLink(baseUrl, offerCode(id, deps.config.dataEncryptionKey)),
         tier: best.tier,

@@ -522,6 +522,8 @@ export interface FeedJob {
   passengers: number;
   vehicleType: string;
   fareGBP: number | null;
+  /** The passenger booked meet and greet: meet them inside the terminal with a name board. */
+  meetAndGreet: boolean;
   /** Once accepted: who to pick up. */
   passenger?: { name: string; phone: string | null };
   notes?: string | null;

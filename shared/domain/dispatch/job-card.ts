@@ -9,9 +9,10 @@
  * app once they accept.
  *
  * Size: the text stays within 320 characters and uses only characters of the GSM-7 alphabet
- * that we write ourselves (`to`, not an arrow; `...`, not an ellipsis): one non-GSM character
- * would switch the whole message to UCS-2, whose segments hold 70 characters instead of 153,
- * and each segment is billed to the driver (SPEC.md 2.10, £0.02 per SMS).
+ * that we write ourselves (`to`, not an arrow; `...`, not an ellipsis; `&` of `meet & greet` is
+ * GSM-7): one non-GSM character would switch the whole message to UCS-2, whose segments hold 70
+ * characters instead of 153, and each segment is billed to the driver (SPEC.md 2.10, £0.02 per
+ * SMS).
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { findPostcode, OUTWARD_RE } from '../../geo/text.ts';
@@ -177,6 +178,36 @@ export interface JobCard {
   tier: 1 | 2 | 3;
   /** How the passenger pays the driver (the booking's payment_method); omitted: "paid to you". */
   paymentMethod?: string;
+  /** The passenger booked (and was charged) meet and greet: `hasMeetAndGreet` of the booking's applied rules. */
+  meetAndGreet?: boolean;
+}
+
+// ----- meet and greet -----
+
+/** The applied rule that charges meet and greet (shared/domain/tariffs/engine.ts, £25 at an airport pickup). */
+export const MEET_AND_GREET_RULE = 'meet_and_greet';
+/** What the driver pages say of a meet and greet job ("Meet and greet: Meet the passenger ..."). */
+export const MEET_AND_GREET_TEXT = 'Meet the passenger in arrivals with a name board';
+
+/**
+ * Whether a booking's `applied_rules` (jsonb: an array of `{code, description, amountPence}`,
+ * or `amountGBP` as the API shows them) charge meet and greet. Asked for away from an airport it
+ * is not charged, so there is no such rule and the driver is not told of it. Anything that is
+ * not such an array (a missing column, a malformed row) is false. Never throws.
+ */
+export function hasMeetAndGreet(appliedRules: unknown): boolean {
+  let rules = appliedRules;
+  if (typeof rules === 'string') {
+    try {
+      rules = JSON.parse(rules);
+    } catch {
+      return false;
+    }
+  }
+  return (
+    Array.isArray(rules) &&
+    rules.some((r) => typeof r === 'object' && r !== null && (r as { code?: unknown }).code === MEET_AND_GREET_RULE)
+  );
 }
 
 /** One formatter for every card (building an Intl.DateTimeFormat costs far more than using one). */
@@ -225,9 +256,10 @@ export const JOB_CARD_MAX = 320;
 /**
  * The job card text, e.g. `DTN job DTN-7K3F9Q: Manchester Piccadilly to Manchester Airport,
  * Sat 5 Dec 14:30, 2 pax, saloon, fare £28.40 (cash to you, 0% commission). Accept within 45s:
- * https://…/o/<code>`. Times are UK time. The areas should come from `pickupArea` (this
- * function only cleans and shortens them). "Accept within" counts from `now` to the offer's
- * expiry. Kept within 320 characters by shortening the areas when needed.
+ * https://…/o/<code>`; a meet and greet job says so after the vehicle (`2 pax, saloon, meet &
+ * greet, fare …`). Times are UK time. The areas should come from `pickupArea` (this function
+ * only cleans and shortens them). "Accept within" counts from `now` to the offer's expiry. Kept
+ * within 320 characters by shortening the areas when needed (never by dropping meet and greet).
  */
 export function jobCardText(card: JobCard, now: Date = new Date()): string {
   const reference = clean(card.reference);
@@ -243,9 +275,10 @@ export function jobCardText(card: JobCard, now: Date = new Date()): string {
   const seconds = Math.max(1, Math.round((card.expiresAt.getTime() - now.getTime()) / 1000));
   const accept = seconds <= 120 ? `Accept within ${seconds}s` : `Accept by ${londonWhen(card.expiresAt).slice(-5)}`;
   const pax = `${card.passengers} pax`;
+  const meet = card.meetAndGreet ? 'meet & greet, ' : '';
   const build = (areaMax: number) =>
     `${head} ${reference}: ${shorten(clean(card.pickupArea), areaMax)} to ${shorten(clean(card.dropoffArea), areaMax)}, ` +
-    `${londonWhen(card.pickupTime)}, ${pax}, ${vehicle}, ${fare}. ${accept}: ${card.link}`;
+    `${londonWhen(card.pickupTime)}, ${pax}, ${vehicle}, ${meet}${fare}. ${accept}: ${card.link}`;
   let text = build(AREA_MAX);
   for (let areaMax = AREA_MAX - 8; text.length > JOB_CARD_MAX && areaMax >= 8; areaMax -= 8) text = build(areaMax);
   return text;

@@ -1,3 +1,5 @@
+import { hasMeetAndGreet } from './job-card.ts';
+
 /**
  * A job as those who fulfil it see it: the driver and operator job feed (`jobFeed` in
  * shared/services/driver-jobs.ts) and an operator's `booking.amended` webhook
@@ -22,6 +24,8 @@ export interface JobColumns {
   passenger_phone: string | null;
   notes?: string | null;
   flight_number?: string | null;
+  /** The fare's rules (jsonb): a charged `meet_and_greet` one makes `meetAndGreet` true. */
+  applied_rules?: unknown;
 }
 
 const place = (p: PlaceColumn) => ({ name: p.name, lat: p.lat, lng: p.lng });
@@ -35,6 +39,8 @@ export function offeredJob(b: JobColumns) {
     passengers: b.passengers,
     vehicleType: b.vehicle_type,
     fareGBP: b.fare_pence === null ? null : b.fare_pence / 100,
+    /** Meet the passenger inside the terminal with a name board (charged to the passenger). */
+    meetAndGreet: hasMeetAndGreet(b.applied_rules),
   };
 }
 
