@@ -624,6 +624,38 @@ describe('POST /api/public/v1/booking', () => {
     expect(s2.json.booking_reference).toBe(s1.json.booking_reference);
   });
 
+  it('books meet and greet priced in one step, as v1 quote prices it: £25 at an airport pickup, on v1 and instant', async () => {
+    const ride = {
+      pickup: 'Manchester Airport',
+      dropoff: 'Manchester Piccadilly',
+      departAt: inHours(6),
+      passengerName: 'Meeting Mo',
+      passengerEmail: `meet-${Date.now()}@example.org`,
+      passengerPhone: '+447700900345',
+    };
+    const plain = await post('/api/public/v1/booking', ride);
+    const met = await post('/api/public/v1/booking', { ...ride, meetAndGreet: true });
+    expect(plain.status, plain.text).toBe(201);
+    expect(met.status, met.text).toBe(201);
+    // Another request (the driver is told), not a repeat; the same one again is.
+    expect(met.json.bookingReference).not.toBe(plain.json.bookingReference);
+    expect(met.json.fareGBP).toBeCloseTo((plain.json.fareGBP as number) + 25, 2);
+    const again = await post('/api/public/v1/booking', { ...ride, meet_and_greet: true });
+    expect(again.json.bookingReference).toBe(met.json.bookingReference);
+    const row = await bookingRow(met.json.bookingReference as string);
+    expect(row.applied_rules).toContainEqual(expect.objectContaining({ code: 'meet_and_greet', amountPence: 2500 }));
+    const instant = await post('/api/public/bookings/instant', {
+      pickup_address: 'Manchester Airport',
+      dropoff_address: 'Manchester Piccadilly',
+      passenger_name: 'Meeting Mia',
+      passenger_phone_whatsapp: '+447700900346',
+      depart_at: inHours(6),
+      meet_and_greet: true,
+    });
+    expect(instant.status, instant.text).toBe(200);
+    expect(instant.json.fare).toBe(met.json.fareGBP);
+  });
+
   it('accepts depart_at on the v1 booking (the priced shape names the missing time by its v1 spelling)', async () => {
     const email = `depart-snake-${Date.now()}@example.org`;
     const snake = {

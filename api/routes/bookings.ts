@@ -564,6 +564,7 @@ export function bookingRoutes(): RouteDef[] {
           // unused. The errors keep their order: the passenger's refusal, then the vehicle type.
           // `vehicle_type` too, as v1 quote takes it: an agent quoting with it books with it.
           const vehicle = settle(() => parseVehicleType(body.vehicleType ?? body.vehicle_type));
+          const meetAndGreet = body.meetAndGreet ?? body.meet_and_greet ?? false;
           const priced = vehicle.ok
             ? priceQuote(
                 deps,
@@ -573,7 +574,7 @@ export function bookingRoutes(): RouteDef[] {
                   departAt,
                   passengers: body.passengers ?? 1,
                   vehicleType: vehicle.value,
-                  meetAndGreet: false,
+                  meetAndGreet,
                   worldwide: body.worldwide ?? false,
                 },
                 bc,
@@ -597,6 +598,8 @@ export function bookingRoutes(): RouteDef[] {
             // What the driver is told is part of the request: a change is a new request, not a repeat.
             flightNumber: body.flightNumber,
             notes: body.notes,
+            // Only when asked: the content of a request without it hashes as before it was taken.
+            ...(meetAndGreet ? { meetAndGreet: true } : {}),
           });
           if (refusal) {
             // Past the hourly limit: the same request again (or at the same moment) still gets
@@ -727,7 +730,7 @@ export function bookingRoutes(): RouteDef[] {
                 departAt,
                 passengers: body.passenger_count ?? 1,
                 vehicleType: body.vehicle_type,
-                meetAndGreet: false,
+                meetAndGreet: body.meet_and_greet ?? false,
                 worldwide: body.worldwide ?? false,
               },
               bc,
@@ -750,6 +753,7 @@ export function bookingRoutes(): RouteDef[] {
             flightNumber: body.flight_number,
             notes: body.notes,
             agent: body.agent,
+            ...(body.meet_and_greet ? { meetAndGreet: true } : {}),
           });
           const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
           if (pricing.repeat)

@@ -70,6 +70,9 @@ export const InstantBookingRequest = Type.Object({
   notes: Type.Optional(Notes),
   agent: Type.Optional(ScreenedText('agent', { description: 'Name of the calling assistant' })),
   worldwide: Type.Optional(Type.Boolean({ description: 'true for journeys outside the UK' })),
+  meet_and_greet: Type.Optional(
+    Type.Boolean({ description: 'Airport meet and greet: £25 at an airport pickup, as quotes/estimate prices it' }),
+  ),
 });
 
 /** Free text here (SPEC.md 2.7), read by `parseVehicleType`: any case, spaces and hyphens. */
@@ -98,6 +101,13 @@ export const V1BookingRequest = Type.Object({
   worldwide: Type.Optional(
     Type.Boolean({ description: 'true for journeys outside the UK, priced in one step (a quote_id keeps its own)' }),
   ),
+  meetAndGreet: Type.Optional(
+    Type.Boolean({
+      description:
+        'Airport meet and greet, priced in one step as v1 quote prices it: £25 at an airport pickup (the driver meets the passenger in arrivals), otherwise not charged, with a warning (a quote_id keeps its own)',
+    }),
+  ),
+  meet_and_greet: Type.Optional(Type.Boolean({ description: 'Same as meetAndGreet' })),
   fareGBP: Type.Optional(
     Type.Number({
       exclusiveMinimum: 0,
