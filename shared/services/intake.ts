@@ -378,14 +378,16 @@ const JOURNEY_REQUIRED = ['pickup', 'dropoff', 'pickupTime'] as const;
 const MALFORMED_REFERENCE = /^\/jobRef: (?:too_long|control|hidden|invalid|variation_selector)\b/;
 
 /**
- * A jobRef's fault of form (length is the schema's), or null. Spaces at either end are one: "
- * A-1" and "A-1" would be two jobs to us and one to the partner's eye, and a cancel of one
- * would miss the other.
+ * A jobRef's fault of form (length is the schema's), or null. For a new job, spaces at either
+ * end are one: " A-1" and "A-1" would be two jobs to us and one to the partner's eye, and a
+ * cancel of one would miss the other. (An amend or cancel may still name a job received with
+ * them before they were refused.)
  */
-function jobRefFault(value: unknown): ErrorDetail | null {
+function jobRefFault(value: unknown, action: unknown): ErrorDetail | null {
   if (typeof value !== 'string' || value.length > FIELD_LIMITS.reference) return null;
   const screened = screenFields([{ pointer: '/jobRef', kind: 'reference', value }]);
   if (!screened.ok && screened.reasons.every((r) => MALFORMED_REFERENCE.test(r))) return screened.details[0] ?? null;
+  if (action !== undefined && action !== 'new') return null;
   if (value.length > 0 && value.trim() === '') return { field: '/jobRef', problem: 'must not be blank' };
   if (value.trim() !== value) return { field: '/jobRef', problem: 'must not begin or end with a space' };
   return null;
@@ -444,7 +446,7 @@ async function normaliseJob(
   const details: ErrorDetail[] & { contentRejected?: boolean } = validateJob(raw);
   // A jobRef is an identifier: control or invisible characters in it are a malformed value,
   // listed with the schema's findings (its length is the schema's own maxLength).
-  const refFault = jobRefFault((raw as { jobRef?: unknown }).jobRef);
+  const refFault = jobRefFault((raw as { jobRef?: unknown }).jobRef, (raw as { action?: unknown }).action);
   if (details.length > 0 || refFault) {
     // Over-long free text is refused as the content screen below refuses it.
     if (details.contentRejected && !refFault) {
@@ -456,9 +458,10 @@ async function normaliseJob(
   }
   const job = raw as PartnerJob;
   const action: Action = job.action ?? 'new';
-  // A cancellation reads its jobRef only (what else it carries is neither stored nor told to
-  // anyone): its other fields' content, screened, would only stand between a partner and the
-  // cancellation it asked for.
+  // A cancellation reads its jobRef and its notes (kept as the cancellation's reason, which
+  // operators and partners read, so screened as a passenger's reason is); the rest of a whole
+  // job sent with it is neither stored nor told to anyone, and its content, screened, would
+  // only stand between a partner and the cancellation it asked for.
   const cancels = action === 'cancel';
   const screened = screenFields([
     { pointer: '/jobRef', kind: 'reference', value: job.jobRef },
@@ -468,9 +471,9 @@ async function normaliseJob(
           { pointer: '/pickup', kind: 'address', value: job.pickup },
           { pointer: '/dropoff', kind: 'address', value: job.dropoff },
           { pointer: '/passengerName', kind: 'name', value: job.passengerName },
-          { pointer: '/notes', kind: 'notes', value: job.notes },
           { pointer: '/flightNumber', kind: 'flightNumber', value: job.flightNumber },
         ] as const)),
+    { pointer: '/notes', kind: 'notes', value: job.notes },
   ]);
   if (!screened.ok) {
     deps.logger?.warn({ reasons: screened.reasons }, 'partner job content rejected');
@@ -583,8 +586,12 @@ const bookingOfRefusal = new WeakMap<AppError, string>();
 
 function aboutBooking<T>(reference: string, work: Promise<T>): Promise<T> {
   return work.catch((err: unknown) => {
-    if (err instanceof AppError) bookingOfRefusal.set(err, reference);
-    throw err;
+    if (!(err instanceof AppError)) throw err;
+    // A copy of its own: one error can refuse many jobs at once (a pricing batch that failed
+    // rejects every waiter with the same object), each about its own booking.
+    const own = new AppError(err.code, err.message, err.details, err.headers);
+    bookingOfRefusal.set(own, reference);
+    throw own;
   });
 }
 
