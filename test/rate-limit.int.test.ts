@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../api/app.ts';
+import { ipBucket } from '../api/middleware/rate-limit.ts';
 import { defineRoute } from '../api/route.ts';
 import { knownMigrations } from '../shared/db/knex.ts';
 import { createRedis } from '../shared/queues/connection.ts';
@@ -157,5 +158,19 @@ describe('dependencies away', () => {
       await dead.close();
       await deadDb.destroy();
     }
+  });
+});
+
+describe('ipBucket (the failed-proof limits’ caller without a key)', () => {
+  it('keeps IPv4 as it is and takes IPv6 by its /64, however it is written', () => {
+    expect(ipBucket('203.0.113.7')).toBe('203.0.113.7');
+    expect(ipBucket('::ffff:203.0.113.7')).toBe('203.0.113.7');
+    const one = ipBucket('2001:db8:85a3:0:1:2:3:4');
+    expect(one).toBe('2001:db8:85a3:0::/64');
+    for (const same of ['2001:0db8:85a3:0000:ffff:ffff:ffff:ffff', '2001:DB8:85A3::9', '2001:db8:85a3::1%eth0']) {
+      expect(ipBucket(same), same).toBe(one);
+    }
+    expect(ipBucket('2001:db8:85a4::1')).not.toBe(one);
+    expect(ipBucket('::1')).toBe('0:0:0:0::/64');
   });
 });

@@ -248,52 +248,96 @@ export function createRateLimits(redis: Redis, config: Pick<Config, 'rateLimit' 
 
 /**
  * Failed proofs offered for a booking (a wrong e-mail, a wrong tracking token, a reference that
- * is not a booking), per caller (API key, else IP): a booking's e-mail is guessable where an API
- * key is not, so past this count the caller's lookups and cancels are refused before any
- * comparison, and a right guess is not told from a wrong one.
+ * is not a booking): a booking's e-mail is guessable where an API key is not. Two fixed windows
+ * of an hour: per caller and booking (`perBooking`), so one booking's e-mail cannot be guessed
+ * by trying names, and per caller (`perCaller`: an IP address, an IPv6 one by its /64, or an API
+ * key, whose integrator serves many passengers), so references cannot be tried at speed. The
+ * caller is the API key, else the IP address.
  */
-export const BOOKING_PROOF_FAILURES = { name: 'booking-proof-failures', points: 20, durationSeconds: 3600 };
+export const BOOKING_PROOF_LIMITS = {
+  perBooking: { name: 'booking-proof-failures', points: 10 },
+  perCaller: { name: 'booking-proof-failures-total', anonymousPoints: 60, keyPoints: 600 },
+  durationSeconds: 3600,
+} as const;
 
 export interface BookingProofGuard {
-  /** Throws 429 while the caller is past the failures allowed. */
-  check(caller: Caller): Promise<void>;
-  /** Counts one failed proof. */
-  failed(caller: Caller): Promise<void>;
+  /**
+   * Counts the attempt before anything is compared (so guesses sent in parallel cannot all be
+   * compared), 429 past either limit; answers the release that takes the count back for a
+   * proof that passed (or that failed for another reason than a wrong proof).
+   */
+  attempt(caller: Caller, reference: string): Promise<() => Promise<void>>;
+}
+
+/** Takes one back from each counter that still exists (a window that ended is not re-created). */
+const RELEASE_LUA = `
+for i = 1, #KEYS do
+  if redis.call('exists', KEYS[i]) == 1 then redis.call('decr', KEYS[i]) end
+end
+return 0`;
+
+/** An IP address as a rate-limit bucket: IPv4 as it is (IPv4-mapped IPv6 too), IPv6 by its /64, which one subscriber holds whole. */
+export function ipBucket(ip: string): string {
+  const bare = ip.replace(/%.*$/, '');
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(bare);
+  if (mapped) return mapped[1] as string;
+  if (!bare.includes(':')) return bare;
+  const [head = '', tail] = bare.split('::');
+  const front = head ? head.split(':') : [];
+  const back = tail ? tail.split(':') : [];
+  const groups =
+    tail === undefined ? front : [...front, ...Array(Math.max(0, 8 - front.length - back.length)).fill('0'), ...back];
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.toLowerCase().replace(/^0+(?=.)/, ''))
+    .join(':')}::/64`;
 }
 
 export function bookingProofGuard(redis: Redis, queuePrefix: string): BookingProofGuard {
   const count = fixedWindowCounter(redis);
-  const { name, points, durationSeconds } = BOOKING_PROOF_FAILURES;
-  const keyOf = (caller: Caller) =>
-    `${queuePrefix}:rl:${name}:${caller.kind === 'api_key' ? `key:${caller.key.id}` : `ip:${caller.ip}`}`;
-  const policy = `"${name}";q=${points};w=${durationSeconds}`;
+  const { perBooking, perCaller, durationSeconds } = BOOKING_PROOF_LIMITS;
+  const window = String(durationSeconds);
   return {
-    async check(caller) {
-      const key = keyOf(caller);
-      let used: number;
-      let ttl: number;
+    async attempt(caller, reference) {
+      const keyed = caller.kind === 'api_key';
+      const who = keyed ? `key:${caller.key.id}` : `ip:${ipBucket(caller.ip)}`;
+      const totalPoints = keyed ? perCaller.keyPoints : perCaller.anonymousPoints;
+      const keys = [
+        `${queuePrefix}:rl:${perBooking.name}:${who}:${reference}`,
+        `${queuePrefix}:rl:${perCaller.name}:${who}`,
+      ];
+      let reply: number[];
       try {
-        const [got, left] = await Promise.all([redis.get(key), redis.pttl(key)]);
-        used = Number(got ?? 0);
-        ttl = left;
+        reply = await count(keys, [window, window]);
       } catch {
         throw unavailable();
       }
-      if (used < points) return;
-      const retryAfter = String(Math.max(1, Math.ceil(ttl / 1000)));
+      const release = async () => {
+        try {
+          await redis.eval(RELEASE_LUA, keys.length, ...keys);
+        } catch {
+          // A count not taken back expires with its window: never a reason to fail the request.
+        }
+      };
+      const policies = [
+        { name: perBooking.name, points: perBooking.points, used: Number(reply[0]), ttl: Number(reply[1]) },
+        { name: perCaller.name, points: totalPoints, used: Number(reply[2]), ttl: Number(reply[3]) },
+      ];
+      const over = policies.filter((p) => p.used > p.points);
+      if (over.length === 0) return release;
+      const retryAfter = String(Math.max(1, ...over.map((p) => Math.ceil(p.ttl / 1000))));
       throw new AppError(
         'rate_limited',
-        'Too many booking lookups with a wrong e-mail address or token from here: retry after the number of seconds in Retry-After.',
+        'Too many booking lookups with a wrong e-mail address, token or reference from here: retry after the number of seconds in Retry-After.',
         [],
-        { 'Retry-After': retryAfter, 'RateLimit-Policy': policy, RateLimit: `"${name}";r=0;t=${retryAfter}` },
+        {
+          'Retry-After': retryAfter,
+          'RateLimit-Policy': policies.map((p) => `"${p.name}";q=${p.points};w=${durationSeconds}`).join(', '),
+          RateLimit: policies
+            .map((p) => `"${p.name}";r=${Math.max(0, p.points - p.used)};t=${Math.ceil(p.ttl / 1000)}`)
+            .join(', '),
+        },
       );
-    },
-    async failed(caller) {
-      try {
-        await count([keyOf(caller)], [String(durationSeconds)]);
-      } catch {
-        throw unavailable();
-      }
     },
   };
 }

@@ -11,6 +11,7 @@ import {
 } from '../../shared/domain/email-acceptance.ts';
 import { operatorDriverOf } from '../../shared/domain/operator-driver.ts';
 import { paymentState } from '../../shared/domain/payment-state.ts';
+import { normaliseReference } from '../../shared/domain/reference.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
 import { AppError, contentRejected, detailsText, type ErrorDetail, repointed } from '../../shared/errors.ts';
 import {
@@ -454,26 +455,31 @@ const snakeShapeOf = (body: { quote_id?: unknown; quoteId?: unknown }): TObject 
 const proofGuards = new WeakMap<ApiDeps['redis'], BookingProofGuard>();
 
 /**
- * The booking a lookup or cancel proves (`bookingForPassenger`), under the failed-proof limit:
- * a caller past it is refused first (429), and a wrong e-mail or token, or an unknown
- * reference, counts against it.
+ * The booking a lookup or cancel proves (`bookingForPassenger`), under the failed-proof limits
+ * (`BOOKING_PROOF_LIMITS`): the attempt is counted first, and a caller past a limit is refused
+ * (429) before anything is compared; a wrong e-mail or token, or an unknown reference, stays
+ * counted, anything else is taken back.
  */
-async function provenBooking<T>(deps: ApiDeps, caller: Caller, prove: () => Promise<T>): Promise<T> {
+async function provenBooking<T>(deps: ApiDeps, caller: Caller, rawRef: string, prove: () => Promise<T>): Promise<T> {
   let guard = proofGuards.get(deps.redis);
   if (!guard) {
     guard = bookingProofGuard(deps.redis, deps.config.queuePrefix);
     proofGuards.set(deps.redis, guard);
   }
-  await guard.check(caller);
+  // One booking however its reference is written (case, Crockford's look-alikes).
+  const release = await guard.attempt(caller, normaliseReference(rawRef, deps.config.bookings.referencePrefix) ?? '-');
   try {
-    return await prove();
+    const proven = await prove();
+    await release();
+    return proven;
   } catch (err) {
-    if (err instanceof AppError && ['email_mismatch', 'forbidden', 'booking_not_found'].includes(err.code)) {
-      await guard.failed(caller);
-    }
+    if (!(err instanceof AppError && WRONG_PROOF.has(err.code))) await release();
     throw err;
   }
 }
+
+/** The refusals that count as a failed proof. */
+const WRONG_PROOF = new Set(['email_mismatch', 'forbidden', 'booking_not_found']);
 
 export function bookingRoutes(): RouteDef[] {
   const v1 = (path: string, operationId: string, documented: boolean) =>
@@ -790,7 +796,7 @@ export function bookingRoutes(): RouteDef[] {
         200: { description: 'Status, pickup time, driver, payment and history', schema: BookingLookupResponse },
       },
       handler: async ({ deps, params, query, req, caller }) => {
-        const row = await provenBooking(deps, caller, () =>
+        const row = await provenBooking(deps, caller, params.ref, () =>
           bookingForPassenger(
             deps.db,
             params.ref,
@@ -914,7 +920,7 @@ export function bookingRoutes(): RouteDef[] {
       handler: async ({ deps, params, body, caller, req }) => {
         // The reason is kept in the booking's history, which operators and partners read.
         screen(req, [{ pointer: '/reason', kind: 'notes', value: body.reason }]);
-        const row = await provenBooking(deps, caller, () =>
+        const row = await provenBooking(deps, caller, params.ref, () =>
           bookingForPassenger(
             deps.db,
             params.ref,
