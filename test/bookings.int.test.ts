@@ -654,6 +654,23 @@ describe('POST /api/public/v1/booking', () => {
     });
     expect(instant.status, instant.text).toBe(200);
     expect(instant.json.fare).toBe(met.json.fareGBP);
+    // At a partner's own fare the rules are the partner's, and meet and greet stays one of them
+    // (at no amount: the rules still sum to the fare), so the driver is still told.
+    const setter = await createPartner(env.rt.db, env.config, {
+      name: 'Meet Setter',
+      canSetFares: true,
+      actor: 'test',
+    });
+    const own = await post(
+      '/api/public/v1/booking',
+      { ...ride, passengerName: 'Meeting Max', meetAndGreet: true, fareGBP: 70 },
+      { 'x-api-key': setter.apiKey },
+    );
+    expect(own.status, own.text).toBe(201);
+    expect((await bookingRow(own.json.bookingReference as string)).applied_rules).toEqual([
+      { code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: 7000 },
+      { code: 'meet_and_greet', description: 'Meet and greet in the arrivals hall (in the fare)', amountPence: 0 },
+    ]);
   });
 
   it('accepts depart_at on the v1 booking (the priced shape names the missing time by its v1 spelling)', async () => {

@@ -182,6 +182,8 @@ export interface QuoteRow {
   passengers: number;
   fare_pence: number;
   test_mode: boolean;
+  /** Asked for; charged only at an airport pickup (the tariff engine's `meet_and_greet` rule). */
+  meet_and_greet: boolean;
 }
 
 const QUOTE_COLUMNS = [
@@ -196,6 +198,7 @@ const QUOTE_COLUMNS = [
   'passengers',
   'fare_pence',
   'test_mode',
+  'meet_and_greet',
 ] as const satisfies readonly (keyof QuoteRow)[];
 
 /**
@@ -229,7 +232,15 @@ export interface NewBooking {
  */
 type QuoteSource = Pick<
   QuoteRow,
-  'id' | 'pickup' | 'dropoff' | 'depart_at' | 'vehicle_type' | 'passengers' | 'fare_pence' | 'test_mode'
+  | 'id'
+  | 'pickup'
+  | 'dropoff'
+  | 'depart_at'
+  | 'vehicle_type'
+  | 'passengers'
+  | 'fare_pence'
+  | 'test_mode'
+  | 'meet_and_greet'
 > &
   ({ redeemed: true } | { redeemed?: false; applied_rules: unknown; tariff_source: unknown });
 
@@ -596,9 +607,22 @@ export function bookingWrite(
   const fare = input.farePenceOverride ?? quote.fare_pence;
   const pickupTime = quote.depart_at;
   const testMode = caller.testMode || quote.test_mode;
+  // The partner's fare replaces the quote's rules; meet and greet the quote charged stays a
+  // rule of its own (at no amount: the fare is the partner's), so the driver is still told.
   const partnerFare =
     input.farePenceOverride != null
-      ? [{ code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: fare }]
+      ? [
+          { code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: fare },
+          ...(quote.meet_and_greet && (quote.pickup as { kind?: unknown } | null)?.kind === 'airport'
+            ? [
+                {
+                  code: 'meet_and_greet',
+                  description: 'Meet and greet in the arrivals hall (in the fare)',
+                  amountPence: 0,
+                },
+              ]
+            : []),
+        ]
       : null;
   // What a redemption's booking does not carry (REDEEMED_COLUMNS) is copied from the quote
   // inside the statement.
