@@ -111,12 +111,14 @@ async function recordedVerification(key: string, email: string): Promise<Message
 const codeIn = (text: string) => /verification code is: (\d{6})/.exec(text)?.[1];
 const linkIn = (text: string) => /(https?:\/\/\S+\/passenger-verify\/link\?token=[A-Za-z0-9_-]+)/.exec(text)?.[1];
 
-/** A test-mode (or, with a live key, live) v1 booking for `email`. */
+let booked = 0;
+/** A test-mode (or, with a live key, live) v1 booking for `email`: each a ride of its own (another minute), never a repeat. */
 async function book(key: string, email: string) {
+  booked += 1;
   const r = await call('POST', '/api/public/v1/booking', key, {
     pickup: 'Manchester Piccadilly',
     dropoff: 'Manchester Airport',
-    departAt: new Date(Date.now() + 5 * 3600_000).toISOString(),
+    departAt: new Date(Date.now() + 5 * 3600_000 + booked * 60_000).toISOString(),
     passengerName: 'Sandbox Passenger',
     passengerEmail: email,
     passengerPhone: '+447700900321',
