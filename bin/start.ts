@@ -150,17 +150,24 @@ async function devMailCatcher(): Promise<{ address: string; close(): Promise<voi
       });
     },
   });
+  let listenError: NodeJS.ErrnoException | undefined;
   const listening = await new Promise<boolean>((resolve) => {
     // SMTPServer re-emits its socket's errors on itself: unheard there, a taken port would end
     // the process instead of leaving the mail to whatever holds the port.
-    server.on('error', (err) => {
+    server.on('error', (err: NodeJS.ErrnoException) => {
+      listenError ??= err;
       resolve(false);
       if (server.server.listening) rt.logger.warn({ err }, 'mail catcher error');
     });
     server.listen(port, host, () => resolve(true));
   });
   if (!listening) {
-    rt.logger.info({ host, port }, 'no mail catcher: the SMTP port is taken (a mail server is there, presumably)');
+    rt.logger.info(
+      { host, port, code: listenError?.code },
+      listenError?.code === 'EADDRINUSE'
+        ? 'no mail catcher: the SMTP port is taken (a mail server is there, presumably)'
+        : 'no mail catcher: the SMTP port could not be opened',
+    );
     return null;
   }
   return {
