@@ -180,6 +180,21 @@ describe('jobCardText', () => {
     ...over,
   });
   const NOW = new Date('2026-12-05T14:00:00Z');
+  /** The longest card a job makes: long areas, an operator's long reference, a long base URL. */
+  const LONG_AREA = 'Llanfairpwllgwyngyllgogerychwyrndrobwllllantysiliogogogoch Railway Station, Anglesey, Wales';
+  const longestCard = (over: Partial<JobCard> = {}) =>
+    card({
+      reference: 'ABCDE-7K3F9Q',
+      tier: 3,
+      pickupArea: LONG_AREA,
+      dropoffArea: LONG_AREA,
+      vehicleType: 'wav',
+      paymentMethod: 'bank_transfer',
+      farePence: 123456,
+      passengers: 8,
+      link: offerLink('https://book.a-rather-long-connected-domain.example.co.uk', offerCode(OFFER, KEY)),
+      ...over,
+    });
 
   it('carries the job facts and the link', () => {
     const text = jobCardText(card(), NOW);
@@ -219,21 +234,7 @@ describe('jobCardText', () => {
   });
 
   it('stays within 320 characters with long areas and a long base URL', () => {
-    const long = 'Llanfairpwllgwyngyllgogerychwyrndrobwllllantysiliogogogoch Railway Station, Anglesey, Wales';
-    const text = jobCardText(
-      card({
-        reference: 'ABCDE-7K3F9Q',
-        tier: 3,
-        pickupArea: long,
-        dropoffArea: long,
-        vehicleType: 'wav',
-        paymentMethod: 'bank_transfer',
-        farePence: 123456,
-        passengers: 8,
-        link: offerLink('https://book.a-rather-long-connected-domain.example.co.uk', offerCode(OFFER, KEY)),
-      }),
-      NOW,
-    );
+    const text = jobCardText(longestCard(), NOW);
     expect(text.length).toBeLessThanOrEqual(JOB_CARD_MAX);
     expect(text).toContain(offerCode(OFFER, KEY));
     expect(text).toContain('£1234.56');
@@ -258,19 +259,7 @@ describe('jobCardText', () => {
   });
 
   it('keeps meet & greet and stays within 320 characters with long areas and a long base URL', () => {
-    const long = 'Llanfairpwllgwyngyllgogerychwyrndrobwllllantysiliogogogoch Railway Station, Anglesey, Wales';
-    const longCard = card({
-      reference: 'ABCDE-7K3F9Q',
-      tier: 3,
-      pickupArea: long,
-      dropoffArea: long,
-      vehicleType: 'wav',
-      paymentMethod: 'bank_transfer',
-      farePence: 123456,
-      passengers: 8,
-      link: offerLink('https://book.a-rather-long-connected-domain.example.co.uk', offerCode(OFFER, KEY)),
-      meetAndGreet: true,
-    });
+    const longCard = longestCard({ meetAndGreet: true });
     const text = jobCardText(longCard, NOW);
     expect(text.length).toBeLessThanOrEqual(JOB_CARD_MAX);
     expect(text).toContain(', 8 pax, wheelchair accessible, meet & greet, fare £1234.56 (bank transfer to you,');

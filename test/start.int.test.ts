@@ -30,6 +30,36 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/**
+ * `npm start` as a newcomer runs it on a machine without SMTP_URL, in a schema of its own
+ * (`suffix`), ready; `stop` ends it and drops the schema.
+ */
+async function startWithoutSmtp(suffix: string) {
+  const port = await freePort();
+  const schema = `${env.config.databaseSchema}_${suffix}`;
+  const { SMTP_URL: _none, ...withoutSmtp } = env.childEnv;
+  const proc = startTs('bin/start.ts', [], {
+    ...withoutSmtp,
+    DATABASE_SCHEMA: schema,
+    PORT: String(port),
+    SEED_DEMO: '0',
+    EMAIL_MX_CHECK: 'off',
+    PUBLIC_BASE_URLS: `http://127.0.0.1:${port}`,
+  });
+  const stop = async () => {
+    proc.child.kill('SIGTERM');
+    await proc.exited;
+    await env.rt.db.raw('drop schema if exists ?? cascade', [schema]);
+  };
+  try {
+    await eventually(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 30_000);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { proc, port, stop };
+}
+
 describe('the start command', () => {
   it('brings up the API and every worker role with the demo data, ready, and shuts down gracefully', async () => {
     const port = await freePort();
@@ -108,19 +138,8 @@ describe('the start command', () => {
   });
 
   it('without SMTP_URL, catches the e-mails and prints them, so a code can be read on a machine with no mail server', async () => {
-    const port = await freePort();
-    const schema = `${env.config.databaseSchema}_m`;
-    const { SMTP_URL: _none, ...withoutSmtp } = env.childEnv;
-    const proc = startTs('bin/start.ts', [], {
-      ...withoutSmtp,
-      DATABASE_SCHEMA: schema,
-      PORT: String(port),
-      SEED_DEMO: '0',
-      EMAIL_MX_CHECK: 'off',
-      PUBLIC_BASE_URLS: `http://127.0.0.1:${port}`,
-    });
+    const { proc, port, stop } = await startWithoutSmtp('m');
     try {
-      await eventually(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 30_000);
       expect(proc.output()).toContain('e-mail:      caught here on 127.0.0.1:2525 (no SMTP_URL)');
       const email = `newcomer-${Date.now()}@example.org`;
       const asked = await fetch(`http://127.0.0.1:${port}/api/public/v1/passenger-verify`, {
@@ -137,9 +156,7 @@ describe('the start command', () => {
       expect(printed).toMatch(/Subject: \d{6} is your Direct Taxi Network verification code/);
       expect(printed).toMatch(/verification code is: \d{6}/);
     } finally {
-      proc.child.kill('SIGTERM');
-      await proc.exited;
-      await env.rt.db.raw('drop schema if exists ?? cascade', [schema]);
+      await stop();
     }
   });
 
@@ -150,24 +167,16 @@ describe('the start command', () => {
       holder.once('error', () => resolve(false)); // taken already: as good for this test
       holder.listen(2525, '127.0.0.1', () => resolve(true));
     });
-    const port = await freePort();
-    const schema = `${env.config.databaseSchema}_t`;
-    const { SMTP_URL: _none, ...withoutSmtp } = env.childEnv;
-    const proc = startTs('bin/start.ts', [], {
-      ...withoutSmtp,
-      DATABASE_SCHEMA: schema,
-      PORT: String(port),
-      SEED_DEMO: '0',
-    });
     try {
-      await eventually(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, 30_000);
-      expect(proc.output()).toContain('e-mail:      sent to smtp://127.0.0.1:2525');
-      expect(proc.output()).not.toContain('EADDRINUSE');
+      const { proc, stop } = await startWithoutSmtp('t');
+      try {
+        expect(proc.output()).toContain('e-mail:      sent to smtp://127.0.0.1:2525');
+        expect(proc.output()).not.toContain('EADDRINUSE');
+      } finally {
+        await stop();
+      }
     } finally {
-      proc.child.kill('SIGTERM');
-      await proc.exited;
       if (held) await new Promise((r) => holder.close(r));
-      await env.rt.db.raw('drop schema if exists ?? cascade', [schema]);
     }
   });
 
