@@ -293,8 +293,13 @@ export function ipBucket(ip: string): string {
     .join(':')}::/64`;
 }
 
+const RELEASE_COMMAND = 'dtnRateLimitRelease';
+
 export function bookingProofGuard(redis: Redis, queuePrefix: string): BookingProofGuard {
   const count = fixedWindowCounter(redis);
+  // Sent by its SHA (EVALSHA), as the counter's script is.
+  if (!(RELEASE_COMMAND in redis)) redis.defineCommand(RELEASE_COMMAND, { lua: RELEASE_LUA });
+  const releaseKeys = (redis as unknown as Record<string, ConsumeCommand>)[RELEASE_COMMAND] as ConsumeCommand;
   const { perBooking, perCaller, durationSeconds } = BOOKING_PROOF_LIMITS;
   const window = String(durationSeconds);
   return {
@@ -314,7 +319,7 @@ export function bookingProofGuard(redis: Redis, queuePrefix: string): BookingPro
       }
       const release = async () => {
         try {
-          await redis.eval(RELEASE_LUA, keys.length, ...keys);
+          await releaseKeys.call(redis, keys.length, ...keys);
         } catch {
           // A count not taken back expires with its window: never a reason to fail the request.
         }
