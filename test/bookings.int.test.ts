@@ -1568,7 +1568,8 @@ describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
         asGuesser,
       );
       expect(made.status, made.text).toBe(201);
-      return { ref: made.json.bookingReference as string, email };
+      const token = (made.json.trackingUrl as string).split('/track/')[1] as string;
+      return { ref: made.json.bookingReference as string, email, token };
     };
     const gus = await book('Guessed Gus');
     const lookup = (ref: string, who: string, headers: Record<string, string> = asGuesser) =>
@@ -1595,6 +1596,15 @@ describe('lookup and cancel (/api/public/v1/booking/{ref})', () => {
     const cancel = await post(`/api/public/v1/booking/${gus.ref}`, { action: 'cancel', email: gus.email }, asGuesser);
     expect(cancel.status).toBe(429);
     expect((await bookingRow(gus.ref)).status).toBe('pending');
+    // Refused, a retry is compared with nothing: it uses up none of the caller's allowance.
+    const totalLeft = (r: Response) =>
+      /"booking-proof-failures-total";r=(\d+)/.exec(r.headers.get('ratelimit') ?? '')?.[1];
+    const before = totalLeft(right);
+    expect(before).toBe(String(600 - 10));
+    for (let i = 0; i < 3; i++) expect(totalLeft(await lookup(gus.ref, gus.email))).toBe(before);
+    // The tracking token, which cannot be guessed, still opens it.
+    const byToken = await fetch(`${api.url}/api/public/v1/booking/${gus.ref}?t=${gus.token}`, { headers: asGuesser });
+    expect(byToken.status).toBe(200);
     // The key's other passengers are not held by it, nor is anyone else looking Gus's booking up.
     const ida = await book('Guessed Ida');
     expect((await lookup(ida.ref, ida.email)).status).toBe(200);

@@ -598,6 +598,11 @@ describe('start_booking', () => {
     });
     const other = errorOf(await call(client, 'start_booking', { ...ride, departAt: inHours(11) }));
     expect(other.code).toBe('rate_limited');
+    // The quote for another passenger is no repeat (under the limit it would be 409): not answered with it.
+    const someoneElse = errorOf(
+      await call(client, 'start_booking', { ...who, passengerName: 'Somebody Else', quoteId: quote.quoteId }),
+    );
+    expect(someoneElse.code).toBe('rate_limited');
     expect(await env.rt.db('bookings').where({ passenger_email: 'hedy.lamarr@example.org' })).toHaveLength(2);
   });
 

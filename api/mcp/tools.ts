@@ -25,6 +25,7 @@ import {
   priceUnlessRepeated,
   redeemQuote,
   repeatedBooking,
+  samePassenger,
   viewOf,
 } from '../../shared/services/bookings.ts';
 import type { McpScope } from '../../shared/services/oauth.ts';
@@ -571,21 +572,23 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
 
 /**
  * The booking a start_booking call would answer as a repeat, without booking anything: the
- * signed-in passenger's booking of `quoteId`, or the booking the same priced request made in
- * the last 15 minutes (the repeat guard, on the same content hash). Not cancelled, either way.
+ * passenger's booking of `quoteId` (as `redeemQuote` answers one), or the booking the same
+ * priced request made in the last 15 minutes (the repeat guard, on the same content hash). Not
+ * cancelled, either way.
  */
 async function earlierBookingOf(
   ctx: ToolContext,
   a: z.infer<z.ZodObject<typeof bookingInput>>,
 ): Promise<BookingRow | undefined> {
   const { db } = ctx.deps;
-  const email = ctx.grant.email;
   if (a.quoteId !== undefined) {
+    // The quote's booking if redeeming it again would answer it: the same passenger (name,
+    // phone, and the sign-in's e-mail unless it was booked without one), the same mode.
+    const passenger = { name: a.passengerName, email: ctx.grant.email, phone: normalisePhone(a.passengerPhone) };
     const rows = await db<BookingRow>('bookings')
-      .where({ quote_id: a.quoteId })
-      .whereNot('status', 'cancelled')
-      .whereNotNull('passenger_email');
-    return rows.find((r) => normaliseEmail(r.passenger_email as string) === normaliseEmail(email));
+      .where({ quote_id: a.quoteId, test_mode: callerOf(ctx).testMode })
+      .whereNot('status', 'cancelled');
+    return rows.find((r) => samePassenger(r, passenger));
   }
   if (a.pickup === undefined || a.dropoff === undefined || a.departAt === undefined) return undefined;
   return repeatedBooking(

@@ -263,8 +263,9 @@ export const BOOKING_PROOF_LIMITS = {
 export interface BookingProofGuard {
   /**
    * Counts the attempt before anything is compared (so guesses sent in parallel cannot all be
-   * compared), 429 past either limit; answers the release that takes the count back for a
-   * proof that passed (or that failed for another reason than a wrong proof).
+   * compared), 429 past either limit (and then taken back: nothing was compared); answers the
+   * release that takes the count back for a proof that passed (or that failed for another
+   * reason than a wrong proof).
    */
   attempt(caller: Caller, reference: string): Promise<() => Promise<void>>;
 }
@@ -330,6 +331,9 @@ export function bookingProofGuard(redis: Redis, queuePrefix: string): BookingPro
       ];
       const over = policies.filter((p) => p.used > p.points);
       if (over.length === 0) return release;
+      // Refused, it is compared with nothing: no failed proof, so taken back at once (a passenger
+      // retrying with the right address does not use up their IP's allowance for other bookings).
+      await release();
       const retryAfter = String(Math.max(1, ...over.map((p) => Math.ceil(p.ttl / 1000))));
       throw new AppError(
         'rate_limited',
@@ -339,7 +343,8 @@ export function bookingProofGuard(redis: Redis, queuePrefix: string): BookingPro
           'Retry-After': retryAfter,
           'RateLimit-Policy': policies.map((p) => `"${p.name}";q=${p.points};w=${durationSeconds}`).join(', '),
           RateLimit: policies
-            .map((p) => `"${p.name}";r=${Math.max(0, p.points - p.used)};t=${Math.ceil(p.ttl / 1000)}`)
+            // What is left once this refused attempt is taken back.
+            .map((p) => `"${p.name}";r=${Math.max(0, p.points - (p.used - 1))};t=${Math.ceil(p.ttl / 1000)}`)
             .join(', '),
         },
       );

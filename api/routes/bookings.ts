@@ -455,12 +455,20 @@ const snakeShapeOf = (body: { quote_id?: unknown; quoteId?: unknown }): TObject 
 const proofGuards = new WeakMap<ApiDeps['redis'], BookingProofGuard>();
 
 /**
- * The booking a lookup or cancel proves (`bookingForPassenger`), under the failed-proof limits
- * (`BOOKING_PROOF_LIMITS`): the attempt is counted first, and a caller past a limit is refused
- * (429) before anything is compared; a wrong e-mail or token, or an unknown reference, stays
- * counted, anything else is taken back.
+ * The booking a lookup or cancel proves (`bookingForPassenger`) with an e-mail, under the
+ * failed-proof limits (`BOOKING_PROOF_LIMITS`): the attempt is counted first, and a caller past
+ * a limit is refused (429) before anything is compared; a wrong e-mail, or an unknown
+ * reference, stays counted, anything else is taken back. A proof by tracking token is not
+ * limited: a token cannot be guessed, and its passenger is never locked out by someone's typos.
  */
-async function provenBooking<T>(deps: ApiDeps, caller: Caller, rawRef: string, prove: () => Promise<T>): Promise<T> {
+async function provenBooking<T>(
+  deps: ApiDeps,
+  caller: Caller,
+  rawRef: string,
+  byEmail: boolean,
+  prove: () => Promise<T>,
+): Promise<T> {
+  if (!byEmail) return prove();
   let guard = proofGuards.get(deps.redis);
   if (!guard) {
     guard = bookingProofGuard(deps.redis, deps.config.queuePrefix);
@@ -479,7 +487,7 @@ async function provenBooking<T>(deps: ApiDeps, caller: Caller, rawRef: string, p
 }
 
 /** The refusals that count as a failed proof. */
-const WRONG_PROOF = new Set(['email_mismatch', 'forbidden', 'booking_not_found']);
+const WRONG_PROOF = new Set(['email_mismatch', 'booking_not_found']);
 
 export function bookingRoutes(): RouteDef[] {
   const v1 = (path: string, operationId: string, documented: boolean) =>
@@ -796,7 +804,7 @@ export function bookingRoutes(): RouteDef[] {
         200: { description: 'Status, pickup time, driver, payment and history', schema: BookingLookupResponse },
       },
       handler: async ({ deps, params, query, req, caller }) => {
-        const row = await provenBooking(deps, caller, params.ref, () =>
+        const row = await provenBooking(deps, caller, params.ref, query.email !== undefined, () =>
           bookingForPassenger(
             deps.db,
             params.ref,
@@ -920,7 +928,7 @@ export function bookingRoutes(): RouteDef[] {
       handler: async ({ deps, params, body, caller, req }) => {
         // The reason is kept in the booking's history, which operators and partners read.
         screen(req, [{ pointer: '/reason', kind: 'notes', value: body.reason }]);
-        const row = await provenBooking(deps, caller, params.ref, () =>
+        const row = await provenBooking(deps, caller, params.ref, body.email !== undefined, () =>
           bookingForPassenger(
             deps.db,
             params.ref,

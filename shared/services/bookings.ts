@@ -124,7 +124,8 @@ export function bookingIdOfPayToken(token: string, key: Buffer): string | null {
   return timingSafeEqual(raw.subarray(16), payMac(id, key)) ? id : null;
 }
 
-function samePassenger(
+/** Whether a quote's booking is this passenger's: what redeeming the quote again is answered with (else 409). */
+export function samePassenger(
   row: Pick<BookingRow, 'passenger_name' | 'passenger_phone' | 'passenger_email'>,
   p: Passenger,
 ): boolean {
