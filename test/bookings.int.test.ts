@@ -644,6 +644,11 @@ describe('POST /api/public/v1/booking', () => {
     expect(again.json.bookingReference).toBe(met.json.bookingReference);
     const row = await bookingRow(met.json.bookingReference as string);
     expect(row.applied_rules).toContainEqual(expect.objectContaining({ code: 'meet_and_greet', amountPence: 2500 }));
+    // The confirmation says so (and only for the booking that has it).
+    const mailOf = (ref: string) => eventually(async () => smtp.mails.find((m) => m.raw.includes(ref)));
+    const meetLine = 'Meet and greet: your driver meets you in the arrivals hall with a name board.';
+    expect(mailText(await mailOf(met.json.bookingReference as string))).toContain(meetLine);
+    expect(mailText(await mailOf(plain.json.bookingReference as string))).not.toContain('Meet and greet');
     const instant = await post('/api/public/bookings/instant', {
       pickup_address: 'Manchester Airport',
       dropoff_address: 'Manchester Piccadilly',

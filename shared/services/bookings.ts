@@ -608,13 +608,16 @@ export function bookingWrite(
   const fare = input.farePenceOverride ?? quote.fare_pence;
   const pickupTime = quote.depart_at;
   const testMode = caller.testMode || quote.test_mode;
+  // Charged by the quote: asked for, at an airport pickup (the tariff engine's rule). A
+  // redemption's rules are copied inside the statement, so this is read from the quote's request.
+  const meetAndGreet = quote.meet_and_greet && (quote.pickup as { kind?: unknown } | null)?.kind === 'airport';
   // The partner's fare replaces the quote's rules; meet and greet the quote charged stays a
   // rule of its own (at no amount: the fare is the partner's), so the driver is still told.
   const partnerFare =
     input.farePenceOverride != null
       ? [
           { code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: fare },
-          ...(quote.meet_and_greet && (quote.pickup as { kind?: unknown } | null)?.kind === 'airport'
+          ...(meetAndGreet
             ? [
                 {
                   code: 'meet_and_greet',
@@ -702,7 +705,7 @@ export function bookingWrite(
     const verifyLink = row.email_verified
       ? null
       : `${baseUrl}${VERIFY_LINK_PATH}?token=${bookingVerifyToken(id, row.passenger_email, deps.config.dataEncryptionKey, new Date(now.getTime() + BOOKING_LINK_TTL_MS))}`;
-    const message = messageRows(confirmation(row, view, verifyLink, deps.config.serviceName));
+    const message = messageRows(confirmation(row, view, verifyLink, deps.config.serviceName, meetAndGreet));
     inserts.push(message.message, message.job);
   }
   return { row, view, inserts };
@@ -717,7 +720,13 @@ const LONDON_WHEN = new Intl.DateTimeFormat('en-GB', {
   timeStyle: 'short',
 });
 
-function confirmation(row: BookingRow, view: BookingView, verifyLink: string | null, serviceName: string): NewMessage {
+function confirmation(
+  row: BookingRow,
+  view: BookingView,
+  verifyLink: string | null,
+  serviceName: string,
+  meetAndGreet: boolean,
+): NewMessage {
   const when = LONDON_WHEN.format(row.pickup_time);
   return {
     channel: 'email',
@@ -728,6 +737,7 @@ function confirmation(row: BookingRow, view: BookingView, verifyLink: string | n
       '',
       `Your booking ${row.reference} is confirmed: ${row.pickup.name} to ${row.dropoff.name}, ${when} (UK time).`,
       `Fare: £${((row.fare_pence ?? 0) / 100).toFixed(2)}, paid to your driver. We take no commission.`,
+      ...(meetAndGreet ? ['Meet and greet: your driver meets you in the arrivals hall with a name board.'] : []),
       '',
       `Track your ride: ${view.trackingUrl}`,
       ...(verifyLink ? [`Confirm your e-mail address: ${verifyLink}`] : []),
