@@ -16,8 +16,11 @@ import type { ErrorDetail } from '../errors.ts';
  *
  * 1. Length: more code points than the field kind's limit (ajv's `maxLength` counts the same).
  * 2. Hidden and control characters (see `classify`): C0/C1 controls (tab and line feed, and a
- *    carriage return directly before a line feed, are allowed in notes only); zero-width and
- *    bidirectional controls (U+200B-U+200F, U+202A-U+202E, U+2066-U+2069, U+061C); word
+ *    carriage return directly before a line feed, are allowed in notes and addresses only: an
+ *    address pasted from an e-mail comes a line at a time); zero-width and bidirectional
+ *    controls (U+200B-U+200F, U+202A-U+202E, U+2066-U+2069, U+061C; but a zero-width
+ *    non-joiner or joiner between letters of a script that needs them, such as Persian, Urdu
+ *    or Devanagari, and a joiner between emoji, "🐕‍🦺", are writing: `joinerAllowed`); word
  *    joiners and invisible operators (U+2060-U+2064, and the rest of U+2060-U+206F); U+FEFF;
  *    tag characters (U+E0000-U+E007F) and the rest of the invisible "default ignorable" set
  *    (soft hyphen, Hangul fillers, ...); line and paragraph separators; two variation
@@ -29,13 +32,15 @@ import type { ErrorDetail } from '../errors.ts';
  *    character references and percent-escapes decoded, NFKC, lower case, accents, look-alike
  *    letters (Unicode's confusables, enclosed and squared letters) and leetspeak folded, spacing
  *    and punctuation tricks undone, one typing slip in "ignore", "disregard", "previous" and
- *    "instructions" forgiven: see `canonicalForms`). The rule families (`WORD_RULES`,
+ *    "instructions" forgiven: see `canonicalForms`; the O of "O'Brien" stays a letter, never
+ *    a zero: "Bill O'Brien" is no "bill 0"). The rule families (`WORD_RULES`,
  *    `SQUASHED_RULES`, `MARKUP_RULES`): "ignore/disregard/forget/pay no attention to ...
  *    previous instructions / the above"; "stop following your rules"; persona changes ("you are
  *    now", "from now on you", "act as", "pretend to be / roleplay as" (each only with a model,
  *    the system, an admin or dispatcher, or one without rules, after it), "your new role"); the model's configuration
- *    ("system prompt", "new prompt", "developer mode", "jailbreak", "do anything now",
- *    "override", "bypass the safety filters"); addressing the model ("note to the AI", "new rule
+ *    ("system prompt", "new prompt", "developer mode", "jailbreak", "do anything now" (not
+ *    after "can't"), "sudo" as a command (not the surname Sudo), "override", "bypass the
+ *    safety filters"); addressing the model ("note to the AI", "new rule
  *    for the AI", "tell the AI to ..."); tool calls ("tool call", `cancel_booking(all)`,
  *    `refund()`); the fare ("set / change / waive the fare", "fare = 0", "make this ride free",
  *    "100% discount", "charge nothing"); the booking's state ("mark as paid", "status: paid",
@@ -129,7 +134,8 @@ function screenOne(kind: FieldKind, value: unknown): Refusal | null {
     return { problem: `is longer than ${limit} characters`, reason: `too_long ${length} > ${limit}` };
   }
 
-  const hidden = findHidden(value, kind === 'notes');
+  // An address pasted from an e-mail or a letter comes a line at a time.
+  const hidden = findHidden(value, kind === 'notes' || kind === 'address');
   if (hidden) return hidden;
 
   if (kind === 'flightNumber') {
@@ -218,7 +224,10 @@ function findHidden(s: string, multiline: boolean): Refusal | null {
       if (!allowed) return { problem: PROBLEM.control, reason: `control ${hex(cp)} at ${at}` };
       previous = 'space';
     } else if (cls === 'hidden') {
-      return { problem: PROBLEM.hidden, reason: `hidden ${hex(cp)} at ${at}` };
+      if (!((cp === 0x200c || cp === 0x200d) && joinerAllowed(s, at, i, cp))) {
+        return { problem: PROBLEM.hidden, reason: `hidden ${hex(cp)} at ${at}` };
+      }
+      previous = 'hidden';
     } else if (cls === 'invalid') {
       return { problem: PROBLEM.invalid, reason: `invalid ${hex(cp)} at ${at}` };
     } else if (cls === 'selector') {
@@ -230,6 +239,51 @@ function findHidden(s: string, multiline: boolean): Refusal | null {
     }
   }
   return null;
+}
+
+/** A letter or mark of a script that needs joiners: not Latin, Greek or Cyrillic, nor a mark shared with them. */
+const JOINING_SCRIPT_CHAR = /^[\p{L}\p{M}]$/u;
+const NON_JOINING_SCRIPT_CHAR =
+  /^[\p{Script_Extensions=Latin}\p{Script_Extensions=Greek}\p{Script_Extensions=Cyrillic}\p{Script_Extensions=Common}\p{Script_Extensions=Inherited}]$/u;
+const PICTOGRAPH = /^\p{Extended_Pictographic}$/u;
+
+/** The code point that ends just before UTF-16 offset `at`, or -1 at the start. */
+function codePointBefore(s: string, at: number): number {
+  if (at <= 0) return -1;
+  const c = s.charCodeAt(at - 1);
+  if (c >= 0xdc00 && c <= 0xdfff && at >= 2) {
+    const h = s.charCodeAt(at - 2);
+    if (h >= 0xd800 && h <= 0xdbff) return s.codePointAt(at - 2) as number;
+  }
+  return c;
+}
+
+function joinsScript(cp: number): boolean {
+  if (cp < 0x370) return false; // ASCII, Latin-1, Latin Extended, IPA, spacing and combining marks
+  const ch = String.fromCodePoint(cp);
+  return JOINING_SCRIPT_CHAR.test(ch) && !NON_JOINING_SCRIPT_CHAR.test(ch);
+}
+
+const isPictograph = (cp: number) => cp >= 0xa9 && PICTOGRAPH.test(String.fromCodePoint(cp));
+
+/**
+ * Whether a zero-width non-joiner or joiner at `at` (the next character at `next`) is one that
+ * writing needs: ZWNJ and ZWJ between two letters or marks of a script that uses them (Persian
+ * and Urdu "می‌خواهم", Devanagari, Bengali, Malayalam conjuncts), not Latin, Greek or Cyrillic;
+ * and ZWJ between two emoji ("🐕‍🦺", "👩🏽‍🦽", "🏳️‍🌈"), the first optionally followed by VS16 or a
+ * skin tone. Anywhere else (between Latin letters, at either end, doubled, beside a space) it
+ * hides a word's edges and is refused.
+ */
+function joinerAllowed(s: string, at: number, next: number, cp: number): boolean {
+  if (next >= s.length) return false;
+  const after = s.codePointAt(next) as number;
+  let before = codePointBefore(s, at);
+  if (joinsScript(before) && joinsScript(after)) return true;
+  if (cp !== 0x200d || !isPictograph(after)) return false;
+  if (before === 0xfe0f || (before >= 0x1f3fb && before <= 0x1f3ff)) {
+    before = codePointBefore(s, at - (before > 0xffff ? 2 : 1));
+  }
+  return isPictograph(before);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -509,7 +563,11 @@ function wordTokens(tokens: string[], one: string, joinPieces: boolean): string[
         const next = chars[i + 1] ?? '';
         if (c === '1' || c === '|') decoded += one;
         else if (c === '!') decoded += LETTER.test(next) ? 'i' : c;
-        else decoded += LEET[c] ?? c;
+        else if (c === 'o' && (next === "'" || next === '\u2019') && isIrishO(chars, i)) {
+          // "O'Brien": the O is a letter of the name, never a zero ("bill o" reads as "bill 0")
+          decoded += 'o';
+          i++;
+        } else decoded += LEET[c] ?? c;
       }
       t = decoded;
     }
@@ -537,15 +595,23 @@ function wordTokens(tokens: string[], one: string, joinPieces: boolean): string[
   return joined;
 }
 
+const LETTER_OR_DIGIT = /[\p{L}\p{N}]/u;
+
+/** Whether `chars[i]`, an "o" before an apostrophe, opens a word piece and a letter follows the apostrophe. */
+function isIrishO(chars: string[], i: number): boolean {
+  return LETTER.test(chars[i + 2] ?? '') && !LETTER_OR_DIGIT.test(chars[i - 1] ?? '');
+}
+
 /**
  * The key words of the "ignore previous instructions" family, and the words one typing slip
  * away from them that are read as them: one letter left out, added, changed, or two swapped
- * ("ignorre", "previus", "instructons", "disregrad"), the first letter kept. No other English
- * word is one slip away from these but their own forms ("ignores", "disregards").
+ * ("ignorre", "previus", "instructons", "disregrad"), the first letter kept. The English words
+ * one slip away from them are left as they are: their own forms ("ignores", "disregards") and
+ * "precious" and "pervious" ("never mind the precious cargo").
  */
 const KEY_WORDS = ['ignore', 'disregard', 'previous', 'instructions', 'instruction'] as const;
 /** Words one slip away from a key word that are words in their own right, left as they are ("the driver ignored ..."). */
-const KEY_WORD_FORMS = new Set([...KEY_WORDS, 'ignored', 'ignores', 'ignorer', 'disregards']);
+const KEY_WORD_FORMS = new Set([...KEY_WORDS, 'ignored', 'ignores', 'ignorer', 'disregards', 'precious', 'pervious']);
 
 function spellKeyWord(token: string): string {
   const n = token.length;
@@ -678,6 +744,16 @@ const RECORDS = 'bookings?|rides?|trips?|jobs?|reservations?|orders?|journeys?|a
 const RECORDS_PLURAL = 'bookings|rides|trips|jobs|reservations|orders|journeys|accounts|quotes|transfers';
 const PEOPLE =
   'people|people s|customers?|customer s|customers s|users?|user s|users s|passengers?|passenger s|passengers s|drivers?|driver s|drivers s';
+
+/** "Can't do anything now, please ring me" is a passenger, not "do anything now" (DAN). */
+const CANT = '(?<![^ ])(?:can t|cant|cannot|can not|couldn t|couldnt|could not|won t|wont|unable to|not able to)';
+/**
+ * "sudo" as a command ("sudo rm", "sudo access", "run this as sudo", "enable sudo"), not the
+ * Japanese surname ("Yuki Sudo", "Sudo Sushi, 5 Sudo Lane"); "sudo mode" and "sudo commands"
+ * are in the rule's other alternatives, "sudo:" opening a line in `MARKUP_RULES`.
+ */
+const SUDO_COMMAND =
+  'sudo (?:rm|su|bash|sh|apt|apt get|chmod|chown|kill|reboot|shutdown|passwd|access|privileges?|rights|permissions?|powers?|enabled|activated|granted|level)|(?:as|enable|enabled|enabling|activate|activated|activating|grant|granted|granting) sudo';
 
 /** Rules over the words form (lower-case words separated by single spaces). */
 const WORD_RULES: readonly Rule[] = [
@@ -820,7 +896,7 @@ const WORD_RULES: readonly Rule[] = [
   rule(
     'developer-mode',
     w(
-      '(?:developer|dev|god|debug|admin|administrator|sudo|root|unrestricted|unfiltered|uncensored|jailbreak|jailbroken|dan|evil) mode|jailbreak|jailbreaking|jailbroken|jailbreaks|jail break|jail broken|do anything now|dan (?:prompt|jailbreak)|sudo|superuser|root access|elevated privileges|admin (?:privileges|rights)|(?:admin|system|root|sudo) commands?|(?:unrestricted|unfiltered|uncensored) (?:ai|assistant|model|responses?|output)',
+      `(?:developer|dev|god|debug|admin|administrator|sudo|root|unrestricted|unfiltered|uncensored|jailbreak|jailbroken|dan|evil) mode|jailbreak|jailbreaking|jailbroken|jailbreaks|jail break|jail broken|(?<!${CANT} )do anything now|dan (?:prompt|jailbreak)|${SUDO_COMMAND}|superuser|root access|elevated privileges|admin (?:privileges|rights)|(?:admin|system|root|sudo) commands?|(?:unrestricted|unfiltered|uncensored) (?:ai|assistant|model|responses?|output)`,
     ),
   ),
   // "override the fare", "SYSTEM OVERRIDE" (but not "override the gate by pressing 9")
@@ -979,7 +1055,10 @@ const SQUASHED_RULES: readonly Rule[] = [
     `${SQUASHED_NOT_NEGATED}(?:ignore|disregard)(?:the)?(?:instructions?|prompts?|directives?|guidelines?|guardrails|programming)`,
   ),
   rule('system-prompt', 'systemprompt(?!ed|ing)|promptinjection'),
-  rule('developer-mode', 'developermode(?!l)|jailbr[eo]a?k|doanythingnow'),
+  rule(
+    'developer-mode',
+    'developermode(?!l)|jailbr[eo]a?k|(?<!cant|cannot|couldnt|couldnot|wont|unableto|notableto)doanythingnow',
+  ),
   rule('mark-paid', 'mark(?:this|the|my|our)?(?:booking|ride|trip|journey|fare|order|it)?as(?:already)?paid'),
   rule('fare-set', 'set(?:the|this|my)?(?:fare|price|cost|total)(?:to|at)(?:0|zero|free|nothing)'),
   rule('reveal-secrets', 'reveal(?:your|the)(?:system)?(?:prompt|instructions|password|apikey|secret)'),
@@ -1039,6 +1118,8 @@ const MARKUP_RULES: readonly Rule[] = [
   rule('tool-call-key', '\\b(?:function_call|tool_calls?|tool_use)\\b', /function_call|tool_/),
   rule('json-role', '\\brole ?["\']? ?[:=] ?["\']?(?:system|assistant|developer|user|tool|function)\\b'),
   rule('script', '<\\/? ?(?:script|iframe)\\b|javascript ?:'),
+  // "sudo:" opening a line, "sudo -i" (the words form has neither the colon nor the hyphen)
+  rule('developer-mode', '(?:^|\\n) ?sudo ?:|\\bsudo -[a-z]\\b', /sudo/),
 ];
 
 function injectionRules(value: string): string[] {
