@@ -902,7 +902,7 @@ const WORD_RULES: readonly Rule[] = [
   // "override the fare", "SYSTEM OVERRIDE" (but not "override the gate by pressing 9")
   rule(
     'override',
-    `${w('override|overrides|overriding|overridden|overrule|overrules|overruled|overwrite|overwrites|overwriting')} (?:${w('the|this|that|all|any|your|its|a|of|booking|current|existing|default|normal|usual|standard|price|payment|safety')} ){0,3}${w(`${FARE_NOUN}|status|payment|system|systems|rules?|instructions?|prompts?|safety|filters?|restrictions?|limits?|settings?|polic(?:y|ies)|permissions?|security|checks?|validation|screening|guidelines?|protocols?|programming|controls?|booking|bookings|everything|all`)}|${w('system|admin|administrator|manual|security|emergency|root|developer|master|sudo')} ${w('override|overrides')}|${w('override|overrides')} ${w('mode|enabled|activated|authori[sz]ed|granted|command|on')}`,
+    `${w('override|overrides|overriding|overridden|overrule|overrules|overruled|overwrite|overwrites|overwriting')} (?:${w('the|this|that|all|any|your|its|a|of|booking|current|existing|default|normal|usual|standard|price|payment|safety')} ){0,3}${w(`${FARE_NOUN}|status|payment|system|systems|rules?|instructions?|prompts?|safety|filters?|restrictions?|limits?|settings?|polic(?:y|ies)|permissions?|security|checks?|validation|screening|guidelines?|protocols?|programming|controls?|booking|bookings|everything|all`)}|${w('system|admin|administrator|security|root|developer|master|sudo')} ${w('override|overrides')}|${w('override|overrides')} ${w('mode|enabled|activated|authori[sz]ed|granted|command|on(?! (?:the |a |an |its |each |every |both |either )?(?:left|right|post|wall|gate|barrier|side|panel|door|box|keypad|pillar|column|fence|entry|exit|intercom)(?![^ ]))')}`,
   ),
   rule(
     'bypass-safety',
@@ -1096,7 +1096,8 @@ const MARKUP_RULES: readonly Rule[] = [
   rule('special-token', '<\\|[^|<>\\n]{1,40}\\|>|\\[\\/?(?:inst|sys|system|assistant|user|s|human|ai)\\]|<<\\/?sys>>'),
   rule(
     'role-header',
-    '(?:^|\\n)#{1,6} ?(?:system|instructions?|assistant|user|human|response|input|context|prompt|new instructions)\\b',
+    // (but not a note an assistant wrote in markdown: "### Instructions for the driver")
+    '(?:^|\\n)#{1,6} ?(?:system|instructions?(?! for (?:the |my |our |your )?(?:driver|drivers|taxi|pickup|pick-up|pick up|collection|arrival|journey)\\b)|assistant|user|human|response|input|context|prompt|new instructions)\\b',
   ),
   // "assistant:" opening the text, a line, a sentence or a bracket ("my assistant: Jane" passes;
   // "Model:" and "Function:" are left to the other rules, as a car's model and an event are
