@@ -1102,7 +1102,11 @@ const MARKUP_RULES: readonly Rule[] = [
   // "assistant:" opening the text, a line, a sentence or a bracket ("my assistant: Jane" passes;
   // "Model:" and "Function:" are left to the other rules, as a car's model and an event are
   // ordinary notes; "SYSTEM:" and "Developer:" are `WEAK_ROLE_PREFIX`)
-  rule('role-prefix', `${ROLE_PREFIX_START}(?:assistant|human|ai|bot|chatgpt|gpt|claude) ?:`),
+  // (nor a contact line a PA writes: "Assistant: Jane Smith 07700 900123", a name and a number)
+  rule(
+    'role-prefix',
+    `${ROLE_PREFIX_START}(?:assistant ?:(?! ?(?:[a-z][a-z'’-]* ){1,3}\\(?\\+?\\d[\\d ()-]{8,}\\d(?:$|[\\n.,;) ]))|(?:human|ai|bot|chatgpt|gpt|claude) ?:)`,
+  ),
   // cancel_booking(all), refund(), refund(*), set_fare(0) (but not "flight cancel(led)?", "run(ning) late" or "pay (cash)")
   rule(
     'tool-call',
@@ -1117,7 +1121,8 @@ const MARKUP_RULES: readonly Rule[] = [
     /discount/,
   ),
   rule('tool-call-key', '\\b(?:function_call|tool_calls?|tool_use)\\b', /function_call|tool_/),
-  rule('json-role', '\\brole ?["\']? ?[:=] ?["\']?(?:system|assistant|developer|user|tool|function)\\b'),
+  // (but not "Role: Assistant to the CEO", a job title)
+  rule('json-role', '\\brole ?["\']? ?[:=] ?["\']?(?:system|assistant(?! to\\b)|developer|user|tool|function)\\b'),
   rule('script', '<\\/? ?(?:script|iframe)\\b|javascript ?:'),
   // "sudo:" opening a line, "sudo -i" (the words form has neither the colon nor the hyphen)
   rule('developer-mode', '(?:^|\\n) ?sudo ?:|\\bsudo -[a-z]\\b', /sudo/),
