@@ -685,7 +685,7 @@ const EVERYDAY_NOUN = 'messages?|texts?|directions?|orders?|tasks?|requests?';
 const EARLIER = 'previous|prior|preceding|above|earlier|former|foregoing|original|initial|system';
 /** What "ignore the above / previous ..." may legitimately refer to in a booking. */
 const BENIGN_AFTER =
-  'address|addresses|pickup|pick|drop|dropoff|destination|time|times|date|number|phone|postcode|location|gate|gates|door|doors|entrance|exit|note|notes|booking|bookings|flight|stop|stops|one|ones|details?|email|message|text|comment|call|version|driver|car|taxi|ride|request|street|road|terminal|reference|name';
+  'address|addresses|pickup|pick|drop|dropoff|destination|time|times|date|number|phone|postcode|location|gate|gates|door|doors|entrance|exit|note|notes|booking|bookings|flight|stop|stops|one|ones|details?|email|message|text|comment|call|version|driver|car|taxi|ride|request|street|road|terminal|reference|name|mobile|landline|contact|room|flat|apartment|house|unit|receipt|arrangements?|plans?|route|conversation|seat|hotel|platform|bay|train|bus|ward';
 /** "a", but not "a bit", "a few minutes": "you are now a few minutes away". */
 const A_PERSONA = 'an?(?! (?:bit|little|few|couple|minute|min|mile|short|long|moment)(?![^ ]))';
 const FARE_NOUN =
