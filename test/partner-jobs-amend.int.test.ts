@@ -1,6 +1,9 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AppError } from '../shared/errors.ts';
+import { loadPartner, processJobs } from '../shared/services/intake.ts';
 import { type CreatedPartner, createPartner } from '../shared/services/partners.ts';
+import type { PricingClient } from '../shared/services/pricing-client.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { approvedDriver } from './helpers/drivers.ts';
@@ -351,5 +354,39 @@ describe('what an amendment re-prices and whom it tells', () => {
     for (const c of changes) {
       expect((await signed({ jobRef: 'am-race', action: 'amend', ...c })).result.outcome).toBe('unchanged');
     }
+  });
+});
+
+describe('a refusal shared by jobs', () => {
+  it('names each refused amendment’s own booking when one pricing failure refuses them all', async () => {
+    const a = await signed({ jobRef: 'shared-fail-a', ...JOURNEY });
+    const b = await signed({ jobRef: 'shared-fail-b', ...JOURNEY });
+    expect([a.status, b.status], a.text + b.text).toEqual([201, 201]);
+    // A pricing batch that fails rejects every request in it with one and the same error.
+    const failure = new AppError('service_unavailable', 'Pricing is briefly unavailable; retry.');
+    // Both asked before either is answered, as requests arriving together share a job.
+    const waiting: (() => void)[] = [];
+    const pricing: PricingClient = {
+      price: () =>
+        new Promise((_, reject) => {
+          waiting.push(() => reject(failure));
+          if (waiting.length === 2) for (const fail of waiting) fail();
+        }),
+      close: async () => {},
+    };
+    const intakePartner = await loadPartner(env.rt.db, partner.id);
+    const { results } = await processJobs(
+      { ...env.rt, pricing },
+      { partner: intakePartner ?? null, apiKeyId: null, testMode: false, scope: `partner:${partner.id}` },
+      [
+        { jobRef: 'shared-fail-a', action: 'amend', pickup: 'Leeds' },
+        { jobRef: 'shared-fail-b', action: 'amend', pickup: 'York' },
+      ],
+      'http://localhost:3000',
+    );
+    expect(results.map((r) => [r.outcome, r.error?.code, r.bookingReference])).toEqual([
+      ['rejected', 'service_unavailable', a.result.bookingReference],
+      ['rejected', 'service_unavailable', b.result.bookingReference],
+    ]);
   });
 });
