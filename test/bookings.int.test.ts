@@ -1048,6 +1048,82 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     });
   });
 
+  it('books a quote named by quote_id as bookings/create books it: once, at the quoted fare, never a second ride', async () => {
+    const departAt = inHours(5);
+    const estimate = async () => {
+      const r = await post('/api/public/quotes/estimate', {
+        pickup_address: 'Manchester Piccadilly',
+        dropoff_address: 'Manchester Airport',
+        passenger_count: 2,
+        depart_at: departAt,
+      });
+      expect(r.status, r.text).toBe(200);
+      return r.json as { quote_id: string; fare: number };
+    };
+    const q = await estimate();
+    const grace = { passenger_name: 'Grace Hopper', passenger_phone_whatsapp: '+447700900444', agent: 'quoting-agent' };
+    const first = await post('/api/public/bookings/instant', { ...grace, quote_id: q.quote_id });
+    expect(first.status, first.text).toBe(200);
+    expect(first.json.fare).toBe(q.fare);
+    const ref = first.json.booking_reference as string;
+    expect(await bookingRow(ref)).toMatchObject({ quote_id: q.quote_id, origin: 'agent', agent: 'quoting-agent' });
+    // The ride said again as the quote was asked (any case and spacing), or written another way
+    // that finds the same place: the same booking, as a retry or bookings/create gets it.
+    const again = await post('/api/public/bookings/instant', {
+      ...grace,
+      quote_id: q.quote_id,
+      pickup_address: 'manchester  piccadilly',
+      dropoff_address: 'MAN airport',
+      passenger_count: 2,
+      depart_at: departAt,
+    });
+    expect(again.status, again.text).toBe(200);
+    expect(again.json.booking_reference).toBe(ref);
+    const created = await post('/api/public/bookings/create', {
+      ...grace,
+      quote_id: q.quote_id,
+      payment_method: 'cash_to_driver',
+    });
+    expect(created.json.booking_reference).toBe(ref);
+    expect(await env.rt.db('bookings').where({ quote_id: q.quote_id }).select('reference')).toEqual([
+      { reference: ref },
+    ]);
+    // Another passenger: the quote is taken.
+    const other = await post('/api/public/bookings/instant', {
+      ...grace,
+      passenger_name: 'Ann Other',
+      quote_id: q.quote_id,
+    });
+    expect(other.status, other.text).toBe(409);
+    expect(other.json.error?.code).toBe('quote_already_redeemed');
+
+    // A ride field that says otherwise is refused, naming each, and the quote stays unbooked.
+    const q2 = await estimate();
+    const differs = await post('/api/public/bookings/instant', {
+      ...grace,
+      quote_id: q2.quote_id,
+      pickup_address: 'Manchester Piccadilly',
+      dropoff_address: 'Liverpool Lime Street',
+      passenger_count: 3,
+      depart_at: inHours(6),
+    });
+    expect(differs.status, differs.text).toBe(400);
+    expect(differs.json.error?.code).toBe('invalid_input');
+    expect(differs.json.error?.details.map((d) => d.field)).toEqual([
+      '/dropoff_address',
+      '/depart_at',
+      '/passenger_count',
+    ]);
+    expect(await env.rt.db('quotes').where({ id: q2.quote_id }).first('redeemed_at')).toEqual({ redeemed_at: null });
+    // An unknown quote is 404 as on bookings/create; without a quote the addresses are required.
+    const unknown = await post('/api/public/bookings/instant', { ...grace, quote_id: crypto.randomUUID() });
+    expect(unknown.status, unknown.text).toBe(404);
+    expect(unknown.json.error?.code).toBe('quote_not_found');
+    const neither = await post('/api/public/bookings/instant', grace);
+    expect(neither.status, neither.text).toBe(400);
+    expect(neither.json.error?.details.map((d) => d.field)).toEqual(['/pickup_address', '/dropoff_address']);
+  });
+
   it('answers its SPEC.md section 7 errors: 400 invalid_input, 422 address_not_found', async () => {
     const missing = await post('/api/public/bookings/instant', { pickup_address: 'Leeds', passenger_name: 'Al' });
     expect(missing.status).toBe(400);

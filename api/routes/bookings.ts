@@ -14,6 +14,7 @@ import { paymentState } from '../../shared/domain/payment-state.ts';
 import { normaliseReference } from '../../shared/domain/reference.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
 import { AppError, contentRejected, detailsText, type ErrorDetail, repointed } from '../../shared/errors.ts';
+import { haversineMeters } from '../../shared/geo/route-estimate.ts';
 import {
   AliasBookingResponse,
   BookingLookupResponse,
@@ -46,7 +47,7 @@ import {
   trackingToken,
   viewOf,
 } from '../../shared/services/bookings.ts';
-import { defaultVehicle, gbp, priceQuote } from '../../shared/services/quotes.ts';
+import { defaultVehicle, gbp, isQuoteForNow, priceQuote } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { type Caller, callerTestMode } from '../middleware/auth.ts';
@@ -359,6 +360,116 @@ function requireFields(fields: Record<string, unknown>): void {
   if (missing.length > 0) {
     throw new AppError('invalid_input', `Missing: ${detailsText(missing)}.`, missing);
   }
+}
+
+/** An address as written, for comparing: case, accents' spelling, punctuation and spacing aside. */
+const addressWords = (text: string) =>
+  text
+    .normalize('NFKC')
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}]+/gu, ' ')
+    .trim();
+
+/** How far apart two resolutions of one place may be: a station's entrances, an airport's terminals. */
+const SAME_PLACE_METRES = 500;
+
+type QuotedRide = Pick<
+  QuoteRow,
+  'pickup' | 'dropoff' | 'depart_at' | 'created_at' | 'vehicle_type' | 'passengers' | 'meet_and_greet'
+>;
+
+/**
+ * What an instant booking that names a quote also says about the ride, against the quote: a
+ * quote fixes its ride, so a field that says otherwise is refused rather than dropped (the
+ * caller would be booked a ride it did not ask for, or a second one beside the quote's). An
+ * address is the quote's when it is the text the quote was asked with or the place it found,
+ * written any way, or else when the pricing worker finds it within SAME_PLACE_METRES of the
+ * quote's place ("Manchester Airport (MAN)" for "Manchester Airport"); a time agrees to the
+ * minute (a quote for "now" books now, and takes no other time).
+ */
+async function rideConflicts(
+  deps: ApiDeps,
+  bc: BookingCaller,
+  base: string,
+  quote: QuotedRide,
+  ride: {
+    pickup_address?: string;
+    dropoff_address?: string;
+    depart_at?: string;
+    vehicle_type?: string;
+    passenger_count?: number;
+    meet_and_greet?: boolean;
+  },
+): Promise<ErrorDetail[]> {
+  const out: ErrorDetail[] = [];
+  type Quoted = { query?: unknown; name?: unknown; lat?: unknown; lng?: unknown };
+  const places = [
+    { field: '/pickup_address', given: ride.pickup_address, quoted: (quote.pickup ?? {}) as Quoted },
+    { field: '/dropoff_address', given: ride.dropoff_address, quoted: (quote.dropoff ?? {}) as Quoted },
+  ];
+  const textOf = (q: Quoted) => (typeof q.query === 'string' ? q.query : typeof q.name === 'string' ? q.name : '');
+  const unmatched = places.filter(
+    ({ given, quoted }) =>
+      given !== undefined &&
+      ![quoted.query, quoted.name]
+        .filter((t): t is string => typeof t === 'string')
+        .map(addressWords)
+        .includes(addressWords(given)),
+  );
+  if (unmatched.length > 0) {
+    // Resolved as a quote resolves them (the pricing worker), without storing anything.
+    const [pickup, dropoff] = places.map((p) => p.given ?? textOf(p.quoted)) as [string, string];
+    const found = await priceQuote(
+      deps,
+      {
+        pickup,
+        dropoff,
+        departAt: undefined,
+        passengers: quote.passengers,
+        vehicleType: undefined,
+        meetAndGreet: false,
+        worldwide: true,
+      },
+      bc,
+      base,
+    ).then(
+      (p) => [p.row.pickup, p.row.dropoff] as Quoted[],
+      (err: unknown) => {
+        if (err instanceof AppError && err.status < 500) return null;
+        throw err;
+      },
+    );
+    for (const p of unmatched) {
+      const at = found?.[places.indexOf(p)];
+      const near =
+        at &&
+        [at.lat, at.lng, p.quoted.lat, p.quoted.lng].every((n) => typeof n === 'number') &&
+        haversineMeters(
+          { lat: at.lat as number, lng: at.lng as number },
+          { lat: p.quoted.lat as number, lng: p.quoted.lng as number },
+        ) <= SAME_PLACE_METRES;
+      if (!near)
+        out.push({
+          field: p.field,
+          problem: `differs from the quote's (${typeof p.quoted.name === 'string' ? p.quoted.name : 'another place'})`,
+        });
+    }
+  }
+  if (ride.depart_at !== undefined) {
+    const forNow = isQuoteForNow(quote);
+    if (forNow || Math.abs(Date.parse(ride.depart_at) - quote.depart_at.getTime()) >= 60_000)
+      out.push({
+        field: '/depart_at',
+        problem: forNow ? 'the quote is for now' : `differs from the quote's (${quote.depart_at.toISOString()})`,
+      });
+  }
+  if (ride.vehicle_type !== undefined && ride.vehicle_type !== quote.vehicle_type)
+    out.push({ field: '/vehicle_type', problem: `differs from the quote's (${quote.vehicle_type})` });
+  if (ride.passenger_count !== undefined && ride.passenger_count !== quote.passengers)
+    out.push({ field: '/passenger_count', problem: `differs from the quote's (${quote.passengers})` });
+  if (ride.meet_and_greet !== undefined && ride.meet_and_greet !== quote.meet_and_greet)
+    out.push({ field: '/meet_and_greet', problem: `differs from the quote's (${quote.meet_and_greet})` });
+  return out;
 }
 
 /**
@@ -733,14 +844,46 @@ export function bookingRoutes(): RouteDef[] {
           ]);
           const base = baseUrlFor(req, deps.config);
           const bc = bookingCaller(caller, req);
+          if (body.quote_id !== undefined) {
+            // A quote named: it is redeemed as bookings/create redeems it (the same passenger
+            // again gets the same booking), never priced again beside it.
+            const passenger = await aliasPassenger(deps, body, bc.testMode);
+            const { quote } = await passengerStanding(deps.db, passenger, body.quote_id);
+            const visible = quote && quote.test_mode === bc.testMode;
+            const conflicts = visible ? await rideConflicts(deps, bc, base, quote, body) : [];
+            if (conflicts.length > 0) {
+              throw new AppError(
+                'invalid_input',
+                `quote_id books the quoted ride, and this request says otherwise: ${detailsText(conflicts)}. Leave these fields out to book the quote, or leave out quote_id to price this ride.`,
+                conflicts,
+              );
+            }
+            const view = await redeemQuote(
+              deps,
+              {
+                origin: 'agent',
+                quoteId: body.quote_id,
+                passenger,
+                paymentMethod: payment(body.payment_method),
+                flightNumber: body.flight_number,
+                notes: body.notes,
+                agent: body.agent,
+              },
+              bc,
+              base,
+              { quote: quote ?? null },
+            );
+            return { status: 200, body: aliasBody(view) };
+          }
+          requireFields({ pickup_address: body.pickup_address, dropoff_address: body.dropoff_address });
           const departAt = body.depart_at ?? new Date().toISOString();
           // Priced while the passenger is checked, as on the v1 path.
           const priced = inAliasFields(
             priceQuote(
               deps,
               {
-                pickup: body.pickup_address,
-                dropoff: body.dropoff_address,
+                pickup: body.pickup_address as string,
+                dropoff: body.dropoff_address as string,
                 departAt,
                 passengers: body.passenger_count ?? 1,
                 vehicleType: body.vehicle_type,

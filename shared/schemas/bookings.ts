@@ -56,8 +56,13 @@ export const CreateBookingRequest = Type.Object({
 
 /** POST /api/public/bookings/instant (SPEC.md 2.6). */
 export const InstantBookingRequest = Type.Object({
-  pickup_address: Address,
-  dropoff_address: Address,
+  pickup_address: Type.Optional({ ...Address, description: 'Required unless quote_id is given' }),
+  dropoff_address: Type.Optional({ ...Address, description: 'Required unless quote_id is given' }),
+  quote_id: Type.Optional({
+    ...QuoteRef,
+    description:
+      "A quote to book instead of pricing anew, as bookings/create books it: the ride (addresses, time, vehicle, passengers) and fare are the quote's, and a ride field sent with it must agree with the quote",
+  }),
   passenger_name: Name,
   passenger_phone_whatsapp: Type.Optional(Phone),
   passenger_phone: Type.Optional({ ...Phone, description: 'Same as passenger_phone_whatsapp' }),
