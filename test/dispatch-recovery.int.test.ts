@@ -1,8 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
 import { UnrecoverableError, Worker } from 'bullmq';
+import { pino } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { appendStatus } from '../shared/db/bookings.ts';
+import { QUEUE_NAMES } from '../shared/queues/registry.ts';
 import {
   jobLoad,
   rescueStrandedBookings,
@@ -15,6 +18,7 @@ import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { insertOfferedBooking } from './helpers/bookings.ts';
 import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, deleteKeys, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { startTwilioStub } from './helpers/twilio-stub.ts';
 
 /**
  * Dispatch when the booking says, whatever happened to its jobs. A booking's dispatch job lives
@@ -22,17 +26,29 @@ import { appFor, createTestEnv, deleteKeys, eventually, type Served, serve, type
  * persistence, a failover to an empty replica), the booking would wait in `pending` for ever:
  * the dispatch role looks for such bookings at start and every minute
  * (`rescueStrandedBookings`) and queues their job again. And a job that comes too early (a
- * partner moved the pickup later) waits for the new time. Real HTTP bookings and partner jobs,
- * the real outbox relay and dispatch worker, jobs removed from or promoted in the real queue.
+ * partner moved the pickup later) waits for the new time. But not while the outbox relay is
+ * behind: a job still waiting in the outbox is not lost. Real HTTP bookings and partner jobs,
+ * the real outbox relay, dispatch and notify workers (a local Twilio stand-in), jobs removed
+ * from or promoted in the real queue.
  */
 let env: TestEnv;
 let api: Served;
 let roles: RunningRoles;
 let dispatchRole: RunningRoles | null = null;
+let twilio: Awaited<ReturnType<typeof startTwilioStub>>;
 let seq = 0;
 
 beforeAll(async () => {
-  env = await createTestEnv({ env: { RATE_LIMIT_PER_IP_PER_MINUTE: '100000', QUOTE_LIMIT_PER_HOUR: '100000' } });
+  twilio = await startTwilioStub();
+  env = await createTestEnv({
+    env: {
+      RATE_LIMIT_PER_IP_PER_MINUTE: '100000',
+      QUOTE_LIMIT_PER_HOUR: '100000',
+      TWILIO_API_BASE_URL: twilio.url,
+      TWILIO_ACCOUNT_SID: 'AC22222222222222222222222222222222',
+      TWILIO_AUTH_TOKEN: 'secret-token',
+    },
+  });
   await syncBuiltInTariffs(env.rt.db);
   // No dispatch worker yet: each test decides when one runs.
   roles = startRoles(['pricing', 'outbox-relay'], env.rt);
@@ -46,6 +62,7 @@ afterEach(async () => {
 afterAll(async () => {
   await roles?.close();
   await api?.close();
+  await twilio?.close();
   await env?.cleanup();
 });
 
@@ -54,6 +71,13 @@ const book = (minutes: number) => bookTo('Manchester Airport', minutes);
 
 /** The same, to `dropoff` (London Euston: a distance hire, with the longer lead). */
 async function bookTo(dropoff: string, minutes: number): Promise<string> {
+  const id = await place(dropoff, minutes);
+  await eventually(() => env.rt.queues.dispatch.getJob(`dispatch-${id}`));
+  return id;
+}
+
+/** A v1 booking through HTTP, made and committed (its dispatch job in the outbox, relayed or not). */
+async function place(dropoff: string, minutes: number): Promise<string> {
   seq += 1;
   const res = await fetch(`${api.url}/api/public/v1/booking`, {
     method: 'POST',
@@ -70,7 +94,6 @@ async function bookTo(dropoff: string, minutes: number): Promise<string> {
   const body = (await res.json()) as { bookingReference: string };
   expect(res.status, JSON.stringify(body)).toBe(201);
   const { id } = await env.rt.db('bookings').where({ reference: body.bookingReference }).first('id');
-  await eventually(() => env.rt.queues.dispatch.getJob(`dispatch-${id}`));
   return id as string;
 }
 
@@ -90,6 +113,16 @@ async function madeAgo(id: string, minutes: number): Promise<void> {
 
 /** Rows that the rescue found: every id it queued for a booking or offer. */
 const forRow = (requeued: string[], id: string) => requeued.filter((j) => j.includes(id));
+
+/**
+ * Until the relay has moved every row of the queues it takes. Before a rescue dated ahead
+ * (`now` later than the clock): to it, a row written a moment ago has already waited past its
+ * threshold, and a relay behind holds the rescue back.
+ */
+const relayed = () =>
+  eventually(
+    async () => !(await env.rt.db('outbox').whereNull('relayed_at').whereIn('queue', QUEUE_NAMES).first('id')),
+  );
 
 const statusOf = async (id: string) => (await env.rt.db('bookings').where({ id }).first('status')).status as string;
 const historyOf = async (id: string) =>
@@ -230,6 +263,7 @@ describe('bookings whose dispatch job was lost', () => {
     }
     // The later booking is found once its dispatch time has passed by STRANDED_AFTER_MS.
     const due = new Date(Date.now() + 150 * 60_000 + STRANDED_AFTER_MS + 60_000);
+    await relayed();
     expect(forRow((await rescueStrandedBookings(env.rt, due)).requeued, later)).toEqual([`dispatch-${later}`]);
     await env.rt.queues.dispatch.remove(`dispatch-${later}`);
   });
@@ -470,6 +504,129 @@ describe('a dispatch job that comes too early', () => {
     await eventually(async () => ((await deferred.getState()) === 'completed' ? true : null));
     expect(await statusOf(id)).toBe('pending');
     const due = new Date(dispatchAt + STRANDED_AFTER_MS + 1_000);
+    await relayed();
     expect((await rescueStrandedBookings(env.rt, due)).requeued).toContain(`dispatch-${id}-rescue`);
+  });
+});
+
+describe('with the outbox relay behind', () => {
+  /** The dispatch role's log lines at warn and above, as its runner writes them. */
+  const capturing = () => {
+    const lines: Record<string, unknown>[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(JSON.parse(String(chunk)) as Record<string, unknown>);
+        cb();
+      },
+    });
+    return { lines, logger: pino({ level: 'warn' }, sink) };
+  };
+  const presence = async (token: string, available: boolean) => {
+    const res = await fetch(`${api.url}/api/public/v1/driver/presence`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      // At Manchester Piccadilly, where the bookings are picked up.
+      body: JSON.stringify({ available, lat: 53.4774, lng: -2.2309 }),
+    });
+    expect(res.status, await res.text()).toBe(200);
+  };
+  const BEHIND = /outbox relay is behind/;
+
+  it('rescues nothing while a dispatch job waits unrelayed; the relay back, the booking is offered once and its job cards sent', async () => {
+    const driver = await approvedDriver(env.rt.db);
+    await presence(driver.token, true);
+    // The relay stops: the roles run again without it.
+    await roles.close();
+    roles = startRoles(['pricing'], env.rt);
+    try {
+      // Picked up in 10 minutes (due at once), made 3 minutes ago, and its dispatch job written
+      // as long ago: never moved to Redis, as if the relay had been down all that time.
+      const id = await place('Manchester Airport', 10);
+      await madeAgo(id, 3);
+      const row = await env.rt
+        .db('outbox')
+        .where({ job_id: `dispatch-${id}` })
+        .whereNull('relayed_at')
+        .first('id');
+      expect(row).toBeDefined();
+      await env.rt
+        .db('outbox')
+        .where({ id: row.id })
+        .update({ created_at: new Date(Date.now() - 3 * 60_000) });
+      expect(await env.rt.queues.dispatch.getJob(`dispatch-${id}`)).toBeUndefined();
+
+      // Not a lost job, a job still on its way: the rescue does nothing, and says why.
+      const { requeued, errors, relayBehind } = await rescueStrandedBookings(env.rt);
+      expect(errors).toEqual([]);
+      expect(forRow(requeued, id)).toEqual([]);
+      expect(relayBehind).toMatchObject({ outboxId: row.id, queue: 'dispatch', jobName: 'dispatch-booking' });
+
+      // The dispatch role runs the same check as it starts: it warns, naming the row, and queues nothing.
+      const log = capturing();
+      dispatchRole = startRoles(['dispatch'], { ...env.rt, logger: log.logger });
+      const warning = await eventually(async () => log.lines.find((l) => BEHIND.test(String(l.msg))));
+      expect(warning).toMatchObject({ level: 40, workerRole: 'dispatch', outboxId: row.id, queue: 'dispatch' });
+      expect(warning.waitingSeconds).toBeGreaterThanOrEqual(180);
+      expect(await env.rt.queues.dispatch.getJob(`dispatch-${id}`)).toBeUndefined();
+      expect(await env.rt.db('dispatch_offers').where({ booking_id: id })).toEqual([]);
+      expect(await statusOf(id)).toBe('pending');
+
+      // The relay back (and the notify role, for the job cards): the booking's own job dispatches it.
+      await roles.close();
+      roles = startRoles(['pricing', 'outbox-relay', 'notify'], env.rt);
+      const offer = await eventually(() => env.rt.db('dispatch_offers').where({ booking_id: id }).first());
+      expect(offer).toMatchObject({ driver_id: driver.id, state: 'offered' });
+      const cards = await eventually(async () => {
+        const rows = await env.rt.db('outbound_messages').where({ booking_id: id, purpose: 'job_card' });
+        return rows.length === 2 && rows.every((m) => m.state === 'sent') ? rows : null;
+      });
+      expect(cards.map((m) => [m.driver_id, m.channel]).sort()).toEqual([
+        [driver.id, 'sms'],
+        [driver.id, 'whatsapp'],
+      ]);
+      const { reference } = await env.rt.db('bookings').where({ id }).first('reference');
+      expect(twilio.requests.filter((r) => r.form.Body?.includes(reference))).toHaveLength(2);
+      // Sent while the offer was open: the driver can still take it. And one offer, to them.
+      const offers = await env.rt.db('dispatch_offers').where({ booking_id: id });
+      expect(offers.map((o) => [o.driver_id, o.state])).toEqual([[driver.id, 'offered']]);
+      expect(await historyOf(id)).toEqual(['pending', 'dispatching']);
+      // Nothing in the log about lost jobs: none was.
+      expect(log.lines.filter((l) => /missing from the queue/.test(String(l.msg)))).toEqual([]);
+    } finally {
+      await presence(driver.token, false);
+      await dispatchRole?.close();
+      dispatchRole = null;
+      await roles.close();
+      roles = startRoles(['pricing', 'outbox-relay'], env.rt);
+    }
+  });
+
+  it('is not held back by rows no relay of this build takes (a queue it does not know)', async () => {
+    // Written a day ago by a release since rolled back, naming a queue this build has no worker
+    // for: it waits unrelayed for ever (the relay reports it hourly) and must not switch the
+    // rescue off for good.
+    const [retired] = await env.rt
+      .db('outbox')
+      .insert({
+        queue: 'retired',
+        job_name: 'retired-job',
+        payload: JSON.stringify({}),
+        job_id: 'retired-1',
+        created_at: new Date(Date.now() - 24 * 3600_000),
+      })
+      .returning<{ id: number }[]>('id');
+    try {
+      const lost = await book(10);
+      await loseJob(lost);
+      await madeAgo(lost, 3);
+      await relayed();
+      const { requeued, errors, relayBehind } = await rescueStrandedBookings(env.rt);
+      expect(errors).toEqual([]);
+      expect(relayBehind).toBeNull();
+      expect(forRow(requeued, lost)).toEqual([`dispatch-${lost}`]);
+      await env.rt.queues.dispatch.remove(`dispatch-${lost}`);
+    } finally {
+      await env.rt.db('outbox').where({ id: retired?.id }).delete();
+    }
   });
 });

@@ -77,10 +77,22 @@ export function startRoles(roles: WorkerRole[], rt: Runtime): RunningRoles {
       closers.push(async () => clearInterval(timer));
       // And finds bookings whose dispatch job went missing from Redis (rescueStrandedBookings):
       // at start (a Redis that lost its data is often restarted with the workers), then every minute.
+      // Not while the outbox relay is behind: each minute it is, a warning naming its oldest row
+      // (a relay stopped, or held up by a row BullMQ refuses, needs someone).
       let rescuing: Promise<void> | null = null;
       const check = () => {
         rescuing ??= rescueStrandedBookings(rt)
-          .then(({ requeued, errors }) => {
+          .then(({ requeued, errors, relayBehind }) => {
+            if (relayBehind)
+              log.warn(
+                {
+                  outboxId: relayBehind.outboxId,
+                  queue: relayBehind.queue,
+                  job: relayBehind.jobName,
+                  waitingSeconds: Math.round((Date.now() - relayBehind.since.getTime()) / 1000),
+                },
+                'outbox relay is behind (an unrelayed row is older than the stranded-booking threshold); lost dispatch jobs are not looked for until it catches up',
+              );
             if (requeued.length > 0) log.warn({ requeued }, 'dispatch jobs were missing from the queue; queued again');
             for (const { jobId, error } of errors)
               log.warn({ jobId, err: error }, 'could not check or queue a dispatch job');

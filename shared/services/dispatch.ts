@@ -22,6 +22,7 @@ import type { VehicleType } from '../domain/tariffs/types.ts';
 import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Queues } from '../queues/connection.ts';
+import { QUEUE_NAMES } from '../queues/registry.ts';
 import { JOURNEY } from './booking-history.ts';
 import { viewOf } from './bookings.ts';
 import { DRIVER_JOB_CHANNELS, queueDriverText, queueMessage } from './messages.ts';
@@ -829,6 +830,19 @@ const JOURNEY_MILES_SQL = `(2 * ${EARTH_RADIUS_MILES} * asin(least(1, sqrt(
     + cos(radians((pickup->>'lat')::float8)) * cos(radians((dropoff->>'lat')::float8))
       * power(sin(radians(((dropoff->>'lng')::float8 - (pickup->>'lng')::float8) / 2)), 2)))) * ${DEAD_RUN_CIRCUITY})`;
 
+/**
+ * The oldest outbox row the relay has yet to move, when it has waited longer than
+ * STRANDED_AFTER_MS: the relay is stopped or far behind, and the rescue waits for it. What an
+ * operator needs to find the row (ids and names, never its payload).
+ */
+export interface RelayBehind {
+  outboxId: number;
+  queue: string;
+  jobName: string;
+  /** When the row was written. */
+  since: Date;
+}
+
 /** A dispatch job the rescue looks for: its id, name and payload. */
 interface ExpectedJob {
   jobId: string;
@@ -860,14 +874,50 @@ interface ExpectedJob {
  * (failed for good, or completed while the row still waits, as a time-out that fired early
  * does) gets one more under `<id>-rescue`, once. Adding twice is harmless: an id is added once,
  * and a repeated step or time-out changes nothing under the booking's row lock. Each item is tried on its own: one that fails (logged by the caller) does not stop the
- * others. Run by the dispatch role at start and every STRANDED_CHECK_MS.
+ * others. Nothing at all while the outbox relay is behind (`relayBehind`, warned of by the
+ * caller): see below. Run by the dispatch role at start and every STRANDED_CHECK_MS.
  */
 export async function rescueStrandedBookings(
   deps: { db: Db; queues: Pick<Queues, 'dispatch'>; config: Pick<Config, 'bookings' | 'dispatch'> },
   now = new Date(),
-): Promise<{ requeued: string[]; errors: { jobId: string; error: unknown }[] }> {
+): Promise<{ requeued: string[]; errors: { jobId: string; error: unknown }[]; relayBehind: RelayBehind | null }> {
   const pickupFrom = new Date(now.getTime() - STRANDED_PICKUP_PAST_MS);
   const dueBefore = new Date(now.getTime() - STRANDED_AFTER_MS);
+  // The relay first. A job missing from Redis may only be waiting in the outbox: with the relay
+  // stopped or far behind, a `dispatch-<id>` row not yet moved looks like a lost job. Rescuing
+  // it then does harm: the offer's job cards and its time-out are outbox rows too, so they would
+  // wait as well, and the booking would walk through every candidate driver (each marked as
+  // asked) with none ever told, and end `no_driver_available`. So while a row the relay takes
+  // has waited longer than the jobs looked for, nothing is rescued: what waits in the outbox
+  // comes when the relay catches up, and anything truly lost is found on the first pass after.
+  // Only the queues the relay takes (QUEUE_NAMES, as its `lockUnrelayed`): a row naming a queue
+  // this build does not know (written by a release since rolled back) waits for ever without
+  // holding the relay up, and must not switch the rescue off for good. A row the relay takes
+  // but BullMQ refuses (a job id all digits or with a `:`, which `outboxRow` never writes) is
+  // not skipped: the relay never gives up on a row (`attempts` is not kept) and its batches are
+  // all or nothing in id order, so such a row fails every pass and nothing behind it moves.
+  // The relay is then stopped in effect, and the rescue must wait for the row to be dealt with
+  // (the caller's warning names it). The oldest by id: a probe of the partial index
+  // outbox_unrelayed, which holds only the rows still to move.
+  const oldest = await deps
+    .db('outbox')
+    .whereNull('relayed_at')
+    .whereIn('queue', QUEUE_NAMES)
+    .where('created_at', '<', dueBefore)
+    .orderBy('id')
+    .first<{ id: number; queue: string; job_name: string; created_at: Date } | undefined>(
+      'id',
+      'queue',
+      'job_name',
+      'created_at',
+    );
+  if (oldest) {
+    return {
+      requeued: [],
+      errors: [],
+      relayBehind: { outboxId: oldest.id, queue: oldest.queue, jobName: oldest.job_name, since: oldest.created_at },
+    };
+  }
   // Due before dueBefore: dispatchTimeMs(booking) < dueBefore, as ranges of pickup_time. Every
   // booking picked up within the ordinary lead of dueBefore is due; beyond it, up to the longer
   // lead of a distance hire, only distance hires are (told apart here, by their places).
@@ -1001,5 +1051,5 @@ export async function rescueStrandedBookings(
       errors.push({ jobId, error });
     }
   }
-  return { requeued, errors };
+  return { requeued, errors, relayBehind: null };
 }
