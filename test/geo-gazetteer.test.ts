@@ -709,6 +709,46 @@ describe('"<town> Airport" with where at the airport', () => {
   });
 });
 
+describe('a code beside the name of its place ("Manchester Airport (MAN)")', () => {
+  // The code is a short form of the place named in another part of the text, as booking sites
+  // and assistants write it; it does not pull the result to what the code alone would name.
+  it.each([
+    ['Manchester Airport (MAN)', 'airport', 'Manchester Airport'],
+    ['Manchester Airport, MAN', 'airport', 'Manchester Airport'],
+    ['MAN (Manchester Airport)', 'airport', 'Manchester Airport'],
+    ['Manchester Airport T2 (MAN)', 'airport', 'Manchester Airport, Terminal 2'],
+    ['Southampton Airport (SOU)', 'airport', 'Southampton Airport'],
+    ['Southampton Airport, SOU', 'airport', 'Southampton Airport'],
+    ['Newcastle Airport (NCL)', 'airport', 'Newcastle Airport'],
+    ['Inverness Airport (INV)', 'airport', 'Inverness Airport'],
+    ['Heathrow Airport (LHR)', 'airport', 'London Heathrow Airport'],
+    ['Gatwick Airport (LGW)', 'airport', 'London Gatwick Airport'],
+    ['Bristol Airport (BRS)', 'airport', 'Bristol Airport'],
+    ['London Stansted Airport (STN)', 'airport', 'London Stansted Airport'],
+    ['Heathrow Terminal 5 (LHR)', 'airport', 'London Heathrow Airport, Terminal 5'],
+    // A station with its own CRS code, or the code of the airport it serves.
+    ['Manchester Airport station (MAN)', 'station', 'Manchester Airport'],
+    ['Luton Airport Parkway (LTN)', 'station', 'Luton Airport Parkway'],
+    ['Berrylands (BRS)', 'station', 'Berrylands'],
+    ['Exeter St Thomas (EXT)', 'station', 'Exeter St Thomas'],
+    ['Leeds station (LDS)', 'station', 'Leeds'],
+    ['Kings Cross (KGX)', 'station', 'London Kings Cross'],
+    ['Manchester Piccadilly (MAN)', 'station', 'Manchester Piccadilly'],
+    ['Manchester Piccadilly station, MAN', 'station', 'Manchester Piccadilly'],
+    ['MAN (Manchester Piccadilly)', 'station', 'Manchester Piccadilly'],
+    ['Southampton Central (SOU)', 'station', 'Southampton Central'],
+    // The code alone, or beside a name it does not agree with, reads as before.
+    ['MAN', 'station', 'Manchester Piccadilly'],
+    ['MAN airport', 'airport', 'Manchester Airport'],
+    ['Manchester Airport', 'airport', 'Manchester Airport'],
+    ['Manchester (MAN)', 'station', 'Manchester Piccadilly'],
+    ['Gatwick Airport (GTW)', 'station', 'Gatwick Airport'],
+  ] as const)('%j is the %s %j', async (q, kind, name) => {
+    const r = await gazetteer.geocode(q);
+    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
+  });
+});
+
 describe('behaviour', () => {
   it('is deterministic and keeps the query as sent', async () => {
     const a = await gazetteer.geocode(' Newport, Wales ');

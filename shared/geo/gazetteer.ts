@@ -1413,10 +1413,37 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     // A terminal may sit in its own part of the text ("Heathrow, Terminal 5"): it is not a
     // qualifier, and it applies to the airport named elsewhere.
     const wholeTerminal = parseQuery(norm).terminal;
-    const segments = rawSegments.filter((seg, i) => {
+    const withoutTerminals = rawSegments.filter((seg, i) => {
       if (i === 0) return true;
       const p = parseQuery(normalizeName(seg));
       return !(p.terminal !== null && p.airportCore === '');
+    });
+    // So may a code ("Manchester Airport (MAN)", "Leeds station, LDS", as booking sites and
+    // assistants write them): when another part names a place with that code, its own CRS or
+    // IATA or, for a station, the airport's it serves ("Luton Airport Parkway (LTN)"), the code
+    // is a short form of that place, not a qualifier nor a place to read on its own ("MAN"
+    // alone is Piccadilly, see CRS_WINS; "BRS" Bristol Airport, not Berrylands). A code that
+    // agrees with no other part is kept: "Manchester (MAN)" is Piccadilly, and "Gatwick Airport
+    // (GTW)", the station's own code beside its airport's name, is the station.
+    const codeOf = (seg: string): string | null => {
+      const n = normalizeName(seg);
+      return /^[a-z]{3}$/.test(n) ? n.toUpperCase() : null;
+    };
+    const placeOfPart = (seg: string): Rec | undefined => {
+      if (codeOf(seg) !== null || stripHouseNumber(seg).had) return undefined;
+      const p = parseQuery(normalizeName(seg));
+      return preferTown(
+        lookup(p).map((c) => ({ c, score: 0 })),
+        p.intent,
+      )?.rec;
+    };
+    const hasCode = (rec: Rec, code: string): boolean =>
+      rec.crs === code || rec.iata === code || rec.servesIata === code;
+    const partPlaces =
+      withoutTerminals.length > 1 && withoutTerminals.some(codeOf) ? withoutTerminals.map(placeOfPart) : [];
+    const segments = withoutTerminals.filter((seg) => {
+      const code = codeOf(seg);
+      return code === null || !partPlaces.some((rec) => rec !== undefined && hasCode(rec, code));
     });
     const head = segments[0] ?? text;
     const headHasNumber = stripHouseNumber(head).had;
