@@ -757,6 +757,46 @@ describe('POST /api/public/v1/booking', () => {
     expect(await bookingRow(snake.json.bookingReference as string)).toMatchObject({ quote_id: q2 });
   });
 
+  it('books a quote_id sent with ride fields only when they agree with the quote; otherwise 400 naming each as sent', async () => {
+    const email = `quoted-ride-${Date.now()}@example.org`;
+    const departAt = inHours(4);
+    const q = (
+      await post('/api/public/v1/quote', {
+        pickup: 'Leeds station',
+        dropoff: 'Leeds Bradford Airport',
+        departAt,
+        passengers: 2,
+      })
+    ).json.quoteId as string;
+    const passenger = { passengerName: 'Ada', passengerEmail: email, passengerPhone: '+447700900123' };
+    const differs = await post('/api/public/v1/booking', {
+      ...passenger,
+      quote_id: q,
+      pickup: 'Leeds station',
+      dropoff: 'York station',
+      depart_at: inHours(5),
+      vehicle_type: 'MPV',
+      passengers: 2,
+    });
+    expect(differs.status, differs.text).toBe(400);
+    expect(differs.json.error?.code).toBe('invalid_input');
+    expect(differs.json.error?.details.map((d) => d.field)).toEqual(['/dropoff', '/depart_at', '/vehicle_type']);
+    expect(differs.json.error?.message).toContain('leave out quote_id');
+    expect(await env.rt.db('quotes').where({ id: q }).first('redeemed_at')).toEqual({ redeemed_at: null });
+    // The same ride, written another way: booked, once.
+    const agrees = await post('/api/public/v1/booking', {
+      ...passenger,
+      quote_id: q,
+      pickup: 'LEEDS STATION',
+      dropoff: 'Leeds Bradford Airport',
+      departAt,
+      vehicleType: 'saloon',
+      passengers: 2,
+    });
+    expect(agrees.status, agrees.text).toBe(201);
+    expect(await bookingRow(agrees.json.bookingReference as string)).toMatchObject({ quote_id: q });
+  });
+
   it('answers the quote errors on the prose shape as bookings/create does: 404, 410, 409 for another passenger; fields as that shape spells them', async () => {
     // An address of its own: the other tests' unconfirmed ada@ has its hourly limit to keep.
     const email = `prose-errors-${Date.now()}@example.org`;

@@ -12,6 +12,7 @@ import {
 import { operatorDriverOf } from '../../shared/domain/operator-driver.ts';
 import { paymentState } from '../../shared/domain/payment-state.ts';
 import { normaliseReference } from '../../shared/domain/reference.ts';
+import type { VehicleType } from '../../shared/domain/tariffs/types.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
 import { AppError, contentRejected, detailsText, type ErrorDetail, repointed } from '../../shared/errors.ts';
 import { haversineMeters } from '../../shared/geo/route-estimate.ts';
@@ -392,20 +393,21 @@ async function rideConflicts(
   bc: BookingCaller,
   base: string,
   quote: QuotedRide,
+  /** Each ride field the request sent, with its pointer as the route spells it. */
   ride: {
-    pickup_address?: string;
-    dropoff_address?: string;
-    depart_at?: string;
-    vehicle_type?: string;
-    passenger_count?: number;
-    meet_and_greet?: boolean;
+    pickup: Given<string>;
+    dropoff: Given<string>;
+    departAt: Given<string>;
+    vehicleType: Given<VehicleType>;
+    passengers: Given<number>;
+    meetAndGreet: Given<boolean>;
   },
 ): Promise<ErrorDetail[]> {
   const out: ErrorDetail[] = [];
   type Quoted = { query?: unknown; name?: unknown; lat?: unknown; lng?: unknown };
   const places = [
-    { field: '/pickup_address', given: ride.pickup_address, quoted: (quote.pickup ?? {}) as Quoted },
-    { field: '/dropoff_address', given: ride.dropoff_address, quoted: (quote.dropoff ?? {}) as Quoted },
+    { field: ride.pickup.field, given: ride.pickup.value, quoted: (quote.pickup ?? {}) as Quoted },
+    { field: ride.dropoff.field, given: ride.dropoff.value, quoted: (quote.dropoff ?? {}) as Quoted },
   ];
   const textOf = (q: Quoted) => (typeof q.query === 'string' ? q.query : typeof q.name === 'string' ? q.name : '');
   const unmatched = places.filter(
@@ -455,21 +457,40 @@ async function rideConflicts(
         });
     }
   }
-  if (ride.depart_at !== undefined) {
+  const { departAt, vehicleType, passengers, meetAndGreet } = ride;
+  if (departAt.value !== undefined) {
     const forNow = isQuoteForNow(quote);
-    if (forNow || Math.abs(Date.parse(ride.depart_at) - quote.depart_at.getTime()) >= 60_000)
+    if (forNow || Math.abs(Date.parse(departAt.value) - quote.depart_at.getTime()) >= 60_000)
       out.push({
-        field: '/depart_at',
+        field: departAt.field,
         problem: forNow ? 'the quote is for now' : `differs from the quote's (${quote.depart_at.toISOString()})`,
       });
   }
-  if (ride.vehicle_type !== undefined && ride.vehicle_type !== quote.vehicle_type)
-    out.push({ field: '/vehicle_type', problem: `differs from the quote's (${quote.vehicle_type})` });
-  if (ride.passenger_count !== undefined && ride.passenger_count !== quote.passengers)
-    out.push({ field: '/passenger_count', problem: `differs from the quote's (${quote.passengers})` });
-  if (ride.meet_and_greet !== undefined && ride.meet_and_greet !== quote.meet_and_greet)
-    out.push({ field: '/meet_and_greet', problem: `differs from the quote's (${quote.meet_and_greet})` });
+  const same = <T>(g: Given<T>, quoted: T) => {
+    if (g.value !== undefined && g.value !== quoted)
+      out.push({ field: g.field, problem: `differs from the quote's (${String(quoted)})` });
+  };
+  same(vehicleType, quote.vehicle_type as VehicleType);
+  same(passengers, quote.passengers);
+  same(meetAndGreet, quote.meet_and_greet);
   return out;
+}
+
+function notTheQuotedRide(conflicts: ErrorDetail[]): AppError {
+  return new AppError(
+    'invalid_input',
+    `quote_id books the quoted ride, and this request says otherwise: ${detailsText(conflicts)}. Leave these fields out to book the quote, or leave out quote_id to price this ride.`,
+    conflicts,
+  );
+}
+
+/** A request field: its value (undefined when not sent) and its pointer as sent. */
+type Given<T> = { field: string; value: T | undefined };
+
+/** The pointer of whichever spelling of a field was sent (the first when neither). */
+function given<T>(body: Record<string, unknown>, ...names: string[]): Given<T> {
+  const name = names.find((n) => body[n] !== undefined) ?? (names[0] as string);
+  return { field: `/${name}`, value: body[name] as T | undefined };
 }
 
 /**
@@ -657,6 +678,23 @@ export function bookingRoutes(): RouteDef[] {
               bc.testMode,
               quoteId,
             );
+            const quote = preloaded?.quote;
+            if (quote && quote.test_mode === bc.testMode) {
+              const vehicle = body.vehicleType ?? body.vehicle_type;
+              const b = body as Record<string, unknown>;
+              const conflicts = await rideConflicts(deps, bc, base, quote, {
+                pickup: given(b, 'pickup'),
+                dropoff: given(b, 'dropoff'),
+                departAt: given(b, 'departAt', 'depart_at'),
+                vehicleType: {
+                  ...given(b, 'vehicleType', 'vehicle_type'),
+                  value: vehicle === undefined ? undefined : parseVehicleType(vehicle),
+                },
+                passengers: given(b, 'passengers'),
+                meetAndGreet: given(b, 'meetAndGreet', 'meet_and_greet'),
+              });
+              if (conflicts.length > 0) throw notTheQuotedRide(conflicts);
+            }
             const view = await redeemQuote(
               deps,
               {
@@ -850,14 +888,18 @@ export function bookingRoutes(): RouteDef[] {
             const passenger = await aliasPassenger(deps, body, bc.testMode);
             const { quote } = await passengerStanding(deps.db, passenger, body.quote_id);
             const visible = quote && quote.test_mode === bc.testMode;
-            const conflicts = visible ? await rideConflicts(deps, bc, base, quote, body) : [];
-            if (conflicts.length > 0) {
-              throw new AppError(
-                'invalid_input',
-                `quote_id books the quoted ride, and this request says otherwise: ${detailsText(conflicts)}. Leave these fields out to book the quote, or leave out quote_id to price this ride.`,
-                conflicts,
-              );
-            }
+            const b = body as Record<string, unknown>;
+            const conflicts = visible
+              ? await rideConflicts(deps, bc, base, quote, {
+                  pickup: given(b, 'pickup_address'),
+                  dropoff: given(b, 'dropoff_address'),
+                  departAt: given(b, 'depart_at'),
+                  vehicleType: given(b, 'vehicle_type'),
+                  passengers: given(b, 'passenger_count'),
+                  meetAndGreet: given(b, 'meet_and_greet'),
+                })
+              : [];
+            if (conflicts.length > 0) throw notTheQuotedRide(conflicts);
             const view = await redeemQuote(
               deps,
               {

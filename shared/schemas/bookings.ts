@@ -88,7 +88,9 @@ const V1Vehicle = Type.String({
 
 /**
  * POST /api/public/v1/booking (SPEC.md 2.7). Also the prose shape: `quote_id` (or `quoteId`)
- * with passenger_name, passenger_email, passenger_phone and payment_method redeems a quote.
+ * with passenger_name, passenger_email, passenger_phone and payment_method redeems a quote; a
+ * ride field sent with it (pickup, dropoff, departAt, vehicleType, passengers, meetAndGreet)
+ * must agree with the quote.
  * Which fields are required depends on the shape, so the service checks them.
  */
 export const V1BookingRequest = Type.Object({
@@ -109,7 +111,7 @@ export const V1BookingRequest = Type.Object({
   meetAndGreet: Type.Optional(
     Type.Boolean({
       description:
-        'Airport meet and greet, priced in one step as v1 quote prices it: £25 at an airport pickup (the driver meets the passenger in arrivals), otherwise not charged, with a warning (a quote_id keeps its own)',
+        'Airport meet and greet, priced in one step as v1 quote prices it: £25 at an airport pickup (the driver meets the passenger in arrivals), otherwise not charged, with a warning (with a quote_id, it must agree with the quote)',
     }),
   ),
   meet_and_greet: Type.Optional(Type.Boolean({ description: 'Same as meetAndGreet' })),
