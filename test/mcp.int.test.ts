@@ -100,7 +100,6 @@ function okOf<T = Record<string, unknown>>(result: CallToolResult): T {
   return result.structuredContent as T;
 }
 
-/** The next Wednesday at the given London hour, as UTC ISO (as the quote tests do). */
 /** A Leeds to York quote from the public v1 endpoint (no MCP estimate_fare allowance spent). */
 async function publicQuote(departAt: string): Promise<{ quoteId: string }> {
   const res = await fetch(`${url}/api/public/v1/quote`, {
@@ -111,6 +110,7 @@ async function publicQuote(departAt: string): Promise<{ quoteId: string }> {
   return (await res.json()) as { quoteId: string };
 }
 
+/** The next Wednesday at the given London hour, as UTC ISO (as the quote tests do). */
 function nextWednesdayAt(hourLondon: number): string {
   const d = new Date();
   d.setUTCDate(d.getUTCDate() + ((3 - d.getUTCDay() + 7) % 7 || 7) + 7);
@@ -319,6 +319,30 @@ describe('start_booking', () => {
     // A placeholder is not a quote.
     const error = errorOf(await call(client, 'start_booking', { ...args, quoteId: '<QUOTE_ID>' }));
     expect(error.code).toBe('quote_not_found');
+  });
+
+  it('books a quote sent with ride arguments only when they agree with it; otherwise names each that differs', async () => {
+    const katherine = await obtainTokens({ url, email: 'katherine.johnson@example.org', mails });
+    const client = await connect(katherine.accessToken);
+    const departAt = inHours(9);
+    // Her own estimate_fare (the public quotes' hourly allowance is for the other tests).
+    const quote = okOf<{ quoteId: string }>(
+      await call(client, 'estimate_fare', { pickup: 'Leeds', dropoff: 'York', departAt }),
+    );
+    const args = { quoteId: quote.quoteId, passengerName: 'Katherine Johnson', passengerPhone: '+447700900787' };
+    const differs = errorOf(
+      await call(client, 'start_booking', { ...args, pickup: 'Leeds', dropoff: 'Harrogate', departAt: inHours(10) }),
+    );
+    expect(differs.code).toBe('invalid_input');
+    expect(differs.details.map((d) => d.field)).toEqual(['/dropoff', '/departAt']);
+    expect(differs.message).toContain('leave out quoteId');
+    expect(await env.rt.db('quotes').where({ id: quote.quoteId }).first('redeemed_at')).toEqual({ redeemed_at: null });
+    const booked = okOf<{ bookingReference: string }>(
+      await call(client, 'start_booking', { ...args, pickup: 'leeds', dropoff: 'York', departAt, passengers: 1 }),
+    );
+    expect(await env.rt.db('bookings').where({ reference: booked.bookingReference }).first('quote_id')).toEqual({
+      quote_id: quote.quoteId,
+    });
   });
 
   it('prices and books a journey abroad with worldwide: true, and refuses it without', async () => {

@@ -29,7 +29,15 @@ import {
   viewOf,
 } from '../../shared/services/bookings.ts';
 import type { McpScope } from '../../shared/services/oauth.ts';
-import { createQuote, defaultVehicle, gbp, priceQuote, type Quote } from '../../shared/services/quotes.ts';
+import {
+  createQuote,
+  defaultVehicle,
+  gbp,
+  notTheQuotedRide,
+  priceQuote,
+  type Quote,
+  quotedRideConflicts,
+} from '../../shared/services/quotes.ts';
 import type { ApiDeps } from '../deps.ts';
 import { contentHash, screen } from '../routes/bookings.ts';
 import { v1Body } from '../routes/quotes.ts';
@@ -154,7 +162,7 @@ const bookingInput = {
     .max(64)
     .optional()
     .describe(
-      'quoteId from estimate_fare: books that quote at its fixed fare (pickup, dropoff, time, passengers and vehicle come from the quote). Without it, give pickup, dropoff and departAt.',
+      'quoteId from estimate_fare: books that quote at its fixed fare (pickup, dropoff, time, passengers and vehicle come from the quote; any of them sent as well must agree with it). Without it, give pickup, dropoff and departAt.',
     ),
   pickup: place('Where the passenger is picked up').optional(),
   dropoff: place('Where they are going').optional(),
@@ -209,7 +217,7 @@ const bookingInput = {
     .boolean()
     .optional()
     .describe(
-      'Driver meets the passenger inside the terminal, £25: charged only when the pickup is an airport (a warning says so otherwise); priced here; a quoteId keeps its quote. Default false.',
+      'Driver meets the passenger inside the terminal, £25: charged only when the pickup is an airport (a warning says so otherwise); priced here; with a quoteId it must agree with the quote. Default false.',
     ),
 };
 
@@ -525,6 +533,20 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     // Blocked passengers are refused as on every booking path (the token proves the e-mail);
     // the quote is read by the same query, so a redemption costs two round trips.
     const { quote } = await passengerStanding(deps.db, passenger, a.quoteId);
+    // A ride argument sent beside the quote must agree with it, as on the v1 and instant
+    // bookings: the quote's ride is booked, and an assistant that changed the dropoff or the
+    // time since must not be told the ride it asked for is booked.
+    if (quote && quote.test_mode === caller.testMode) {
+      const conflicts = await quotedRideConflicts(deps, caller, base, quote, {
+        pickup: { field: '/pickup', value: a.pickup },
+        dropoff: { field: '/dropoff', value: a.dropoff },
+        departAt: { field: '/departAt', value: a.departAt },
+        vehicleType: { field: '/vehicleType', value: a.vehicleType },
+        passengers: { field: '/passengers', value: a.passengers },
+        meetAndGreet: { field: '/meetAndGreet', value: a.meetAndGreet },
+      });
+      if (conflicts.length > 0) throw notTheQuotedRide(conflicts);
+    }
     const view = await redeemQuote(deps, { ...common, quoteId: a.quoteId }, caller, base, { quote: quote ?? null });
     // A quote books once: its booking, cancelled since, is no booking to report as made (an
     // assistant reading only "repeat" would tell the passenger a taxi is coming). The ride

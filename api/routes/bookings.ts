@@ -12,10 +12,8 @@ import {
 import { operatorDriverOf } from '../../shared/domain/operator-driver.ts';
 import { paymentState } from '../../shared/domain/payment-state.ts';
 import { normaliseReference } from '../../shared/domain/reference.ts';
-import type { VehicleType } from '../../shared/domain/tariffs/types.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
 import { AppError, contentRejected, detailsText, type ErrorDetail, repointed } from '../../shared/errors.ts';
-import { haversineMeters } from '../../shared/geo/route-estimate.ts';
 import {
   AliasBookingResponse,
   BookingLookupResponse,
@@ -48,7 +46,14 @@ import {
   trackingToken,
   viewOf,
 } from '../../shared/services/bookings.ts';
-import { defaultVehicle, gbp, isQuoteForNow, priceQuote } from '../../shared/services/quotes.ts';
+import {
+  defaultVehicle,
+  type Given,
+  gbp,
+  notTheQuotedRide,
+  priceQuote,
+  quotedRideConflicts,
+} from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { type Caller, callerTestMode } from '../middleware/auth.ts';
@@ -363,130 +368,6 @@ function requireFields(fields: Record<string, unknown>): void {
   }
 }
 
-/** An address as written, for comparing: case, accents' spelling, punctuation and spacing aside. */
-const addressWords = (text: string) =>
-  text
-    .normalize('NFKC')
-    .toLowerCase()
-    .replace(/[^\p{L}\p{N}]+/gu, ' ')
-    .trim();
-
-/** How far apart two resolutions of one place may be: a station's entrances, an airport's terminals. */
-const SAME_PLACE_METRES = 500;
-
-type QuotedRide = Pick<
-  QuoteRow,
-  'pickup' | 'dropoff' | 'depart_at' | 'created_at' | 'vehicle_type' | 'passengers' | 'meet_and_greet'
->;
-
-/**
- * What an instant booking that names a quote also says about the ride, against the quote: a
- * quote fixes its ride, so a field that says otherwise is refused rather than dropped (the
- * caller would be booked a ride it did not ask for, or a second one beside the quote's). An
- * address is the quote's when it is the text the quote was asked with or the place it found,
- * written any way, or else when the pricing worker finds it within SAME_PLACE_METRES of the
- * quote's place ("Manchester Airport (MAN)" for "Manchester Airport"); a time agrees to the
- * minute (a quote for "now" books now, and takes no other time).
- */
-async function rideConflicts(
-  deps: ApiDeps,
-  bc: BookingCaller,
-  base: string,
-  quote: QuotedRide,
-  /** Each ride field the request sent, with its pointer as the route spells it. */
-  ride: {
-    pickup: Given<string>;
-    dropoff: Given<string>;
-    departAt: Given<string>;
-    vehicleType: Given<VehicleType>;
-    passengers: Given<number>;
-    meetAndGreet: Given<boolean>;
-  },
-): Promise<ErrorDetail[]> {
-  const out: ErrorDetail[] = [];
-  type Quoted = { query?: unknown; name?: unknown; lat?: unknown; lng?: unknown };
-  const places = [
-    { field: ride.pickup.field, given: ride.pickup.value, quoted: (quote.pickup ?? {}) as Quoted },
-    { field: ride.dropoff.field, given: ride.dropoff.value, quoted: (quote.dropoff ?? {}) as Quoted },
-  ];
-  const textOf = (q: Quoted) => (typeof q.query === 'string' ? q.query : typeof q.name === 'string' ? q.name : '');
-  const unmatched = places.filter(
-    ({ given, quoted }) =>
-      given !== undefined &&
-      ![quoted.query, quoted.name]
-        .filter((t): t is string => typeof t === 'string')
-        .map(addressWords)
-        .includes(addressWords(given)),
-  );
-  if (unmatched.length > 0) {
-    // Resolved as a quote resolves them (the pricing worker), without storing anything.
-    const [pickup, dropoff] = places.map((p) => p.given ?? textOf(p.quoted)) as [string, string];
-    const found = await priceQuote(
-      deps,
-      {
-        pickup,
-        dropoff,
-        departAt: undefined,
-        passengers: quote.passengers,
-        vehicleType: undefined,
-        meetAndGreet: false,
-        worldwide: true,
-      },
-      bc,
-      base,
-    ).then(
-      (p) => [p.row.pickup, p.row.dropoff] as Quoted[],
-      (err: unknown) => {
-        if (err instanceof AppError && err.status < 500) return null;
-        throw err;
-      },
-    );
-    for (const p of unmatched) {
-      const at = found?.[places.indexOf(p)];
-      const near =
-        at &&
-        [at.lat, at.lng, p.quoted.lat, p.quoted.lng].every((n) => typeof n === 'number') &&
-        haversineMeters(
-          { lat: at.lat as number, lng: at.lng as number },
-          { lat: p.quoted.lat as number, lng: p.quoted.lng as number },
-        ) <= SAME_PLACE_METRES;
-      if (!near)
-        out.push({
-          field: p.field,
-          problem: `differs from the quote's (${typeof p.quoted.name === 'string' ? p.quoted.name : 'another place'})`,
-        });
-    }
-  }
-  const { departAt, vehicleType, passengers, meetAndGreet } = ride;
-  if (departAt.value !== undefined) {
-    const forNow = isQuoteForNow(quote);
-    if (forNow || Math.abs(Date.parse(departAt.value) - quote.depart_at.getTime()) >= 60_000)
-      out.push({
-        field: departAt.field,
-        problem: forNow ? 'the quote is for now' : `differs from the quote's (${quote.depart_at.toISOString()})`,
-      });
-  }
-  const same = <T>(g: Given<T>, quoted: T) => {
-    if (g.value !== undefined && g.value !== quoted)
-      out.push({ field: g.field, problem: `differs from the quote's (${String(quoted)})` });
-  };
-  same(vehicleType, quote.vehicle_type as VehicleType);
-  same(passengers, quote.passengers);
-  same(meetAndGreet, quote.meet_and_greet);
-  return out;
-}
-
-function notTheQuotedRide(conflicts: ErrorDetail[]): AppError {
-  return new AppError(
-    'invalid_input',
-    `quote_id books the quoted ride, and this request says otherwise: ${detailsText(conflicts)}. Leave these fields out to book the quote, or leave out quote_id to price this ride.`,
-    conflicts,
-  );
-}
-
-/** A request field: its value (undefined when not sent) and its pointer as sent. */
-type Given<T> = { field: string; value: T | undefined };
-
 /** The pointer of whichever spelling of a field was sent (the first when neither). */
 function given<T>(body: Record<string, unknown>, ...names: string[]): Given<T> {
   const name = names.find((n) => body[n] !== undefined) ?? (names[0] as string);
@@ -682,7 +563,7 @@ export function bookingRoutes(): RouteDef[] {
             if (quote && quote.test_mode === bc.testMode) {
               const vehicle = body.vehicleType ?? body.vehicle_type;
               const b = body as Record<string, unknown>;
-              const conflicts = await rideConflicts(deps, bc, base, quote, {
+              const conflicts = await quotedRideConflicts(deps, bc, base, quote, {
                 pickup: given(b, 'pickup'),
                 dropoff: given(b, 'dropoff'),
                 departAt: given(b, 'departAt', 'depart_at'),
@@ -890,7 +771,7 @@ export function bookingRoutes(): RouteDef[] {
             const visible = quote && quote.test_mode === bc.testMode;
             const b = body as Record<string, unknown>;
             const conflicts = visible
-              ? await rideConflicts(deps, bc, base, quote, {
+              ? await quotedRideConflicts(deps, bc, base, quote, {
                   pickup: given(b, 'pickup_address'),
                   dropoff: given(b, 'dropoff_address'),
                   departAt: given(b, 'depart_at'),

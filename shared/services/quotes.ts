@@ -3,7 +3,8 @@ import type { Db } from '../db/knex.ts';
 import { rawNamed } from '../db/prepared.ts';
 import { SeatingError } from '../domain/tariffs/errors.ts';
 import { type AppliedRule, type TariffSource, VEHICLE_SEATS, type VehicleType } from '../domain/tariffs/types.ts';
-import { AppError } from '../errors.ts';
+import { AppError, detailsText, type ErrorDetail } from '../errors.ts';
+import { haversineMeters } from '../geo/route-estimate.ts';
 import type { Place } from '../geo/types.ts';
 import { uuidv7 } from '../ids.ts';
 import type { PricingClient } from './pricing-client.ts';
@@ -323,3 +324,134 @@ export const gbp = (pence: number): number => Math.round(pence) / 100;
 export const miles = (meters: number): number => Math.round((meters / 1609.344) * 10) / 10;
 export const minutes = (seconds: number): number => Math.ceil(seconds / 60);
 export const placeOut = (p: Place) => ({ query: p.query, name: p.name, kind: p.kind, lat: p.lat, lng: p.lng });
+
+/** An address as written, for comparing: case, accents' spelling, punctuation and spacing aside. */
+const addressWords = (text: string) =>
+  text
+    .normalize('NFKC')
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}]+/gu, ' ')
+    .trim();
+
+/** How far apart two resolutions of one place may be: a station's entrances, an airport's terminals. */
+const SAME_PLACE_METRES = 500;
+
+/** What a quote fixes of its ride, as its row holds it. */
+export interface QuotedRide {
+  pickup: unknown;
+  dropoff: unknown;
+  depart_at: Date;
+  created_at: Date;
+  vehicle_type: string;
+  passengers: number;
+  meet_and_greet: boolean;
+}
+
+/**
+ * What a booking that names a quote also says about the ride (instant, v1), against the quote: a
+ * quote fixes its ride, so a field that says otherwise is refused rather than dropped (the
+ * caller would be booked a ride it did not ask for, or a second one beside the quote's). An
+ * address is the quote's when it is the text the quote was asked with or the place it found,
+ * written any way, or else when the pricing worker finds it within SAME_PLACE_METRES of the
+ * quote's place ("Manchester Airport (MAN)" for "Manchester Airport"); a time agrees to the
+ * minute (a quote for "now" books now, and takes no other time).
+ */
+export async function quotedRideConflicts(
+  deps: { db: Db; pricing: PricingClient },
+  caller: QuoteCaller,
+  baseUrl: string,
+  quote: QuotedRide,
+  /** Each ride field the request sent, with its pointer as the route spells it. */
+  ride: {
+    pickup: Given<string>;
+    dropoff: Given<string>;
+    departAt: Given<string>;
+    vehicleType: Given<VehicleType>;
+    passengers: Given<number>;
+    meetAndGreet: Given<boolean>;
+  },
+): Promise<ErrorDetail[]> {
+  const out: ErrorDetail[] = [];
+  type Quoted = { query?: unknown; name?: unknown; lat?: unknown; lng?: unknown };
+  const places = [
+    { field: ride.pickup.field, given: ride.pickup.value, quoted: (quote.pickup ?? {}) as Quoted },
+    { field: ride.dropoff.field, given: ride.dropoff.value, quoted: (quote.dropoff ?? {}) as Quoted },
+  ];
+  const textOf = (q: Quoted) => (typeof q.query === 'string' ? q.query : typeof q.name === 'string' ? q.name : '');
+  const unmatched = places.filter(
+    ({ given, quoted }) =>
+      given !== undefined &&
+      ![quoted.query, quoted.name]
+        .filter((t): t is string => typeof t === 'string')
+        .map(addressWords)
+        .includes(addressWords(given)),
+  );
+  if (unmatched.length > 0) {
+    // Resolved as a quote resolves them (the pricing worker), without storing anything.
+    const [pickup, dropoff] = places.map((p) => p.given ?? textOf(p.quoted)) as [string, string];
+    const found = await priceQuote(
+      deps,
+      {
+        pickup,
+        dropoff,
+        departAt: undefined,
+        passengers: quote.passengers,
+        vehicleType: undefined,
+        meetAndGreet: false,
+        worldwide: true,
+      },
+      caller,
+      baseUrl,
+    ).then(
+      (p) => [p.row.pickup, p.row.dropoff] as Quoted[],
+      (err: unknown) => {
+        if (err instanceof AppError && err.status < 500) return null;
+        throw err;
+      },
+    );
+    for (const p of unmatched) {
+      const at = found?.[places.indexOf(p)];
+      const near =
+        at &&
+        [at.lat, at.lng, p.quoted.lat, p.quoted.lng].every((n) => typeof n === 'number') &&
+        haversineMeters(
+          { lat: at.lat as number, lng: at.lng as number },
+          { lat: p.quoted.lat as number, lng: p.quoted.lng as number },
+        ) <= SAME_PLACE_METRES;
+      if (!near)
+        out.push({
+          field: p.field,
+          problem: `differs from the quote's (${typeof p.quoted.name === 'string' ? p.quoted.name : 'another place'})`,
+        });
+    }
+  }
+  const { departAt, vehicleType, passengers, meetAndGreet } = ride;
+  if (departAt.value !== undefined) {
+    const forNow = isQuoteForNow(quote);
+    if (forNow || Math.abs(Date.parse(departAt.value) - quote.depart_at.getTime()) >= 60_000)
+      out.push({
+        field: departAt.field,
+        problem: forNow ? 'the quote is for now' : `differs from the quote's (${quote.depart_at.toISOString()})`,
+      });
+  }
+  const same = <T>(g: Given<T>, quoted: T) => {
+    if (g.value !== undefined && g.value !== quoted)
+      out.push({ field: g.field, problem: `differs from the quote's (${String(quoted)})` });
+  };
+  same(vehicleType, quote.vehicle_type as VehicleType);
+  same(passengers, quote.passengers);
+  same(meetAndGreet, quote.meet_and_greet);
+  return out;
+}
+
+/** The refusal of a request whose ride fields say otherwise than its quote. */
+export function notTheQuotedRide(conflicts: ErrorDetail[]): AppError {
+  return new AppError(
+    'invalid_input',
+    `quote_id books the quoted ride, and this request says otherwise: ${detailsText(conflicts)}. Leave these fields out to book the quote, or leave out quote_id to price this ride.`,
+    conflicts,
+  );
+}
+
+/** A request field: its value (undefined when not sent) and its pointer as sent. */
+export type Given<T> = { field: string; value: T | undefined };
