@@ -749,6 +749,69 @@ describe('a code beside the name of its place ("Manchester Airport (MAN)")', () 
   });
 });
 
+describe('addresses written as map apps and assistants write them', () => {
+  // Each was a different town or a point miles away: a terminal or "Arrivals" first, the
+  // airport named with a locality we do not know (or read as another far off), a council or
+  // county named as people name it, a qualifier naming the place itself.
+  const T5 = [51.4723, -0.4884] as const;
+  const MAN_AIRPORT = [53.3537, -2.275] as const;
+  it.each([
+    ['Terminal 5, Heathrow Airport, London', 'airport', 'London Heathrow Airport, Terminal 5', T5, 1],
+    ['T5, Heathrow Airport, London', 'airport', 'London Heathrow Airport, Terminal 5', T5, 1],
+    ['Terminal 5, London Heathrow, Hounslow', 'airport', 'London Heathrow Airport, Terminal 5', T5, 1],
+    [
+      'Terminal 2, London Heathrow Airport, Hounslow',
+      'airport',
+      'London Heathrow Airport, Terminal 2',
+      [51.4713, -0.4524],
+      1,
+    ],
+    ['Terminal 1, Manchester Airport, Manchester', 'airport', 'Manchester Airport, Terminal 1', MAN_AIRPORT, 2],
+    [
+      'North Terminal, Gatwick Airport, Crawley',
+      'airport',
+      'London Gatwick Airport, North Terminal',
+      [51.162, -0.1772],
+      1,
+    ],
+    [
+      'Departures, Gatwick North Terminal, Crawley',
+      'airport',
+      'London Gatwick Airport, North Terminal',
+      [51.162, -0.1772],
+      1,
+    ],
+    ['Arrivals, Heathrow Terminal 5, London', 'airport', 'London Heathrow Airport, Terminal 5', T5, 1],
+    ['Departures, Edinburgh Airport, Edinburgh', 'airport', 'Edinburgh Airport', [55.95, -3.3725], 3],
+    ['Heathrow Airport Terminal 5, Longford', 'airport', 'London Heathrow Airport, Terminal 5', T5, 1],
+    ['Heathrow Airport, Longford', 'airport', 'London Heathrow Airport', [51.47, -0.4543], 3],
+    ['Heathrow Airport, Harlington', 'airport', 'London Heathrow Airport', [51.47, -0.4543], 3],
+    ['Heathrow, Sipson', 'airport', 'London Heathrow Airport', [51.47, -0.4543], 3],
+    ['Luton Airport, Wigmore', 'airport', 'London Luton Airport', [51.8747, -0.3683], 3],
+    ['Manchester Airport, Ringway', 'airport', 'Manchester Airport', MAN_AIRPORT, 3],
+    ['Stansted Airport, Stansted', 'airport', 'London Stansted Airport', [51.886, 0.2389], 3],
+    ['Fort William, Highlands', 'place', 'Fort William', [56.8198, -5.1052], 5],
+    ['Aviemore, Highlands', 'place', 'Aviemore', [57.1953, -3.8244], 5],
+    ['Portree, Highlands', 'place', 'Portree', [57.4125, -6.1942], 5],
+    ['Bury, Greater Manchester', 'place', 'Bury', [53.593, -2.298], 5],
+    ['Wigan, Greater Manchester', 'place', 'Wigan', [53.545, -2.6325], 5],
+    ['Altrincham, Greater Manchester', 'place', 'Altrincham', [53.3838, -2.3527], 5],
+  ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
+    const r = await gazetteer.geocode(q);
+    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
+    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+  });
+
+  it('keeps a terminal alone, a code for the station at its airport, and a town after a terminal', async () => {
+    expect(await gazetteer.geocode('Terminal 5')).toMatchObject({ ok: false });
+    expect(await gazetteer.geocode('Gatwick Airport (GTW)')).toMatchObject({
+      ok: true,
+      place: { kind: 'station', name: 'Gatwick Airport' },
+    });
+    expect(await gazetteer.geocode('Terminal 5, London')).toMatchObject({ ok: true, place: { name: 'London' } });
+  });
+});
+
 describe('behaviour', () => {
   it('is deterministic and keeps the query as sent', async () => {
     const a = await gazetteer.geocode(' Newport, Wales ');

@@ -338,6 +338,28 @@ const COUNTY_ABBREVIATIONS: Record<string, string> = {
   warks: 'warwickshire',
   middx: 'middlesex',
   iow: 'isle of wight',
+  // The Highland council area, as people name it ("Fort William, Highlands" was Inverness,
+  // 91 km off: the qualifier matched nothing and the address took "Highland" as its place).
+  highlands: 'highland',
+};
+/**
+ * Counties people name that no postal address does (the data's county is the former postal
+ * county: Bury and Wigan are "Lancashire", Stockport "Cheshire"), by the councils they are made
+ * of. Unmatched, "Bury, Greater Manchester" was an address in Manchester, 13 km off.
+ */
+const METROPOLITAN_COUNTIES: Record<string, string[]> = {
+  'greater manchester': [
+    'Bolton',
+    'Bury',
+    'Manchester',
+    'Oldham',
+    'Rochdale',
+    'Salford',
+    'Stockport',
+    'Tameside',
+    'Trafford',
+    'Wigan',
+  ],
 };
 /** Crown dependencies: their postcodes look British but they are not in the UK (nor our data). */
 const CROWN_DEPENDENCY_AREAS: Record<string, string> = { GY: 'Guernsey', JE: 'Jersey', IM: 'the Isle of Man' };
@@ -1032,6 +1054,8 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
   interface Qualifier {
     tokens: string[];
     nations: string[] | null;
+    /** The councils of a county named in no postal address (METROPOLITAN_COUNTIES). */
+    councils: string[] | null;
     district: District | null;
     place: Rec | null;
   }
@@ -1047,6 +1071,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     return {
       tokens,
       nations: NATION_ALIASES[joined] ?? null,
+      councils: METROPOLITAN_COUNTIES[joined] ?? null,
       district,
       place: placeCands[0]?.rec ?? null,
     };
@@ -1067,12 +1092,16 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
 
   const matchesQualifier = (rec: Rec, q: Qualifier): boolean => {
     if (q.nations) return rec.uk && q.nations.includes(nationOf(rec) ?? '');
+    if (q.councils) return q.councils.includes(nearestOf(rec)?.district.localAuthorityName ?? '');
     if (q.district) {
       const nd = nearestOf(rec);
       return nd?.district.district === q.district.district || haversineMeters(rec, q.district) <= 10_000;
     }
     if (qualifierTexts(rec).some((words) => q.tokens.every((t) => words.includes(t)))) return true;
-    if (q.place && q.place.id !== rec.id && haversineMeters(rec, q.place) <= 30_000) return true;
+    // The place itself agrees too: "Manchester Airport, Ringway" (Ringway names the airport)
+    // was Manchester, the only candidate near the airport, and "Stansted Airport, Stansted"
+    // its station.
+    if (q.place && haversineMeters(rec, q.place) <= 30_000) return true;
     return false;
   };
 
@@ -1411,13 +1440,22 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       .map((s) => s.trim())
       .filter((s) => normalizeName(s) !== '');
     // A terminal may sit in its own part of the text ("Heathrow, Terminal 5"): it is not a
-    // qualifier, and it applies to the airport named elsewhere.
+    // qualifier, and it applies to the airport named elsewhere. So may where at the airport
+    // ("Heathrow, Arrivals"), and either may come first, as assistants and booking sites write
+    // it ("Terminal 5, Heathrow Airport, London", "Departures, Gatwick North Terminal,
+    // Crawley"): read as the name, it left the town after the airport as the address's point
+    // (central London, 25 km from T5; Crawley, 5 km from the North Terminal). A text with
+    // nothing else ("Terminal 5") keeps it.
     const wholeTerminal = parseQuery(norm).terminal;
-    const withoutTerminals = rawSegments.filter((seg, i) => {
-      if (i === 0) return true;
+    const onlyAtAirport = rawSegments.map((seg) => {
       const p = parseQuery(normalizeName(seg));
-      return !(p.terminal !== null && p.airportCore === '');
+      return (
+        p.airportCore === '' && (p.terminal !== null || tokensOf(p.norm).every((t) => NOT_IN_AIRPORT_NAMES.has(t)))
+      );
     });
+    const withoutTerminals = onlyAtAirport.every(Boolean)
+      ? rawSegments
+      : rawSegments.filter((_, i) => !onlyAtAirport[i]);
     // So may a code ("Manchester Airport (MAN)", "Leeds station, LDS", as booking sites and
     // assistants write them): when another part names a place with that code, its own CRS or
     // IATA or, for a station, the airport's it serves ("Luton Airport Parkway (LTN)"), the code
@@ -1485,8 +1523,22 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
         // Nothing matched the qualifiers: perhaps the head is a street or building ("Victoria
         // Quarter, Leeds"), so try it as an address before falling back to the bare name.
         const addr = resolveAddress(query, segments, worldwide, wholeTerminal);
-        if (addr?.ok) return addr;
         const first = cands[0];
+        // But a UK airport named exactly is no street or building, and every place we know near
+        // it matches (within 30 km): a qualifier that does not is a locality the data does not
+        // know or reads as another, as map apps write them ("Heathrow Airport, Longford", read
+        // fuzzily as Langford in Bedfordshire, 66 km off; "Luton Airport, Wigmore", Luton's
+        // Wigmore, not Herefordshire's). The address stands only at the airport itself
+        // ("Gatwick Airport (GTW)" is its station).
+        if (
+          addr?.ok &&
+          first?.rec.kind === 'airport' &&
+          first.rec.uk &&
+          first.distance === 0 &&
+          haversineMeters(addr.place, first.rec) > 5_000
+        )
+          return resultFor(query, first.rec, parsed.terminal ?? wholeTerminal, worldwide);
+        if (addr?.ok) return addr;
         if (first) return resultFor(query, first.rec, parsed.terminal ?? wholeTerminal, worldwide);
       }
     }
