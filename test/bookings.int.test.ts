@@ -1162,6 +1162,30 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     const neither = await post('/api/public/bookings/instant', grace);
     expect(neither.status, neither.text).toBe(400);
     expect(neither.json.error?.details.map((d) => d.field)).toEqual(['/pickup_address', '/dropoff_address']);
+
+    // A quote for "now": a time sent with it agrees when it is now (as an assistant fills it in).
+    const forNow = async () => {
+      const r = await post('/api/public/quotes/estimate', {
+        pickup_address: 'Leeds station',
+        dropoff_address: 'Leeds Bradford Airport',
+        passenger_count: 1,
+      });
+      expect(r.status, r.text).toBe(200);
+      return r.json.quote_id as string;
+    };
+    const later = await post('/api/public/bookings/instant', {
+      ...grace,
+      quote_id: await forNow(),
+      depart_at: inHours(1),
+    });
+    expect(later.status, later.text).toBe(400);
+    expect(later.json.error?.details).toEqual([{ field: '/depart_at', problem: 'the quote is for a pickup now' }]);
+    const now = await post('/api/public/bookings/instant', {
+      ...grace,
+      quote_id: await forNow(),
+      depart_at: new Date().toISOString(),
+    });
+    expect(now.status, now.text).toBe(200);
   });
 
   it('answers its SPEC.md section 7 errors: 400 invalid_input, 422 address_not_found', async () => {

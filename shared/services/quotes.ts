@@ -347,6 +347,9 @@ export interface QuotedRide {
   meet_and_greet: boolean;
 }
 
+/** How far from now a time sent with a quote for "now" may be and still mean now. */
+const FOR_NOW_SLACK_MS = 10 * 60_000;
+
 /**
  * What a booking that names a quote also says about the ride (instant, v1), against the quote: a
  * quote fixes its ride, so a field that says otherwise is refused rather than dropped (the
@@ -354,7 +357,7 @@ export interface QuotedRide {
  * address is the quote's when it is the text the quote was asked with or the place it found,
  * written any way, or else when the pricing worker finds it within SAME_PLACE_METRES of the
  * quote's place ("Manchester Airport (MAN)" for "Manchester Airport"); a time agrees to the
- * minute (a quote for "now" books now, and takes no other time).
+ * minute (a quote for "now" books now: a time agrees within FOR_NOW_SLACK_MS of now).
  */
 export async function quotedRideConflicts(
   deps: { db: Db; pricing: PricingClient },
@@ -427,11 +430,16 @@ export async function quotedRideConflicts(
   }
   const { departAt, vehicleType, passengers, meetAndGreet } = ride;
   if (departAt.value !== undefined) {
+    // A quote for "now" books a pickup now: a time within FOR_NOW_SLACK_MS of now says so too
+    // (an assistant that fills in the current time), a later or earlier one does not.
     const forNow = isQuoteForNow(quote);
-    if (forNow || Math.abs(Date.parse(departAt.value) - quote.depart_at.getTime()) >= 60_000)
+    const at = Date.parse(departAt.value);
+    if (forNow ? Math.abs(at - Date.now()) > FOR_NOW_SLACK_MS : Math.abs(at - quote.depart_at.getTime()) >= 60_000)
       out.push({
         field: departAt.field,
-        problem: forNow ? 'the quote is for now' : `differs from the quote's (${quote.depart_at.toISOString()})`,
+        problem: forNow
+          ? 'the quote is for a pickup now'
+          : `differs from the quote's (${quote.depart_at.toISOString()})`,
       });
   }
   const same = <T>(g: Given<T>, quoted: T) => {
