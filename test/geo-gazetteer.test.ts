@@ -812,6 +812,53 @@ describe('addresses written as map apps and assistants write them', () => {
   });
 });
 
+describe('a station or airport named beside its postcode', () => {
+  // Map apps and assistants write the postcode after the place: the postcode won, and the
+  // place was its district's centre, kind address (Edinburgh Airport 5.8 km off, Bristol
+  // Airport 5.1 km, King's Cross 2 km), so airport and station rules were missed.
+  const T5 = [51.4723, -0.4884] as const;
+  it.each([
+    ['Edinburgh Airport (EDI), Edinburgh EH12 9DN, UK', 'airport', 'Edinburgh Airport', [55.95, -3.3725], 1],
+    ['Bristol Airport, Bristol BS48 3DY', 'airport', 'Bristol Airport', [51.3827, -2.7191], 1],
+    ['Heathrow Terminal 5, Longford, Hounslow TW6 2GA', 'airport', 'London Heathrow Airport, Terminal 5', T5, 1],
+    ['Heathrow Airport, Terminal 5, Hounslow TW6 2GA', 'airport', 'London Heathrow Airport, Terminal 5', T5, 1],
+    ['London Luton Airport, Airport Way, Luton LU2 9LY', 'airport', 'London Luton Airport', [51.8747, -0.3683], 1],
+    ['Luton Airport, Luton LU2 9LY', 'airport', 'London Luton Airport', [51.8747, -0.3683], 1],
+    ['Stansted Airport, Stansted CM24 1QW', 'airport', 'London Stansted Airport', [51.886, 0.2389], 1],
+    [
+      'Terminal 2, Manchester Airport, Manchester M90 1QX',
+      'airport',
+      'Manchester Airport, Terminal 2',
+      [53.3537, -2.275],
+      1,
+    ],
+    ["King's Cross Station, Euston Road, London N1 9AL", 'station', 'London Kings Cross', KINGS_CROSS, 1],
+    // Of two stations of the name, the one near the postcode (not Southampton's).
+    ['Redbridge Station, Ilford IG4 9DN', 'station', 'Redbridge', [51.5763, 0.0454], 1],
+    // Still addresses: no station or airport named, a name that may be the street or the
+    // neighbourhood without the word station, or a place far from the postcode.
+    ['22 Deansgate, Manchester M3 2BW', 'address', '22 Deansgate, Manchester M3 2BW', [53.48, -2.248], 3],
+    ['SW1A 2AA', 'postcode', 'SW1A 2AA', DOWNING_STREET, 3],
+    ['10 Downing Street, London SW1A 2AA', 'address', '10 Downing Street, London SW1A 2AA', DOWNING_STREET, 3],
+    ['Baker Street, London NW1 6XE', 'address', 'Baker Street, London NW1 6XE', [51.5238, -0.1586], 3],
+    ['Hampstead, London NW3 2PT', 'address', 'Hampstead, London NW3 2PT', [51.5566, -0.178], 3],
+    ['Lower Street, Stansted CM24 8LP', 'address', 'Lower Street, Stansted CM24 8LP', [51.8988, 0.1995], 3],
+    [
+      "King's Cross Station, Manchester M1 1AE",
+      'address',
+      "King's Cross Station, Manchester M1 1AE",
+      [53.478, -2.236],
+      3,
+    ],
+    ['Edinburgh Airport, EH1 1YZ', 'address', 'Edinburgh Airport, EH1 1YZ', [55.95, -3.19], 3],
+    ['Heathrow Airport, Manchester M1 1AE', 'address', 'Heathrow Airport, Manchester M1 1AE', [53.478, -2.236], 3],
+  ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
+    const r = await gazetteer.geocode(q);
+    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
+    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+  });
+});
+
 describe('behaviour', () => {
   it('is deterministic and keeps the query as sent', async () => {
     const a = await gazetteer.geocode(' Newport, Wales ');

@@ -1232,6 +1232,37 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       .replace(/\s*,\s*/g, ', ')
       .replace(/^[\s,;.]+|[\s,;.]+$/g, '');
 
+  /**
+   * The station or airport a part of the text beside a postcode names, exactly and with the
+   * word station or airport (or a terminal), when it lies near the postcode's district: within
+   * 3 km of the district's centre or, where districts are large, three times as far as the
+   * nearest district centre to it (Edinburgh Airport is 2.1 km from EH29's, 5.8 km from EH12's;
+   * Inverness Airport 6.6 km from IV10's, 11.7 km from IV2's). A place named farther off
+   * contradicts the postcode ("Edinburgh Airport, EH1 1YZ", central Edinburgh, 11 km), which
+   * stands. Without the word, a name may be the address's street or neighbourhood ("Baker
+   * Street, London NW1 6XE", "Hampstead, London NW3 2PT", "Lower Street, Stansted CM24 8LP").
+   */
+  const namedBesidePostcode = (
+    rest: string,
+    point: { lat: number; lng: number },
+  ): { rec: Rec; terminal: string | null } | null => {
+    const wholeTerminal = parseQuery(normalizeName(rest)).terminal;
+    const near = (rec: Rec): boolean =>
+      haversineMeters(rec, point) <= Math.max(3_000, 3 * (nearestOf(rec)?.distanceMeters ?? 0));
+    // Each part whole ("Brampton (Suffolk) station"), then its bracketed pieces ("Edinburgh
+    // Airport (EDI)"); of places of the same name, the one near the postcode ("Redbridge
+    // Station, Ilford IG4 9DN" is London's, not Southampton's).
+    for (const part of rest.split(/[,;\n]+/).flatMap((s) => [s, ...s.split(/[()]+/)])) {
+      const norm = normalizeName(part);
+      if (norm === '' || stripHouseNumber(part).had) continue;
+      const p = parseQuery(norm);
+      if (p.intent !== 'station' && p.intent !== 'airport') continue;
+      const rec = exactCands(p).find((c) => c.rec.uk && c.rec.kind === p.intent && near(c.rec))?.rec;
+      if (rec) return { rec, terminal: p.terminal ?? wholeTerminal };
+    }
+    return null;
+  };
+
   const postcodeResult = (query: string, text: string, worldwide: boolean): GeocodeResult | null => {
     const pc = findPostcode(text);
     if (!pc) return null;
@@ -1251,6 +1282,12 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     const point = outwardPoint(pc.outward);
     if (!point) return notFound(query, `Postcode district ${pc.outward} (in "${query}") is not a known UK district`);
     const rest = normalizeName(text.slice(0, pc.start) + text.slice(pc.end));
+    // A station or airport named beside its postcode, as map apps and assistants write them
+    // ("Edinburgh Airport (EDI), Edinburgh EH12 9DN, UK", "King's Cross Station, Euston Road,
+    // London N1 9AL"), is that place: the district's centroid put it 5.8 km from the airport
+    // (2 km from the station) as an address, and airport and station rules were missed.
+    const named = rest === '' ? null : namedBesidePostcode(text.slice(0, pc.start) + text.slice(pc.end), point);
+    if (named) return resultFor(query, named.rec, named.terminal, worldwide);
     // Only district centroids are available (Code-Point Open aggregated to outward codes), so
     // a full postcode is placed at its district's centroid: within a few km in towns, more in
     // rural districts (see radius_p90_m in uk-postcode-districts.csv).
