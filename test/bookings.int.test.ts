@@ -795,6 +795,58 @@ describe('POST /api/public/v1/booking', () => {
     });
     expect(agrees.status, agrees.text).toBe(201);
     expect(await bookingRow(agrees.json.bookingReference as string)).toMatchObject({ quote_id: q });
+
+    // A street address agrees only as written: the gazetteer puts every street of a town at
+    // one point, so another street there is not the same place.
+    const street = (
+      await post('/api/public/v1/quote', {
+        pickup: '12 Oxford Street, London',
+        dropoff: 'London Heathrow Airport',
+        departAt,
+      })
+    ).json.quoteId as string;
+    const otherStreet = await post('/api/public/v1/booking', {
+      ...passenger,
+      quote_id: street,
+      pickup: '10 Downing Street, London',
+    });
+    expect(otherStreet.status, otherStreet.text).toBe(400);
+    expect(otherStreet.json.error?.details.map((d) => d.field)).toEqual(['/pickup']);
+    // An expired quote is 410 whatever the request says about its ride.
+    await env.rt
+      .db('quotes')
+      .where({ id: street })
+      .update({ expires_at: new Date(Date.now() - 1000) });
+    const expired = await post('/api/public/v1/booking', { ...passenger, quote_id: street, pickup: 'York' });
+    expect(expired.status, expired.text).toBe(410);
+  });
+
+  it('agrees a quote for now with its own time echoed back later, and with now; not with another time', async () => {
+    const email = `for-now-${Date.now()}@example.org`;
+    const passenger = { passengerName: 'Ada', passengerEmail: email, passengerPhone: '+447700900123' };
+    const asked = async () => {
+      const r = await post('/api/public/v1/quote', { pickup: 'Leeds station', dropoff: 'Leeds Bradford Airport' });
+      expect(r.status, r.text).toBe(200);
+      // Asked 20 minutes ago for a pickup then (a quote for "now" is timed at its making).
+      const then = new Date(Date.now() - 20 * 60_000);
+      await env.rt.db('quotes').where({ id: r.json.quoteId }).update({ created_at: then, depart_at: then });
+      return { id: r.json.quoteId as string, then };
+    };
+    const echoed = await asked();
+    const own = await post('/api/public/v1/booking', {
+      ...passenger,
+      quote_id: echoed.id,
+      departAt: echoed.then.toISOString(),
+    });
+    expect(own.status, own.text).toBe(201);
+    const other = await asked();
+    const later = await post('/api/public/v1/booking', {
+      ...passenger,
+      quote_id: other.id,
+      departAt: new Date(other.then.getTime() + 5 * 60_000).toISOString(),
+    });
+    expect(later.status, later.text).toBe(400);
+    expect(later.json.error?.details).toEqual([{ field: '/departAt', problem: 'the quote is for a pickup now' }]);
   });
 
   it('answers the quote errors on the prose shape as bookings/create does: 404, 410, 409 for another passenger; fields as that shape spells them', async () => {

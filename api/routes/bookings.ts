@@ -213,9 +213,9 @@ export async function redeemingPassenger(
   /** Aborted when the client has gone (`untilClientGone`): the looks for its booking stop. */
   clientGone: AbortSignal | undefined,
   ...args: Parameters<typeof v1PassengerOrLimit>
-): Promise<V1Passenger & { preloaded?: { quote: QuoteRow | null } }> {
+): Promise<V1Passenger & { preloaded?: { quote: QuoteRow | null }; quoted?: QuoteRow | null }> {
   const { refusal, ...checked } = await v1PassengerOrLimit(...args);
-  if (!refusal) return checked;
+  if (!refusal) return { ...checked, quoted: checked.preloaded?.quote };
   const quote = checked.preloaded?.quote;
   if (quote?.redeemed_at) return checked;
   // Sent together with the request redeeming it: that one's booking is the answer once written.
@@ -233,9 +233,10 @@ export async function redeemingPassenger(
         )
       : undefined;
   if (!redeemed) throw refusal;
-  // Read again by the redemption, which answers with its booking (or 409 for another passenger).
+  // Read again by the redemption, which answers with its booking (or 409 for another passenger);
+  // the ride it fixes does not change, so the row read stays the one its fields are checked on.
   const { preloaded: _stale, ...rest } = checked;
-  return rest;
+  return { ...rest, quoted: quote };
 }
 
 /** Waits between looks for what an identical request sent at the same moment is writing (3.15 s in all). */
@@ -549,7 +550,12 @@ export function bookingRoutes(): RouteDef[] {
             // A partner allowed to set fares may book a quote at its own fare, as it may book
             // without one; anyone else sending fareGBP is refused before the quote is touched.
             const fare = await partnerFare(deps, caller, body.fareGBP);
-            const { passenger, emailVerified, preloaded } = await redeemingPassenger(
+            const {
+              passenger,
+              emailVerified,
+              preloaded,
+              quoted: quote,
+            } = await redeemingPassenger(
               untilClientGone(res),
               deps,
               name,
@@ -559,7 +565,6 @@ export function bookingRoutes(): RouteDef[] {
               bc.testMode,
               quoteId,
             );
-            const quote = preloaded?.quote;
             if (quote && quote.test_mode === bc.testMode) {
               const vehicle = body.vehicleType ?? body.vehicle_type;
               const b = body as Record<string, unknown>;
@@ -736,7 +741,7 @@ export function bookingRoutes(): RouteDef[] {
       operationId: 'instantBooking',
       summary: 'Quote and book in one call (for assistants that cannot carry a quote_id)',
       description:
-        'Prices on the regulated tariff, creates the booking and dispatches it. Repeating the same request within 15 minutes returns the first booking.',
+        "Prices on the regulated tariff, creates the booking and dispatches it. Repeating the same request within 15 minutes returns the first booking. With a quote_id it books that quote instead, as bookings/create does; ride fields sent with it must agree with the quote's.",
       tags: ['bookings'],
       auth: 'public',
       idempotent: true,
@@ -745,6 +750,9 @@ export function bookingRoutes(): RouteDef[] {
         'content_rejected',
         'email_not_accepted',
         'address_not_found',
+        'quote_not_found',
+        'quote_expired',
+        'quote_already_redeemed',
         'pickup_in_past',
         'account_blocked',
         'idempotency_in_progress',

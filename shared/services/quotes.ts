@@ -338,6 +338,7 @@ const SAME_PLACE_METRES = 500;
 
 /** What a quote fixes of its ride, as its row holds it. */
 export interface QuotedRide {
+  expires_at: Date;
   pickup: unknown;
   dropoff: unknown;
   depart_at: Date;
@@ -351,13 +352,14 @@ export interface QuotedRide {
 const FOR_NOW_SLACK_MS = 10 * 60_000;
 
 /**
- * What a booking that names a quote also says about the ride (instant, v1), against the quote: a
+ * What a booking that names a quote also says about the ride (instant, v1, MCP), against the quote: a
  * quote fixes its ride, so a field that says otherwise is refused rather than dropped (the
  * caller would be booked a ride it did not ask for, or a second one beside the quote's). An
  * address is the quote's when it is the text the quote was asked with or the place it found,
- * written any way, or else when the pricing worker finds it within SAME_PLACE_METRES of the
- * quote's place ("Manchester Airport (MAN)" for "Manchester Airport"); a time agrees to the
- * minute (a quote for "now" books now: a time agrees within FOR_NOW_SLACK_MS of now).
+ * written any way, or else when the pricing worker finds the same place (kind and name, within
+ * SAME_PLACE_METRES: "MAN airport" for "Manchester Airport"; a street address only as
+ * written); a time agrees to the minute (a quote for "now" books now: a time within
+ * FOR_NOW_SLACK_MS of now agrees too). A time that cannot be read agrees with nothing.
  */
 export async function quotedRideConflicts(
   deps: { db: Db; pricing: PricingClient },
@@ -374,8 +376,11 @@ export async function quotedRideConflicts(
     meetAndGreet: Given<boolean>;
   },
 ): Promise<ErrorDetail[]> {
+  // An expired quote books nothing whatever the request says: its 410 answers first, and no
+  // place is looked up for it (nor for anyone holding an old quote id).
+  if (quote.expires_at.getTime() <= Date.now()) return [];
   const out: ErrorDetail[] = [];
-  type Quoted = { query?: unknown; name?: unknown; lat?: unknown; lng?: unknown };
+  type Quoted = { query?: unknown; name?: unknown; kind?: unknown; lat?: unknown; lng?: unknown };
   const places = [
     { field: ride.pickup.field, given: ride.pickup.value, quoted: (quote.pickup ?? {}) as Quoted },
     { field: ride.dropoff.field, given: ride.dropoff.value, quoted: (quote.dropoff ?? {}) as Quoted },
@@ -414,14 +419,21 @@ export async function quotedRideConflicts(
     );
     for (const p of unmatched) {
       const at = found?.[places.indexOf(p)];
-      const near =
+      // The same place: the same kind and name, and (places of one name: two Newports) near.
+      // Never for a street address: the gazetteer places one at its town or district centre,
+      // so two streets of a town would be the same point ("10 Downing Street, London" for "12
+      // Oxford Street, London"): an address agrees only as written.
+      const same =
         at &&
+        at.kind === p.quoted.kind &&
+        at.kind !== 'address' &&
+        at.name === p.quoted.name &&
         [at.lat, at.lng, p.quoted.lat, p.quoted.lng].every((n) => typeof n === 'number') &&
         haversineMeters(
           { lat: at.lat as number, lng: at.lng as number },
           { lat: p.quoted.lat as number, lng: p.quoted.lng as number },
         ) <= SAME_PLACE_METRES;
-      if (!near)
+      if (!same)
         out.push({
           field: p.field,
           problem: `differs from the quote's (${typeof p.quoted.name === 'string' ? p.quoted.name : 'another place'})`,
@@ -430,11 +442,14 @@ export async function quotedRideConflicts(
   }
   const { departAt, vehicleType, passengers, meetAndGreet } = ride;
   if (departAt.value !== undefined) {
-    // A quote for "now" books a pickup now: a time within FOR_NOW_SLACK_MS of now says so too
-    // (an assistant that fills in the current time), a later or earlier one does not.
+    // The quote's time, to the minute. A quote for "now" books a pickup now: a time within
+    // FOR_NOW_SLACK_MS of now says so too (an assistant that fills in the current time), and so
+    // does the quote's own (the time its answer gave, echoed back later); another does not.
     const forNow = isQuoteForNow(quote);
     const at = Date.parse(departAt.value);
-    if (forNow ? Math.abs(at - Date.now()) > FOR_NOW_SLACK_MS : Math.abs(at - quote.depart_at.getTime()) >= 60_000)
+    const agrees =
+      Math.abs(at - quote.depart_at.getTime()) < 60_000 || (forNow && Math.abs(at - Date.now()) <= FOR_NOW_SLACK_MS);
+    if (!agrees)
       out.push({
         field: departAt.field,
         problem: forNow
