@@ -859,6 +859,98 @@ describe('a station or airport named beside its postcode', () => {
   });
 });
 
+describe('a venue written before the airport or station it is at', () => {
+  // The town after the airport or station was the point: "Hilton Garden Inn, Bristol Airport,
+  // Bristol" was central Bristol, 8 km off, kind address (Edinburgh's 10 km, Manchester's 14
+  // km); "WHSmith, Manchester Piccadilly station, Manchester" the station's point but kind
+  // address. Airport and station rules were missed.
+  const T5 = [51.4723, -0.4884] as const;
+  const BRISTOL_AIRPORT = [51.3827, -2.7191] as const;
+  it.each([
+    ['Hilton Garden Inn, Bristol Airport, Bristol', 'airport', 'Bristol Airport', BRISTOL_AIRPORT, 1],
+    ['Costa, Bristol Airport, Bristol, UK', 'airport', 'Bristol Airport', BRISTOL_AIRPORT, 1],
+    ['Premier Inn, Manchester Airport, Manchester', 'airport', 'Manchester Airport', [53.3537, -2.275], 2],
+    ['Travelodge, Edinburgh Airport, Edinburgh', 'airport', 'Edinburgh Airport', [55.95, -3.3725], 1],
+    ['Premier Inn, Heathrow Terminal 5, London', 'airport', 'London Heathrow Airport, Terminal 5', T5, 1],
+    ['WHSmith, Manchester Piccadilly station, Manchester', 'station', 'Manchester Piccadilly', PICCADILLY, 1],
+    ['Costa, Leeds station, Leeds', 'station', 'Leeds', [53.7951, -1.548], 1],
+    ['Boots, Kings Cross station, London', 'station', 'London Kings Cross', KINGS_CROSS, 1],
+    ['Boots, Wimbledon station, London', 'station', 'Wimbledon', [51.4214, -0.2064], 1],
+    // Already so, and unchanged: the airport or station last, or alone.
+    ['Tesco, Heathrow Airport', 'airport', 'London Heathrow Airport', HEATHROW, 3],
+    ['Premier Inn, Heathrow Terminal 5', 'airport', 'London Heathrow Airport, Terminal 5', T5, 1],
+    ['Costa, Leeds station', 'station', 'Leeds', [53.7951, -1.548], 1],
+    // Still addresses or places: no station or airport named with its word, one far from the
+    // town after it, or a house number.
+    ['Hilton Bristol City Centre, Bristol', 'address', 'Hilton Bristol City Centre, Bristol', [51.4545, -2.5879], 3],
+    ['Bristol', 'place', 'Bristol', [51.4545, -2.5879], 5],
+    ['Bath Road, Heathrow', 'airport', 'London Heathrow Airport', HEATHROW, 3],
+    ['Station Road, Bristol', 'address', 'Station Road, Bristol', [51.4545, -2.5879], 3],
+    ['Hilton, Bristol Airport, Manchester', 'address', 'Hilton, Bristol Airport, Manchester', [53.4808, -2.2426], 3],
+    ['Unit 5, Bristol Airport, Bristol', 'address', 'Unit 5, Bristol Airport, Bristol', [51.4545, -2.5879], 3],
+  ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
+    const r = await gazetteer.geocode(q);
+    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
+    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+  });
+});
+
+describe("a station's official name beside its postcode, without the word station", () => {
+  // "London Kings Cross, N1 9AL" was N1's centre, 1.8 km off, kind address. Only London's
+  // termini and the cities' main stations (MAIN_STATIONS) by their full official names: other
+  // station names may be a street's or a neighbourhood's, which the postcode's address keeps.
+  it.each([
+    ['London Kings Cross, N1 9AL', 'station', 'London Kings Cross', KINGS_CROSS, 1],
+    ["London King's Cross, London N1 9AL", 'station', 'London Kings Cross', KINGS_CROSS, 1],
+    ['London Euston, NW1 2RT', 'station', 'London Euston', EUSTON, 1],
+    ['London Paddington W2 1HQ', 'station', 'London Paddington', [51.5154, -0.1755], 1],
+    ['Manchester Piccadilly, M1 2BN', 'station', 'Manchester Piccadilly', PICCADILLY, 1],
+    ['Birmingham New Street, B2 4QA', 'station', 'Birmingham New Street', [52.4778, -1.8983], 1],
+    ['Baker Street, London NW1 6XE', 'address', 'Baker Street, London NW1 6XE', [51.5238, -0.1586], 3],
+    ['Old Street, London EC1V 9NR', 'address', 'Old Street, London EC1V 9NR', [51.5263, -0.0876], 3],
+    ['London Bridge, SE1 9SP', 'address', 'London Bridge, SE1 9SP', [51.5045, -0.0865], 3],
+    ['Kings Cross, London N1 9AL', 'address', 'Kings Cross, London N1 9AL', KINGS_CROSS, 3],
+    ['Ealing Broadway, London W5 2NU', 'address', 'Ealing Broadway, London W5 2NU', [51.5149, -0.3017], 3],
+    ['Leeds, LS1 4DY', 'address', 'Leeds, LS1 4DY', [53.797, -1.549], 3],
+    // Far from the postcode: the postcode stands.
+    ['London Kings Cross, M1 1AE', 'address', 'London Kings Cross, M1 1AE', [53.478, -2.236], 3],
+  ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
+    const r = await gazetteer.geocode(q);
+    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
+    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+  });
+});
+
+describe('"<town> station" where the station has another name', () => {
+  // "Bath station" was the town of Bath, kind place (Bath Spa is 0.5 km off), "Milton Keynes
+  // station" the town 1.5 km from Milton Keynes Central, "Stoke station" Stoke-on-Trent's
+  // centre: station rules were missed.
+  it.each([
+    ['Bath station', 'station', 'Bath Spa', [51.3777, -2.3572], 1],
+    ['Bath Spa station', 'station', 'Bath Spa', [51.3777, -2.3572], 1],
+    ['Stoke station', 'station', 'Stoke-On-Trent', [53.008, -2.1807], 1],
+    ['Milton Keynes station', 'station', 'Milton Keynes Central', [52.0342, -0.7741], 1],
+    ['Cheltenham railway station', 'station', 'Cheltenham Spa', [51.8973, -2.0997], 1],
+    ['Costa, Bath station', 'station', 'Bath Spa', [51.3777, -2.3572], 1],
+    // Unchanged: the town without the word, a station of the town's own name or MAIN_STATIONS,
+    // and a town with several stations named after it.
+    ['Manchester station', 'station', 'Manchester Piccadilly', PICCADILLY, 1],
+    ['Leeds station', 'station', 'Leeds', [53.7951, -1.548], 1],
+    ['Bristol station', 'station', 'Bristol Temple Meads', [51.4491, -2.5813], 1],
+    ['Bath', 'place', 'Bath', [51.3811, -2.359], 5],
+    ['Stoke', 'place', 'Stoke-on-Trent', [53.0027, -2.1794], 5],
+    ['Milton Keynes', 'place', 'Milton Keynes', [52.0406, -0.7594], 5],
+    ['Leeds', 'place', 'Leeds', [53.7997, -1.5492], 5],
+    ['Stoke Newington', 'station', 'Stoke Newington', [51.5652, -0.0728], 1],
+    ['Harrow station', 'place', 'Harrow', [51.5806, -0.342], 5],
+    ['Livingston station', 'place', 'Livingston', [55.9029, -3.5226], 5],
+  ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
+    const r = await gazetteer.geocode(q);
+    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
+    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+  });
+});
+
 describe('behaviour', () => {
   it('is deterministic and keeps the query as sent', async () => {
     const a = await gazetteer.geocode(' Newport, Wales ');

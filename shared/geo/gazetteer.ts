@@ -750,6 +750,21 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     const rec = crsIndex.get(crs);
     if (rec) addKey(key, rec, 'alias', 'station');
   }
+  /**
+   * Official names that only a station has, the city's name then the station's: London's
+   * termini ("London Kings Cross", "London Euston"; not "London Bridge" or "London Fields",
+   * a bridge and a park) and the main stations of MAIN_STATIONS ("Manchester Piccadilly").
+   * Other station names may be a street's or a neighbourhood's ("Baker Street", "Wimbledon",
+   * "Ealing Broadway", "Old Street"). See namedBesidePostcode.
+   */
+  const cityStationNames = new Map<string, Rec>();
+  for (const rec of recs) {
+    const norm = normalizeName(rec.name);
+    const city = Object.entries(MAIN_STATIONS).find(([, crs]) => crs === rec.crs)?.[0];
+    const terminus =
+      rec.name.startsWith('London ') && !splitParen(rec.name) && !['bridge', 'fields'].includes(norm.slice(7));
+    if (rec.source === 'rail' && (terminus || (city && norm.startsWith(`${city} `)))) cityStationNames.set(norm, rec);
+  }
   for (const [key, crs] of Object.entries(STATION_ALIASES)) {
     const rec = crsIndex.get(crs);
     if (rec) addKey(key, rec, 'alias');
@@ -800,6 +815,43 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       for (const p of parts) addKey(normalizeName(p), rec, 'derived');
     }
   }
+
+  /**
+   * The stations named after each town, National Rail and TfL: every town within 10 km whose
+   * name starts the station's ("Harrow-on-the-Hill" and "Harrow & Wealdstone" are both
+   * Harrow's), marked when it is the longest such name ("Milton Keynes Central" is named after
+   * Milton Keynes, not Milton). See mainStationOf.
+   */
+  const townStations = new Map<number, Array<{ rec: Rec; longest: boolean }>>();
+  for (const rec of recs) {
+    if (rec.kind !== 'station') continue;
+    const toks = tokensOf(normalizeName(rec.name));
+    let longest = true;
+    for (let k = toks.length; k >= 1; k--) {
+      const town = (names.get(toks.slice(0, k).join(' ')) ?? [])
+        .map((ref) => recs[ref.rec])
+        .filter((t): t is Rec => t?.source === 'town' && haversineMeters(t, rec) <= 10_000)
+        .sort((x, y) => haversineMeters(x, rec) - haversineMeters(y, rec))[0];
+      if (!town) continue;
+      townStations.set(town.id, [...(townStations.get(town.id) ?? []), { rec, longest }]);
+      longest = false;
+    }
+  }
+  /**
+   * A town's main railway station: the one of the town's own name ("Stoke-on-Trent" for
+   * "Stoke"), else the only station, of either network, named after the town, when within 3
+   * km of it ("Bath Spa", "Milton Keynes Central"; Dudley Port, 3.4 km off, is Tipton's). A
+   * town with several ("Bristol Temple Meads", "Bristol Parkway"; Harrow-on-the-Hill and
+   * Harrow & Wealdstone; Dagenham Dock and Dagenham East) has none here (see MAIN_STATIONS).
+   */
+  const mainStationOf = (town: Rec): Rec | undefined => {
+    const stations = townStations.get(town.id) ?? [];
+    const rail = stations
+      .filter((s) => s.longest && s.rec.source === 'rail' && haversineMeters(s.rec, town) <= 3_000)
+      .map((s) => s.rec);
+    const own = rail.find((s) => normalizeName(s.name) === normalizeName(town.name));
+    return own ?? (new Set(stations.map((s) => normalizeName(s.rec.name))).size === 1 ? rail[0] : undefined);
+  };
 
   // Airports (OpenFlights), worldwide.
   for (const r of readCsvRecords(join(dataDir, 'airports.csv'))) {
@@ -1009,6 +1061,15 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
         exact = exactCands({ ...p, keys: [key, ...p.keys] });
         break;
       }
+    }
+    // "<town> station" where the town's station has another name ("Bath Spa", "Milton Keynes
+    // Central") or the town is named short ("Stoke" for Stoke-on-Trent) is that station: it
+    // was the town, 1.5 km from Milton Keynes Central, kind place, so station rules were
+    // missed. Only the town the text names (the first), and only its main station.
+    if (p.intent === 'station' && !exact.some((c) => c.rec.kind === 'station')) {
+      const town = exact.find((c) => c.rec.source === 'town');
+      const main = town ? mainStationOf(town.rec) : undefined;
+      if (main) exact = [{ rec: main, variant: 'derived', distance: 0 }, ...exact];
     }
     let out: Cand[];
     if (exact.some((c) => c.rec.uk)) {
@@ -1256,6 +1317,10 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       const norm = normalizeName(part);
       if (norm === '' || stripHouseNumber(part).had) continue;
       const p = parseQuery(norm);
+      // Or, without the word, a station's official name that no street or neighbourhood has
+      // ("London Kings Cross, N1 9AL" was N1's centre, 1.8 km off, kind address).
+      const official = cityStationNames.get(norm);
+      if (p.intent === null && official && near(official)) return { rec: official, terminal: null };
       if (p.intent !== 'station' && p.intent !== 'airport') continue;
       const rec = exactCands(p).find((c) => c.rec.uk && c.rec.kind === p.intent && near(c.rec))?.rec;
       if (rec) return { rec, terminal: p.terminal ?? wholeTerminal };
@@ -1421,6 +1486,22 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     if (ctxRec && ctxRec.kind !== 'place' && wholeSegmentContext && !hadNumber) {
       const parsed = parseQuery(segs[ctxIdx]?.tokens.join(' ') ?? '');
       return resultFor(query, ctxRec, parsed.terminal ?? terminal, worldwide);
+    }
+    // A part before the context that names a station or airport exactly, with the word
+    // station or airport (or a terminal), and agrees with the context as a qualifier would, is
+    // where the venue written first is ("Hilton Garden Inn, Bristol Airport, Bristol";
+    // "WHSmith, Manchester Piccadilly station, Manchester"): the town after it was the point,
+    // central Bristol 8 km from the airport, or the station's point but kind address, so
+    // airport and station rules were missed. Without the word the part may be a street
+    // ("Bath Road, Heathrow"); with a house number the text stays an address.
+    if (!hadNumber) {
+      const q = prepareQualifier(segs[ctxIdx]?.tokens.slice(prefix.length).join(' ') ?? '');
+      for (const raw of segments.slice(0, ctxIdx)) {
+        const p = parseQuery(normalizeName(raw));
+        if (q === null || (p.intent !== 'station' && p.intent !== 'airport')) continue;
+        const rec = exactCands(p).find((c) => c.rec.uk && c.rec.kind === p.intent && matchesQualifier(c.rec, q))?.rec;
+        if (rec) return resultFor(query, rec, p.terminal ?? terminal, worldwide);
+      }
     }
     let point: { lat: number; lng: number } = ctx;
     const before = [...segs.slice(0, ctxIdx).map((s) => s.tokens), prefix].filter((t) => t.length > 0);
