@@ -340,6 +340,46 @@ async function aliasPassenger(
 }
 
 /**
+ * An alias booking of a quote (bookings/create, and instant with a quote_id): its passenger
+ * checked (not blocked: 403) and the quote read in one query, `check` shown the quote first,
+ * then the quote redeemed as CONTRACT.md section 2 says (the same passenger again gets the same
+ * booking).
+ */
+async function redeemAliasQuote(
+  deps: ApiDeps,
+  bc: BookingCaller,
+  base: string,
+  body: Parameters<typeof aliasPassenger>[1] & {
+    quote_id: string;
+    payment_method?: Parameters<typeof payment>[0];
+    flight_number?: string;
+    notes?: string;
+    agent?: string;
+  },
+  check?: (quote: QuoteRow) => Promise<void>,
+): Promise<{ status: 200; body: ReturnType<typeof aliasBody> }> {
+  const passenger = await aliasPassenger(deps, body, bc.testMode);
+  const { quote } = await passengerStanding(deps.db, passenger, body.quote_id);
+  if (quote && check) await check(quote);
+  const view = await redeemQuote(
+    deps,
+    {
+      origin: 'agent',
+      quoteId: body.quote_id,
+      passenger,
+      paymentMethod: payment(body.payment_method),
+      flightNumber: body.flight_number,
+      notes: body.notes,
+      agent: body.agent,
+    },
+    bc,
+    base,
+    { quote: quote ?? null },
+  );
+  return { status: 200, body: aliasBody(view) };
+}
+
+/**
  * Who books: the key, its partner and mode; with a request, the test scenario its header names.
  * A suspended partner's key is 403 here, before anything is priced or written.
  */
@@ -714,25 +754,7 @@ export function bookingRoutes(): RouteDef[] {
             { pointer: '/notes', kind: 'notes', value: body.notes },
             { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
           ]);
-          const bc = bookingCaller(caller, req);
-          const passenger = await aliasPassenger(deps, body, bc.testMode);
-          // Not blocked (403), and the quote, in one query.
-          const { quote } = await passengerStanding(deps.db, passenger, body.quote_id);
-          const view = await redeemQuote(
-            deps,
-            {
-              origin: 'agent',
-              quoteId: body.quote_id,
-              passenger,
-              paymentMethod: payment(body.payment_method),
-              flightNumber: body.flight_number,
-              notes: body.notes,
-            },
-            bc,
-            baseUrlFor(req, deps.config),
-            { quote: quote ?? null },
-          );
-          return { status: 200, body: aliasBody(view) };
+          return redeemAliasQuote(deps, bookingCaller(caller, req), baseUrlFor(req, deps.config), body);
         }),
     }),
     defineRoute({
@@ -774,37 +796,19 @@ export function bookingRoutes(): RouteDef[] {
           if (body.quote_id !== undefined) {
             // A quote named: it is redeemed as bookings/create redeems it (the same passenger
             // again gets the same booking), never priced again beside it.
-            const passenger = await aliasPassenger(deps, body, bc.testMode);
-            const { quote } = await passengerStanding(deps.db, passenger, body.quote_id);
-            const visible = quote && quote.test_mode === bc.testMode;
             const b = body as Record<string, unknown>;
-            const conflicts = visible
-              ? await quotedRideConflicts(deps, bc, base, quote, {
-                  pickup: given(b, 'pickup_address'),
-                  dropoff: given(b, 'dropoff_address'),
-                  departAt: given(b, 'depart_at'),
-                  vehicleType: given(b, 'vehicle_type'),
-                  passengers: given(b, 'passenger_count'),
-                  meetAndGreet: given(b, 'meet_and_greet'),
-                })
-              : [];
-            if (conflicts.length > 0) throw notTheQuotedRide(conflicts);
-            const view = await redeemQuote(
-              deps,
-              {
-                origin: 'agent',
-                quoteId: body.quote_id,
-                passenger,
-                paymentMethod: payment(body.payment_method),
-                flightNumber: body.flight_number,
-                notes: body.notes,
-                agent: body.agent,
-              },
-              bc,
-              base,
-              { quote: quote ?? null },
-            );
-            return { status: 200, body: aliasBody(view) };
+            return redeemAliasQuote(deps, bc, base, { ...body, quote_id: body.quote_id }, async (quote) => {
+              if (quote.test_mode !== bc.testMode) return; // not this caller's: 404 below
+              const conflicts = await quotedRideConflicts(deps, bc, base, quote, {
+                pickup: given(b, 'pickup_address'),
+                dropoff: given(b, 'dropoff_address'),
+                departAt: given(b, 'depart_at'),
+                vehicleType: given(b, 'vehicle_type'),
+                passengers: given(b, 'passenger_count'),
+                meetAndGreet: given(b, 'meet_and_greet'),
+              });
+              if (conflicts.length > 0) throw notTheQuotedRide(conflicts);
+            });
           }
           requireFields({ pickup_address: body.pickup_address, dropoff_address: body.dropoff_address });
           const departAt = body.depart_at ?? new Date().toISOString();
