@@ -812,6 +812,62 @@ describe('addresses written as map apps and assistants write them', () => {
   });
 });
 
+describe("where at an airport beside a town alone is the town's airport", () => {
+  // With the terminal or Departures part dropped and no airport named, the town was left:
+  // "Terminal 1, Manchester" was central Manchester, 14 km from the airport, kind place
+  // ("Arrivals, Glasgow" 11 km, "Departures, Birmingham" 11 km, "North Terminal, Crawley"
+  // 5 km from the North Terminal); airport rules were missed.
+  const MAN_AIRPORT = [53.3537, -2.275] as const;
+  const GLA = [55.8719, -4.4331] as const;
+  const BHX = [52.4539, -1.748] as const;
+  it.each([
+    ['Terminal 1, Manchester', 'airport', 'Manchester Airport, Terminal 1', MAN_AIRPORT, 2],
+    ['Manchester, Terminal 2', 'airport', 'Manchester Airport, Terminal 2', MAN_AIRPORT, 2],
+    ['Terminal 2, Manchester, UK', 'airport', 'Manchester Airport, Terminal 2', MAN_AIRPORT, 2],
+    ['Arrivals, Glasgow', 'airport', 'Glasgow International Airport', GLA, 2],
+    ['Departures, Birmingham', 'airport', 'Birmingham International Airport', BHX, 2],
+    ['Arrivals, Leeds', 'airport', 'Leeds Bradford Airport', [53.8659, -1.6606], 2],
+    ['Departures, Bristol', 'airport', 'Bristol Airport', [51.3827, -2.7191], 2],
+    // A town no airport names, whose airport it is (Gatwick is in Crawley's part of RH6).
+    ['North Terminal, Crawley', 'airport', 'London Gatwick Airport, North Terminal', GATWICK_NORTH, 1],
+    ['Departures, Crawley', 'airport', 'London Gatwick Airport', GATWICK, 3],
+    ['Arrivals, Paisley', 'airport', 'Glasgow International Airport', GLA, 2],
+    ['Arrivals, Solihull', 'airport', 'Birmingham International Airport', BHX, 2],
+    // A terminal the airport does not have is dropped: Gatwick's are North and South, and only
+    // Gatwick names its terminals so.
+    ['Terminal 5, Crawley', 'airport', 'London Gatwick Airport', GATWICK, 3],
+    ['North Terminal, Manchester', 'airport', 'Manchester Airport', MAN_AIRPORT, 2],
+    // Unchanged: no airport of the town's own (none, a minor airfield, or several), an airport
+    // named, or no terminal part.
+    ['Arrivals, York', 'place', 'York', [53.959, -1.0815], 5],
+    ['Terminal 5, London', 'place', 'London', [51.5074, -0.1278], 5],
+    ['Arrivals, Belfast', 'place', 'Belfast', [54.597, -5.93], 5],
+    ['Arrivals, Nottingham', 'place', 'Nottingham', [52.9548, -1.1581], 5],
+    ['Terminal 5, Heathrow Airport, London', 'airport', 'London Heathrow Airport, Terminal 5', [51.4723, -0.4884], 1],
+    [
+      'Departures, Gatwick North Terminal, Crawley',
+      'airport',
+      'London Gatwick Airport, North Terminal',
+      GATWICK_NORTH,
+      1,
+    ],
+    ['Heathrow, Terminal 5', 'airport', 'London Heathrow Airport, Terminal 5', [51.4723, -0.4884], 1],
+    ['Departures, Manchester Piccadilly', 'station', 'Manchester Piccadilly', PICCADILLY, 1],
+    ['Manchester', 'place', 'Manchester', [53.4808, -2.2426], 5],
+    ['Crawley', 'place', 'Crawley', [51.1091, -0.1872], 5],
+    ['Glasgow Central', 'station', 'Glasgow Central', [55.8589, -4.2578], 1],
+    ['Arrivals, 12 High Street, Crawley', 'address', 'Arrivals, 12 High Street, Crawley', [51.1091, -0.1872], 3],
+  ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
+    const r = await gazetteer.geocode(q);
+    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
+    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+  });
+
+  it('keeps a terminal alone unresolved', async () => {
+    expect(await gazetteer.geocode('Terminal 5')).toMatchObject({ ok: false });
+  });
+});
+
 describe('a station or airport named beside its postcode', () => {
   // Map apps and assistants write the postcode after the place: the postcode won, and the
   // place was its district's centre, kind address (Edinburgh Airport 5.8 km off, Bristol

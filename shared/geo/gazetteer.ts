@@ -372,6 +372,11 @@ const BIG_TOWN = 20_000;
  * or "Durham Airport".
  */
 const TOWN_AIRPORT_RADIUS = 15_000;
+/**
+ * How far from a major airport named after no town near it a town may be for the airport to be
+ * that town's (see townAirport): Crawley's centre is 3.9 km from Gatwick.
+ */
+const AIRPORT_TOWN_RADIUS = 5_000;
 
 // ---------------------------------------------------------------------------------------------
 // Records and the name index
@@ -853,6 +858,8 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     return own ?? (new Set(stations.map((s) => normalizeName(s.rec.name))).size === 1 ? rail[0] : undefined);
   };
 
+  /** The UK civil airports whose names name each town, at any distance (see townAirport). */
+  const airportsNaming = new Map<number, Rec[]>();
   // Airports (OpenFlights), worldwide.
   for (const r of readCsvRecords(join(dataDir, 'airports.csv'))) {
     const lat = Number(r.lat);
@@ -919,11 +926,11 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       for (let a = 0; a < words.length; a++) {
         for (let b = a + 1; b <= words.length; b++) {
           const town = words.slice(a, b).join(' ');
-          const near = (names.get(town) ?? []).some((ref) => {
-            const t = recs[ref.rec];
-            return t?.source === 'town' && haversineMeters(t, rec) <= TOWN_AIRPORT_RADIUS;
-          });
+          const namesakes = (names.get(town) ?? []).map((ref) => recs[ref.rec]).filter((t) => t?.source === 'town');
+          const near = namesakes.some((t) => t !== undefined && haversineMeters(t, rec) <= TOWN_AIRPORT_RADIUS);
           if (near) addKey(`${town} airport`, rec, 'derived');
+          if (!military)
+            for (const t of namesakes) if (t) airportsNaming.set(t.id, [...(airportsNaming.get(t.id) ?? []), rec]);
         }
       }
     }
@@ -963,6 +970,54 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     if (!nearestCache.has(rec.id)) nearestCache.set(rec.id, locator.nearest(rec.lat, rec.lng));
     return nearestCache.get(rec.id) ?? null;
   };
+
+  /**
+   * The passenger airport of a town, for where at an airport written beside the town alone
+   * ("Terminal 1, Manchester", "Arrivals, Glasgow"; see resolve). The major airport named after
+   * the town, the most important of several when it is within TOWN_AIRPORT_RADIUS ("Glasgow"
+   * is Glasgow International, not Prestwick, 46 km off; "London" none, Heathrow being 23 km
+   * out, nor "Belfast"); else, for a town no major airport names, the one major airport whose
+   * largest town within AIRPORT_TOWN_RADIUS it is, a town of BIG_TOWN or more ("Crawley" is
+   * Gatwick's, which names London; "Paisley" Glasgow's). Minor airfields named after a town
+   * ("Nottingham Airport") are not where its passengers arrive: the town stays.
+   */
+  const townAirport = new Map<number, Rec>();
+  const isMajor = (rec: Rec) => rec.uk && rec.iata !== undefined && MAJOR_UK_AIRPORTS.includes(rec.iata);
+  const namedByMajor = new Set<number>();
+  for (const [townId, airports] of airportsNaming) {
+    const town = recs[townId];
+    const best = airports.filter(isMajor).sort((x, y) => x.tier - y.tier)[0];
+    if (!town || !best) continue;
+    namedByMajor.add(townId);
+    if (haversineMeters(town, best) <= TOWN_AIRPORT_RADIUS) townAirport.set(townId, best);
+  }
+  // The councils each postcode district lies in: the airport is the town's when the town's
+  // council is one of its district's (Gatwick's RH6 is mostly Reigate and Banstead's, but the
+  // airport is in Crawley's part).
+  const districtCouncils = new Map<string, string[]>();
+  for (const r of readCsvRecords(join(dataDir, 'uk-postcode-districts.csv'))) {
+    const codes = [r.local_authority_code ?? '', ...(r.other_local_authority_codes ?? '').split(';')];
+    districtCouncils.set(r.district ?? '', codes.filter(Boolean));
+  }
+  const nearMajors = new Map<number, Rec[]>();
+  for (const airport of recs) {
+    if (airport.source !== 'airport' || !isMajor(airport)) continue;
+    const councils = districtCouncils.get(nearestOf(airport)?.district.district ?? '') ?? [];
+    const largest = recs
+      .filter(
+        (t) =>
+          t.source === 'town' &&
+          !t.pplx &&
+          t.population >= BIG_TOWN &&
+          haversineMeters(t, airport) <= AIRPORT_TOWN_RADIUS &&
+          councils.includes(nearestOf(t)?.district.localAuthorityCode ?? ''),
+      )
+      .sort((x, y) => y.population - x.population)[0];
+    if (largest && !namedByMajor.has(largest.id))
+      nearMajors.set(largest.id, [...(nearMajors.get(largest.id) ?? []), airport]);
+  }
+  for (const [townId, airports] of nearMajors)
+    if (airports.length === 1 && airports[0]) townAirport.set(townId, airports[0]);
 
   const refsToCands = (key: string, distance: number, intent: Intent | null): Cand[] => {
     const refs = names.get(key) ?? [];
@@ -1603,6 +1658,26 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     });
     const head = segments[0] ?? text;
     const headHasNumber = stripHouseNumber(head).had;
+    // Where at an airport dropped above, with no part naming an airport, beside a town alone:
+    // the passenger means the town's airport ("Terminal 1, Manchester", "Arrivals, Glasgow",
+    // "North Terminal, Crawley" were the town itself, 14, 11 and 5 km from the airport; before
+    // the terminal was dropped, an address at the same point). A terminal the airport is known
+    // not to have is dropped ("Terminal 5, Crawley" is Gatwick), as is North or South of
+    // another airport (only Gatwick names its terminals so); a town with no airport of its own
+    // (townAirport: "Arrivals, York", "Terminal 5, London") stays the town.
+    const atAirport =
+      withoutTerminals.length < rawSegments.length &&
+      !segments.some((seg) => {
+        const p = parseQuery(normalizeName(seg));
+        return p.intent === 'airport' || lookup(p)[0]?.rec.kind === 'airport';
+      });
+    const placeResult = (rec: Rec, terminal: string | null): GeocodeResult => {
+      const airport = atAirport && rec.source === 'town' ? townAirport.get(rec.id) : undefined;
+      if (!airport) return resultFor(query, rec, terminal, worldwide);
+      const known = TERMINALS[airport.iata ?? ''];
+      const has = terminal !== null && (known ? known[terminal] !== undefined : /^T\d$/.test(terminal));
+      return resultFor(query, airport, has ? terminal : null, worldwide);
+    };
 
     // A comma inside a real name ("Basford, Stoke-on-Trent"); brackets inside a station's name.
     if (segments.length > 1) {
@@ -1610,7 +1685,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       const exact = exactCands(whole).filter((c) =>
         text.includes(',') ? c.rec.source === 'town' && normalizeName(c.rec.name) === norm : true,
       );
-      if (exact[0] && !headHasNumber) return resultFor(query, exact[0].rec, whole.terminal, worldwide);
+      if (exact[0] && !headHasNumber) return placeResult(exact[0].rec, whole.terminal);
     }
 
     if (!headHasNumber) {
@@ -1625,7 +1700,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
           cands.map((c) => ({ c, score: 0 })),
           parsed.intent,
         );
-        if (best) return resultFor(query, best.rec, parsed.terminal ?? wholeTerminal, worldwide);
+        if (best) return placeResult(best.rec, parsed.terminal ?? wholeTerminal);
       }
       if (cands.length > 0) {
         const scored = cands.map((c, order) => ({
@@ -1636,8 +1711,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
         scored.sort((a, b) => b.score - a.score || a.order - b.order);
         const top = scored[0];
         const chosen = preferTown(scored, parsed.intent);
-        if (top && chosen && top.score > 0)
-          return resultFor(query, chosen.rec, parsed.terminal ?? wholeTerminal, worldwide);
+        if (top && chosen && top.score > 0) return placeResult(chosen.rec, parsed.terminal ?? wholeTerminal);
         // Nothing matched the qualifiers: perhaps the head is a street or building ("Victoria
         // Quarter, Leeds"), so try it as an address before falling back to the bare name.
         const addr = resolveAddress(query, segments, worldwide, wholeTerminal);
@@ -1657,7 +1731,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
         )
           return resultFor(query, first.rec, parsed.terminal ?? wholeTerminal, worldwide);
         if (addr?.ok) return addr;
-        if (first) return resultFor(query, first.rec, parsed.terminal ?? wholeTerminal, worldwide);
+        if (first) return placeResult(first.rec, parsed.terminal ?? wholeTerminal);
       }
     }
 
