@@ -5,6 +5,7 @@ import { pino } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { appendStatus } from '../shared/db/bookings.ts';
+import { OUTBOX_MAX_ATTEMPTS } from '../shared/db/outbox.ts';
 import { QUEUE_NAMES } from '../shared/queues/registry.ts';
 import {
   jobLoad,
@@ -121,7 +122,13 @@ const forRow = (requeued: string[], id: string) => requeued.filter((j) => j.incl
  */
 const relayed = () =>
   eventually(
-    async () => !(await env.rt.db('outbox').whereNull('relayed_at').whereIn('queue', QUEUE_NAMES).first('id')),
+    async () =>
+      !(await env.rt
+        .db('outbox')
+        .whereNull('relayed_at')
+        .whereIn('queue', QUEUE_NAMES)
+        .where('attempts', '<', OUTBOX_MAX_ATTEMPTS)
+        .first('id')),
   );
 
 const statusOf = async (id: string) => (await env.rt.db('bookings').where({ id }).first('status')).status as string;
@@ -627,6 +634,40 @@ describe('with the outbox relay behind', () => {
       await env.rt.queues.dispatch.remove(`dispatch-${lost}`);
     } finally {
       await env.rt.db('outbox').where({ id: retired?.id }).delete();
+    }
+  });
+
+  it('is not held back by a row the relay has set aside (BullMQ refused it every time)', async () => {
+    // A job id BullMQ refuses (all digits), failed OUTBOX_MAX_ATTEMPTS times a day ago: the relay
+    // no longer takes it, and logged it when it set it aside. It must not switch the rescue off.
+    const [setAside] = await env.rt
+      .db('outbox')
+      .insert({
+        queue: 'notify',
+        job_name: 'send-message',
+        payload: JSON.stringify({ messageId: uuidv7() }),
+        job_id: '12345',
+        attempts: OUTBOX_MAX_ATTEMPTS,
+        last_error: 'Custom Id cannot be integers',
+        created_at: new Date(Date.now() - 24 * 3600_000),
+      })
+      .returning<{ id: number }[]>('id');
+    try {
+      const lost = await book(10);
+      await loseJob(lost);
+      await madeAgo(lost, 3);
+      await relayed();
+      const { requeued, errors, relayBehind } = await rescueStrandedBookings(env.rt);
+      expect(errors).toEqual([]);
+      expect(relayBehind).toBeNull();
+      expect(forRow(requeued, lost)).toEqual([`dispatch-${lost}`]);
+      await env.rt.queues.dispatch.remove(`dispatch-${lost}`);
+      expect(await env.rt.db('outbox').where({ id: setAside?.id }).first('relayed_at', 'attempts')).toEqual({
+        relayed_at: null,
+        attempts: OUTBOX_MAX_ATTEMPTS,
+      });
+    } finally {
+      await env.rt.db('outbox').where({ id: setAside?.id }).delete();
     }
   });
 });

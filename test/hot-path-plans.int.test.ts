@@ -1,6 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../shared/db/knex.ts';
+import { OUTBOX_MAX_ATTEMPTS } from '../shared/db/outbox.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { passengerStanding, REDEEM_MANY_GUARD, STANDING_SQL } from '../shared/services/bookings.ts';
 import { jobLoad, rescueStrandedBookings } from '../shared/services/dispatch.ts';
@@ -125,12 +126,19 @@ beforeAll(async () => {
     await db.raw('analyze ??', [table]);
   await db.raw('analyze webhook_deliveries');
   // A relay keeping up: a few rows written a moment ago, not moved yet. And old rows naming a
-  // queue this build does not know (never relayed): neither holds the rescue of lost jobs back.
+  // queue this build does not know (never relayed), and old rows the relay set aside (BullMQ
+  // refused them every time): none holds the rescue of lost jobs back.
   await db.raw(
     `insert into outbox (queue, job_name, payload, job_id, created_at)
      select case when g % 2 = 0 then 'retired' else 'notify' end, 'send-message', '{}', 'message-new-' || g,
             case when g % 2 = 0 then now() - interval '1 day' else now() end
      from generate_series(1, 20) g`,
+  );
+  await db.raw(
+    `insert into outbox (queue, job_name, payload, job_id, created_at, attempts, last_error)
+     select 'notify', 'send-message', '{}', (90000 + g)::text, now() - interval '1 day', ?, 'Custom Id cannot be integers'
+     from generate_series(1, 5) g`,
+    [OUTBOX_MAX_ATTEMPTS],
   );
   // ...then an endpoint goes down: thousands pending that the statistics do not know of.
   await db.raw(
@@ -318,7 +326,7 @@ describe('hot-path statements read by index, whatever the tables hold', () => {
       async () => ({ relayBehind } = await rescueStrandedBookings({ db, queues: env.rt.queues, config: env.config })),
       /from "?(bookings|dispatch_offers|outbox)"?/,
     );
-    // Neither the fresh rows nor those of an unknown queue count as a relay behind: it looked.
+    // Neither the fresh rows, nor those of an unknown queue, nor those set aside count as a relay behind: it looked.
     expect(relayBehind).toBeNull();
     expect(plans).toHaveLength(7);
     for (const p of plans) expect(wholeTableReads(p.nodes), p.sql).toEqual([]);

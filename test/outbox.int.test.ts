@@ -1,6 +1,11 @@
+import { once } from 'node:events';
+import net from 'node:net';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { enqueueJob } from '../shared/db/outbox.ts';
+import { enqueueJob, OUTBOX_MAX_ATTEMPTS } from '../shared/db/outbox.ts';
+import { closeQueues, createQueues, createRedis, waitForRedis } from '../shared/queues/connection.ts';
 import { JOB_DAYS_KEPT } from '../shared/services/intake.ts';
 import { startOutboxRelay } from '../workers/outbox-relay/relay.ts';
 import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
@@ -30,6 +35,65 @@ const unrelayed = async () => Number((await env.rt.db('outbox').whereNull('relay
 
 async function commitJob(messageId = uuidv7(), runAt?: Date): Promise<number> {
   return env.rt.db.transaction((trx) => enqueueJob(trx, 'send-message', { messageId }, runAt ? { runAt } : {}));
+}
+
+/**
+ * A row as only a hand-written insert (or an old release) leaves it: a job id BullMQ refuses.
+ * BullMQ 6 (`Job.validateOptions`) refuses one that is an integer as written ('12345') and one
+ * with a ':' unless it has exactly three parts ('card:7'; 'a:b:c' is taken).
+ */
+async function refusedRow(jobId: string): Promise<number> {
+  const [row] = await env.rt
+    .db('outbox')
+    .insert({
+      queue: 'notify',
+      job_name: 'send-message',
+      payload: JSON.stringify({ messageId: uuidv7() }),
+      job_id: jobId,
+    })
+    .returning<{ id: number }[]>('id');
+  if (!row) throw new Error('no row');
+  return row.id;
+}
+
+const rowOf = (id: number) => env.rt.db('outbox').where({ id }).first('relayed_at', 'attempts', 'last_error');
+
+/** A logger whose lines (warn and up) the test reads. */
+function capturing() {
+  const lines: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      lines.push(JSON.parse(String(chunk)) as Record<string, unknown>);
+      cb();
+    },
+  });
+  return { lines, logger: pino({ level: 'warn' }, sink) };
+}
+
+/** A TCP hop to the real Redis that can be cut: Redis going away under a relay connected to it. */
+async function cuttableRedis(): Promise<{ url: string; cut(): void }> {
+  const target = new URL(env.config.redisUrl);
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 6379), target.hostname);
+    client.pipe(upstream).pipe(client);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => {});
+      s.on('close', () => sockets.delete(s));
+    }
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const url = new URL(target);
+  url.host = `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  return {
+    url: url.toString(),
+    cut() {
+      server.close();
+      for (const s of sockets) s.destroy();
+    },
+  };
 }
 
 describe('transactional outbox', () => {
@@ -140,6 +204,91 @@ describe('transactional outbox', () => {
       expect(await unrelayed()).toBe(strays.length);
     } finally {
       await relay.stop();
+    }
+  });
+
+  it('relays the rows behind one BullMQ refuses, counts its failures, and sets it aside after OUTBOX_MAX_ATTEMPTS', async () => {
+    const good = [await commitJob()];
+    const digits = await refusedRow('12345');
+    good.push(await commitJob());
+    const colon = await refusedRow('card:7');
+    good.push(await commitJob());
+    const log = capturing();
+    const relay = startOutboxRelay({ db: env.rt.db, queues: env.rt.queues, config: env.config, logger: log.logger });
+    try {
+      await relay.drain();
+      // The good rows moved, in the same pass as the refusals: nothing waits behind them.
+      for (const id of good) expect(await env.rt.queues.notify.getJob(`outbox-${id}`)).toBeDefined();
+      expect(await unrelayed()).toBe(2);
+      expect(await rowOf(digits)).toMatchObject({ relayed_at: null, last_error: 'Custom Id cannot be integers' });
+      expect(await rowOf(colon)).toMatchObject({ relayed_at: null, last_error: 'Custom Id cannot contain :' });
+      expect((await rowOf(digits)).attempts).toBeGreaterThanOrEqual(1);
+      expect(log.lines.filter((l) => /set aside/.test(String(l.msg)))).toEqual([]);
+
+      // Each pass counts one more, up to the limit; then the relay takes them no more.
+      for (let i = 0; i < 3 * OUTBOX_MAX_ATTEMPTS && (await rowOf(colon)).attempts < OUTBOX_MAX_ATTEMPTS; i++)
+        await relay.drain();
+      await relay.drain();
+      expect(await rowOf(digits)).toMatchObject({ relayed_at: null, attempts: OUTBOX_MAX_ATTEMPTS });
+      expect(await rowOf(colon)).toMatchObject({ relayed_at: null, attempts: OUTBOX_MAX_ATTEMPTS });
+      // Logged once each as set aside, naming the row; no payload in the line.
+      const setAside = log.lines.filter((l) => /set aside/.test(String(l.msg)));
+      expect(setAside).toEqual([
+        expect.objectContaining({
+          level: 50,
+          outboxId: digits,
+          queue: 'notify',
+          jobName: 'send-message',
+          attempts: OUTBOX_MAX_ATTEMPTS,
+          lastError: 'Custom Id cannot be integers',
+        }),
+        expect.objectContaining({ level: 50, outboxId: colon, lastError: 'Custom Id cannot contain :' }),
+      ]);
+      expect(JSON.stringify(setAside)).not.toMatch(/messageId/);
+      // Set aside, they are not taken: a new row moves, and they stay as they are.
+      const later = await commitJob();
+      await relay.drain();
+      expect(await env.rt.queues.notify.getJob(`outbox-${later}`)).toBeDefined();
+      expect((await rowOf(digits)).attempts).toBe(OUTBOX_MAX_ATTEMPTS);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it('counts no failed relay against any row while Redis is away', async () => {
+    const hop = await cuttableRedis();
+    const connection = createRedis({ redisUrl: hop.url }, 'producer', 'outbox-cut');
+    await waitForRedis(connection);
+    const queues = createQueues(connection, env.config.queuePrefix);
+    await Promise.all(Object.values(queues).map((q) => q.waitUntilReady()));
+    const relay = startOutboxRelay({ db: env.rt.db, queues, config: env.config, logger: env.rt.logger });
+    try {
+      await relay.drain();
+      hop.cut();
+      // A refused row among good ones: the batch fails, and so does its first row on its own.
+      const ids = [await commitJob(), await refusedRow('12345'), await commitJob()];
+      for (let i = 0; i < 3; i++) await expect(relay.drain()).rejects.toThrow();
+      const rows = await env.rt
+        .db('outbox')
+        .whereIn('id', ids)
+        .orderBy('id')
+        .select('relayed_at', 'attempts', 'last_error');
+      expect(rows).toEqual(ids.map(() => ({ relayed_at: null, attempts: 0, last_error: null })));
+    } finally {
+      await relay.stop();
+      connection.disconnect();
+      await closeQueues(queues);
+    }
+    // Redis back (a relay on the real connection): the good rows move, the refused row is counted.
+    const back = startOutboxRelay({ db: env.rt.db, queues: env.rt.queues, config: env.config, logger: env.rt.logger });
+    try {
+      await back.drain();
+      expect(await unrelayed()).toBe(1);
+      const refused = await env.rt.db('outbox').whereNull('relayed_at').first('job_id', 'attempts');
+      expect(refused.job_id).toBe('12345');
+      expect(refused.attempts).toBeGreaterThanOrEqual(1);
+    } finally {
+      await back.stop();
     }
   });
 

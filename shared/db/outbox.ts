@@ -12,6 +12,7 @@ export interface OutboxRow {
   created_at: Date;
   relayed_at: Date | null;
   attempts: number;
+  last_error: string | null;
   request_id: string | null;
 }
 
@@ -77,24 +78,59 @@ export function outboxJobId(row: Pick<OutboxRow, 'id' | 'job_id'>): string {
 }
 
 /**
+ * Failed relays after which a row is set aside: `lockUnrelayed` no longer takes it, and the
+ * rescue of lost dispatch jobs no longer waits for it. Only a failure that is the row's own
+ * counts (BullMQ refusing its job, or Redis taking the rest of its batch: see the relay), so a
+ * Redis outage does not add up to this; a row BullMQ refuses every time (a job id all digits, or
+ * with a ':') does, in about as many seconds. Not 1: a Redis dropping out partway through a
+ * batch counts a failure against the rows after the drop, and a good row must survive a few.
+ * A set-aside row waits unrelayed, its `last_error` kept; put right and `attempts` set to 0, it
+ * is relayed again.
+ */
+export const OUTBOX_MAX_ATTEMPTS = 10;
+
+/**
  * Lock up to `limit` unrelayed rows of the `queues` this build relays, skipping rows another
- * relay holds. Rows naming another queue (written by a release since rolled back, say) are
- * left where they are, not taken first in every batch: enough of them would otherwise fill
- * each batch and stop the relay (`unrelayableCount` reports them).
+ * relay holds, rows set aside (OUTBOX_MAX_ATTEMPTS) and the rows `except` (those that failed
+ * earlier in the same pass). Rows naming another queue (written by a release since rolled
+ * back, say) are left where they are, not taken first in every batch: enough of them would
+ * otherwise fill each batch and stop the relay (`unrelayableCount` reports them).
  */
 export async function lockUnrelayed(
   trx: Knex.Transaction,
   limit: number,
   queues: readonly string[],
+  except: readonly number[] = [],
 ): Promise<OutboxRow[]> {
   return trx('outbox')
     .whereNull('relayed_at')
     .whereIn('queue', queues)
+    .where('attempts', '<', OUTBOX_MAX_ATTEMPTS)
+    .modify((q) => {
+      if (except.length > 0) q.whereNotIn('id', except);
+    })
     .orderBy('id')
     .limit(limit)
     .forUpdate()
     .skipLocked()
     .select<OutboxRow[]>('*');
+}
+
+/**
+ * Count a failed relay against a row: `attempts` + 1 and the error's message (only: never the
+ * payload, which a Redis error's other fields can carry), cut to 500 characters.
+ */
+export async function recordRelayFailure(
+  trx: Knex.Transaction,
+  id: number,
+  error: unknown,
+): Promise<{ attempts: number; lastError: string }> {
+  const lastError = (error instanceof Error ? error.message : String(error)).slice(0, 500);
+  const [row] = await trx('outbox')
+    .where({ id })
+    .update({ attempts: trx.raw('attempts + 1'), last_error: lastError })
+    .returning<{ attempts: number }[]>('attempts');
+  return { attempts: row?.attempts ?? 0, lastError };
 }
 
 export async function markRelayed(trx: Knex.Transaction, ids: number[]): Promise<void> {

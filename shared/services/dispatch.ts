@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.ts';
 import { appendStatus, type BookingRow } from '../db/bookings.ts';
 import type { Db, Tx } from '../db/knex.ts';
-import { enqueueJob } from '../db/outbox.ts';
+import { enqueueJob, OUTBOX_MAX_ATTEMPTS } from '../db/outbox.ts';
 import { createPresenceIndex, type PresenceIndex } from '../dispatch/presence-index.ts';
 import { dispatchTimeMs, leadTimesOf } from '../domain/dispatch/dispatch-time.ts';
 import { type Corridor, EARTH_RADIUS_MILES, type LatLng } from '../domain/dispatch/geometry.ts';
@@ -892,17 +892,17 @@ export async function rescueStrandedBookings(
   // comes when the relay catches up, and anything truly lost is found on the first pass after.
   // Only the queues the relay takes (QUEUE_NAMES, as its `lockUnrelayed`): a row naming a queue
   // this build does not know (written by a release since rolled back) waits for ever without
-  // holding the relay up, and must not switch the rescue off for good. A row the relay takes
-  // but BullMQ refuses (a job id all digits or with a `:`, which `outboxRow` never writes) is
-  // not skipped: the relay never gives up on a row (`attempts` is not kept) and its batches are
-  // all or nothing in id order, so such a row fails every pass and nothing behind it moves.
-  // The relay is then stopped in effect, and the rescue must wait for the row to be dealt with
-  // (the caller's warning names it). The oldest by id: a probe of the partial index
-  // outbox_unrelayed, which holds only the rows still to move.
+  // holding the relay up, and must not switch the rescue off for good. Nor a row the relay has
+  // set aside (OUTBOX_MAX_ATTEMPTS, as its `lockUnrelayed`): one BullMQ refuses every time (a
+  // job id all digits or with a `:`, which `outboxRow` never writes) fails alone while the rows
+  // behind it move, and once set aside (logged by the relay) no longer counts. Until then it
+  // does, for about as many passes of the relay. The oldest by id: a probe of the partial
+  // index outbox_unrelayed, which holds only the rows still to move (and the few set aside).
   const oldest = await deps
     .db('outbox')
     .whereNull('relayed_at')
     .whereIn('queue', QUEUE_NAMES)
+    .where('attempts', '<', OUTBOX_MAX_ATTEMPTS)
     .where('created_at', '<', dueBefore)
     .orderBy('id')
     .first<{ id: number; queue: string; job_name: string; created_at: Date } | undefined>(

@@ -1,14 +1,16 @@
-import type { JobsOptions } from 'bullmq';
+import type { JobsOptions, Queue } from 'bullmq';
 import pg from 'pg';
 import type { Config } from '../../shared/config.ts';
 import type { Db } from '../../shared/db/knex.ts';
 import {
   lockUnrelayed,
   markRelayed,
+  OUTBOX_MAX_ATTEMPTS,
   type OutboxRow,
   outboxChannel,
   outboxJobId,
   pruneRelayed,
+  recordRelayFailure,
   unrelayableCount,
 } from '../../shared/db/outbox.ts';
 import { failpoint } from '../../shared/failpoints.ts';
@@ -40,7 +42,8 @@ interface RelayDeps {
  * is deterministic (`outbox-<row id>` unless the row names one), added while the row is locked
  * and marked relayed in the same transaction. A crash before the mark leaves the row to be
  * relayed again, and BullMQ ignores a job id it already holds, so a job is enqueued exactly
- * once. Relays can run in parallel: rows are taken with SKIP LOCKED. Woken at once by the
+ * once. Relays can run in parallel: rows are taken with SKIP LOCKED. A row BullMQ refuses fails
+ * alone, and is set aside after OUTBOX_MAX_ATTEMPTS (`drainBatch`). Woken at once by the
  * NOTIFY every writer's pool sends after a commit that wrote outbox rows
  * (`wakeRelayAfterOutboxCommits` in shared/db/outbox.ts); a slow poll is only the fallback.
  */
@@ -55,10 +58,27 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
   let lastPrune = 0;
   let housekeeping: Promise<void> | null = null;
 
-  async function drainBatch(): Promise<{ moved: number; full: boolean }> {
+  /**
+   * One batch, in one transaction: its rows added to their queues, then marked relayed. A
+   * queue's rows go in one `addBulk`; when that fails, one at a time, so that a row BullMQ
+   * refuses every time fails alone and the rows behind it still move. Which failures count
+   * against a row (`recordRelayFailure`; set aside at OUTBOX_MAX_ATTEMPTS): only those that are
+   * its own, not Redis being away, which would otherwise set every waiting row aside in a few
+   * seconds of outage. A failure is the row's own when BullMQ refused the job before sending
+   * anything to Redis (`refusedByBullMQ`), or when another row of the batch went into Redis,
+   * which was taking jobs then. A failure before any row went in, with Redis not answering a
+   * read, is Redis away: the batch stops there and rolls back, counting nothing, as a failed
+   * batch did before. A Redis that answers but takes no job (out of memory) counts nothing
+   * either: the batch moves nothing, and the pass ends as a failed one. A Redis that drops out
+   * partway through a batch counts one failure against the rows after the drop, once: later
+   * batches fail whole (nothing went in), which OUTBOX_MAX_ATTEMPTS allows for.
+   */
+  async function drainBatch(
+    except: ReadonlySet<number>,
+  ): Promise<{ moved: number; full: boolean; failed: number[]; uncounted: unknown }> {
     return db.transaction(async (trx) => {
-      const rows = await lockUnrelayed(trx, config.outbox.batchSize, QUEUE_NAMES);
-      if (rows.length === 0) return { moved: 0, full: false };
+      const rows = await lockUnrelayed(trx, config.outbox.batchSize, QUEUE_NAMES, [...except]);
+      if (rows.length === 0) return { moved: 0, full: false, failed: [], uncounted: null };
       const byQueue = new Map<QueueName, OutboxRow[]>();
       for (const row of rows) {
         const list = byQueue.get(row.queue as QueueName) ?? [];
@@ -66,30 +86,78 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
         byQueue.set(row.queue as QueueName, list);
       }
       const now = Date.now();
+      const jobOf = (row: OutboxRow) => {
+        const opts: JobsOptions = { jobId: outboxJobId(row) };
+        if (row.run_at && row.run_at.getTime() > now) opts.delay = row.run_at.getTime() - now;
+        return { name: row.job_name, data: tracedData(row.payload, row.request_id), opts };
+      };
+      const relayed: number[] = [];
+      const failures: { row: OutboxRow; error: unknown }[] = [];
+      let redisAnswers: boolean | undefined;
       for (const [queue, list] of byQueue) {
-        await queues[queue].addBulk(
-          list.map((row) => {
-            const opts: JobsOptions = { jobId: outboxJobId(row) };
-            if (row.run_at && row.run_at.getTime() > now) opts.delay = row.run_at.getTime() - now;
-            return { name: row.job_name, data: tracedData(row.payload, row.request_id), opts };
-          }),
-        );
+        try {
+          await queues[queue].addBulk(list.map(jobOf));
+          relayed.push(...list.map((r) => r.id));
+        } catch {
+          // One row BullMQ refuses fails the whole addBulk: its rows one at a time instead.
+          for (const row of list) {
+            const { name, data, opts } = jobOf(row);
+            try {
+              // Jobs of the failed addBulk already in Redis are not added twice: same job id.
+              await queues[queue].add(name, data, opts);
+              relayed.push(row.id);
+            } catch (error) {
+              if (relayed.length === 0 && !refusedByBullMQ(error)) {
+                redisAnswers ??= await answersRead(queues[queue]);
+                if (!redisAnswers) throw error;
+              }
+              failures.push({ row, error });
+            }
+          }
+        }
       }
       failpoint('outbox-after-enqueue');
-      await markRelayed(
-        trx,
-        rows.map((r) => r.id),
-      );
-      return { moved: rows.length, full: rows.length === config.outbox.batchSize };
+      await markRelayed(trx, relayed);
+      let uncounted: unknown = null;
+      for (const { row, error } of failures) {
+        if (relayed.length === 0 && !refusedByBullMQ(error)) {
+          uncounted ??= error;
+          continue;
+        }
+        const { attempts, lastError } = await recordRelayFailure(trx, row.id, error);
+        // The message only: a Redis error can carry the command's arguments, the payload among them.
+        const fields = { outboxId: row.id, queue: row.queue, jobName: row.job_name, attempts, lastError };
+        if (attempts >= OUTBOX_MAX_ATTEMPTS) {
+          log.error(
+            fields,
+            'outbox row set aside after failing every relay: it waits unrelayed until put right and its attempts set to 0',
+          );
+        } else {
+          log.warn(fields, 'outbox row failed to relay; the rest of its batch moved');
+        }
+      }
+      return {
+        moved: relayed.length,
+        full: rows.length === config.outbox.batchSize,
+        failed: failures.map((f) => f.row.id),
+        uncounted,
+      };
     });
   }
 
   async function drainAll(): Promise<number> {
     let total = 0;
+    // Rows that failed in this pass: not taken again by its later batches (each would count
+    // them again), but tried again by the next pass.
+    const failed = new Set<number>();
     for (;;) {
-      const { moved, full } = await drainBatch();
-      total += moved;
-      if (!full || stopped) break;
+      const batch = await drainBatch(failed);
+      total += batch.moved;
+      // Rows failed uncounted: nothing went in, though Redis answers (out of memory, say). The
+      // pass ends as a failed one, and the next tries again.
+      if (batch.uncounted) throw batch.uncounted;
+      for (const id of batch.failed) failed.add(id);
+      if (!batch.full || stopped) break;
     }
     // Housekeeping runs beside the relaying, not in it: its deletes can take a while on a
     // week of rows, and no job waits for them.
@@ -202,4 +270,22 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
       listener = null;
     },
   };
+}
+
+/**
+ * BullMQ's own check of a job's options (`Job.validateOptions`), thrown before anything is sent
+ * to Redis: a job id all digits or with a ':'. The row's fault, whatever Redis is doing.
+ */
+function refusedByBullMQ(error: unknown): boolean {
+  return error instanceof Error && /^Custom Id cannot/.test(error.message);
+}
+
+/** Whether Redis answers at all: a read of the queue's counts. */
+async function answersRead(queue: Queue): Promise<boolean> {
+  try {
+    await queue.count();
+    return true;
+  } catch {
+    return false;
+  }
 }
