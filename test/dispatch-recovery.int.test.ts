@@ -1,7 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { UnrecoverableError, Worker } from 'bullmq';
-import { pino } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { appendStatus } from '../shared/db/bookings.ts';
@@ -17,6 +15,7 @@ import { createPartner } from '../shared/services/partners.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { insertOfferedBooking } from './helpers/bookings.ts';
+import { capturingLogger } from './helpers/captured-log.ts';
 import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, deleteKeys, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { startTwilioStub } from './helpers/twilio-stub.ts';
@@ -517,17 +516,6 @@ describe('a dispatch job that comes too early', () => {
 });
 
 describe('with the outbox relay behind', () => {
-  /** The dispatch role's log lines at warn and above, as its runner writes them. */
-  const capturing = () => {
-    const lines: Record<string, unknown>[] = [];
-    const sink = new Writable({
-      write(chunk, _enc, cb) {
-        lines.push(JSON.parse(String(chunk)) as Record<string, unknown>);
-        cb();
-      },
-    });
-    return { lines, logger: pino({ level: 'warn' }, sink) };
-  };
   const presence = async (token: string, available: boolean) => {
     const res = await fetch(`${api.url}/api/public/v1/driver/presence`, {
       method: 'POST',
@@ -569,7 +557,7 @@ describe('with the outbox relay behind', () => {
       expect(relayBehind).toMatchObject({ outboxId: row.id, queue: 'dispatch', jobName: 'dispatch-booking' });
 
       // The dispatch role runs the same check as it starts: it warns, naming the row, and queues nothing.
-      const log = capturing();
+      const log = capturingLogger();
       dispatchRole = startRoles(['dispatch'], { ...env.rt, logger: log.logger });
       const warning = await eventually(async () => log.lines.find((l) => BEHIND.test(String(l.msg))));
       expect(warning).toMatchObject({ level: 40, workerRole: 'dispatch', outboxId: row.id, queue: 'dispatch' });
@@ -608,19 +596,14 @@ describe('with the outbox relay behind', () => {
     }
   });
 
-  it('is not held back by rows no relay of this build takes (a queue it does not know)', async () => {
-    // Written a day ago by a release since rolled back, naming a queue this build has no worker
-    // for: it waits unrelayed for ever (the relay reports it hourly) and must not switch the
-    // rescue off for good.
-    const [retired] = await env.rt
+  /**
+   * A lost dispatch job is queued again beside an unrelayed outbox row written a day ago that
+   * no relay of this build will move: the row must not switch the rescue off for good.
+   */
+  const rescuedBeside = async (row: Record<string, unknown>) => {
+    const [waiting] = await env.rt
       .db('outbox')
-      .insert({
-        queue: 'retired',
-        job_name: 'retired-job',
-        payload: JSON.stringify({}),
-        job_id: 'retired-1',
-        created_at: new Date(Date.now() - 24 * 3600_000),
-      })
+      .insert({ ...row, created_at: new Date(Date.now() - 24 * 3600_000) })
       .returning<{ id: number }[]>('id');
     try {
       const lost = await book(10);
@@ -632,42 +615,34 @@ describe('with the outbox relay behind', () => {
       expect(relayBehind).toBeNull();
       expect(forRow(requeued, lost)).toEqual([`dispatch-${lost}`]);
       await env.rt.queues.dispatch.remove(`dispatch-${lost}`);
+      return await env.rt.db('outbox').where({ id: waiting?.id }).first('relayed_at', 'attempts');
     } finally {
-      await env.rt.db('outbox').where({ id: retired?.id }).delete();
+      await env.rt.db('outbox').where({ id: waiting?.id }).delete();
     }
+  };
+
+  it('is not held back by rows no relay of this build takes (a queue it does not know)', async () => {
+    // Written by a release since rolled back, naming a queue this build has no worker for: it
+    // waits unrelayed for ever (the relay reports it hourly).
+    await rescuedBeside({
+      queue: 'retired',
+      job_name: 'retired-job',
+      payload: JSON.stringify({}),
+      job_id: 'retired-1',
+    });
   });
 
   it('is not held back by a row the relay has set aside (BullMQ refused it every time)', async () => {
-    // A job id BullMQ refuses (all digits), failed OUTBOX_MAX_ATTEMPTS times a day ago: the relay
-    // no longer takes it, and logged it when it set it aside. It must not switch the rescue off.
-    const [setAside] = await env.rt
-      .db('outbox')
-      .insert({
-        queue: 'notify',
-        job_name: 'send-message',
-        payload: JSON.stringify({ messageId: uuidv7() }),
-        job_id: '12345',
-        attempts: OUTBOX_MAX_ATTEMPTS,
-        last_error: 'Custom Id cannot be integers',
-        created_at: new Date(Date.now() - 24 * 3600_000),
-      })
-      .returning<{ id: number }[]>('id');
-    try {
-      const lost = await book(10);
-      await loseJob(lost);
-      await madeAgo(lost, 3);
-      await relayed();
-      const { requeued, errors, relayBehind } = await rescueStrandedBookings(env.rt);
-      expect(errors).toEqual([]);
-      expect(relayBehind).toBeNull();
-      expect(forRow(requeued, lost)).toEqual([`dispatch-${lost}`]);
-      await env.rt.queues.dispatch.remove(`dispatch-${lost}`);
-      expect(await env.rt.db('outbox').where({ id: setAside?.id }).first('relayed_at', 'attempts')).toEqual({
-        relayed_at: null,
-        attempts: OUTBOX_MAX_ATTEMPTS,
-      });
-    } finally {
-      await env.rt.db('outbox').where({ id: setAside?.id }).delete();
-    }
+    // A job id BullMQ refuses (all digits), failed OUTBOX_MAX_ATTEMPTS times: the relay no
+    // longer takes it, and logged it when it set it aside.
+    const row = await rescuedBeside({
+      queue: 'notify',
+      job_name: 'send-message',
+      payload: JSON.stringify({ messageId: uuidv7() }),
+      job_id: '12345',
+      attempts: OUTBOX_MAX_ATTEMPTS,
+      last_error: 'Custom Id cannot be integers',
+    });
+    expect(row).toEqual({ relayed_at: null, attempts: OUTBOX_MAX_ATTEMPTS });
   });
 });

@@ -1,13 +1,12 @@
 import { once } from 'node:events';
 import net from 'node:net';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { enqueueJob, OUTBOX_MAX_ATTEMPTS } from '../shared/db/outbox.ts';
 import { closeQueues, createQueues, createRedis, waitForRedis } from '../shared/queues/connection.ts';
 import { JOB_DAYS_KEPT } from '../shared/services/intake.ts';
 import { startOutboxRelay } from '../workers/outbox-relay/relay.ts';
+import { capturingLogger } from './helpers/captured-log.ts';
 import { createTestEnv, eventually, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 
@@ -57,18 +56,6 @@ async function refusedRow(jobId: string): Promise<number> {
 }
 
 const rowOf = (id: number) => env.rt.db('outbox').where({ id }).first('relayed_at', 'attempts', 'last_error');
-
-/** A logger whose lines (warn and up) the test reads. */
-function capturing() {
-  const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      lines.push(JSON.parse(String(chunk)) as Record<string, unknown>);
-      cb();
-    },
-  });
-  return { lines, logger: pino({ level: 'warn' }, sink) };
-}
 
 /** A TCP hop to the real Redis that can be cut: Redis going away under a relay connected to it. */
 async function cuttableRedis(): Promise<{ url: string; cut(): void }> {
@@ -213,7 +200,7 @@ describe('transactional outbox', () => {
     good.push(await commitJob());
     const colon = await refusedRow('card:7');
     good.push(await commitJob());
-    const log = capturing();
+    const log = capturingLogger();
     const relay = startOutboxRelay({ db: env.rt.db, queues: env.rt.queues, config: env.config, logger: log.logger });
     try {
       await relay.drain();

@@ -7,6 +7,8 @@ import { AppError, detailsText, type ErrorDetail } from '../errors.ts';
 import { haversineMeters } from '../geo/route-estimate.ts';
 import type { Place } from '../geo/types.ts';
 import { uuidv7 } from '../ids.ts';
+// A type only: bookings.ts imports this module, and types are erased, so no import cycle at run time.
+import type { QuoteRow } from './bookings.ts';
 import type { PricingClient } from './pricing-client.ts';
 
 export const QUOTE_TTL_MS = 24 * 3600 * 1000;
@@ -337,16 +339,10 @@ const addressWords = (text: string) =>
 const SAME_PLACE_METRES = 500;
 
 /** What a quote fixes of its ride, as its row holds it. */
-export interface QuotedRide {
-  expires_at: Date;
-  pickup: unknown;
-  dropoff: unknown;
-  depart_at: Date;
-  created_at: Date;
-  vehicle_type: string;
-  passengers: number;
-  meet_and_greet: boolean;
-}
+export type QuotedRide = Pick<
+  QuoteRow,
+  'expires_at' | 'pickup' | 'dropoff' | 'depart_at' | 'created_at' | 'vehicle_type' | 'passengers' | 'meet_and_greet'
+>;
 
 /** How far from now a time sent with a quote for "now" may be and still mean now. */
 const FOR_NOW_SLACK_MS = 10 * 60_000;
