@@ -30,13 +30,12 @@ import {
 } from '../../shared/services/bookings.ts';
 import type { McpScope } from '../../shared/services/oauth.ts';
 import {
+  assertQuotedRide,
   createQuote,
   defaultVehicle,
   gbp,
-  notTheQuotedRide,
   priceQuote,
   type Quote,
-  quotedRideConflicts,
 } from '../../shared/services/quotes.ts';
 import type { ApiDeps } from '../deps.ts';
 import { contentHash, screen } from '../routes/bookings.ts';
@@ -536,8 +535,8 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     // A ride argument sent beside the quote must agree with it, as on the v1 and instant
     // bookings: the quote's ride is booked, and an assistant that changed the dropoff or the
     // time since must not be told the ride it asked for is booked.
-    if (quote && quote.test_mode === caller.testMode) {
-      const conflicts = await quotedRideConflicts(deps, caller, base, quote, {
+    if (quote) {
+      await assertQuotedRide(deps, caller, base, quote, {
         pickup: { field: '/pickup', value: a.pickup },
         dropoff: { field: '/dropoff', value: a.dropoff },
         departAt: { field: '/departAt', value: a.departAt },
@@ -545,7 +544,6 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
         passengers: { field: '/passengers', value: a.passengers },
         meetAndGreet: { field: '/meetAndGreet', value: a.meetAndGreet },
       });
-      if (conflicts.length > 0) throw notTheQuotedRide(conflicts);
     }
     const view = await redeemQuote(deps, { ...common, quoteId: a.quoteId }, caller, base, { quote: quote ?? null });
     // A quote books once: its booking, cancelled since, is no booking to report as made (an

@@ -46,14 +46,7 @@ import {
   trackingToken,
   viewOf,
 } from '../../shared/services/bookings.ts';
-import {
-  defaultVehicle,
-  type Given,
-  gbp,
-  notTheQuotedRide,
-  priceQuote,
-  quotedRideConflicts,
-} from '../../shared/services/quotes.ts';
+import { assertQuotedRide, defaultVehicle, type Given, gbp, priceQuote } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { type Caller, callerTestMode } from '../middleware/auth.ts';
@@ -605,10 +598,10 @@ export function bookingRoutes(): RouteDef[] {
               bc.testMode,
               quoteId,
             );
-            if (quote && quote.test_mode === bc.testMode) {
+            if (quote) {
               const vehicle = body.vehicleType ?? body.vehicle_type;
               const b = body as Record<string, unknown>;
-              const conflicts = await quotedRideConflicts(deps, bc, base, quote, {
+              await assertQuotedRide(deps, bc, base, quote, {
                 pickup: given(b, 'pickup'),
                 dropoff: given(b, 'dropoff'),
                 departAt: given(b, 'departAt', 'depart_at'),
@@ -619,7 +612,6 @@ export function bookingRoutes(): RouteDef[] {
                 passengers: given(b, 'passengers'),
                 meetAndGreet: given(b, 'meetAndGreet', 'meet_and_greet'),
               });
-              if (conflicts.length > 0) throw notTheQuotedRide(conflicts);
             }
             const view = await redeemQuote(
               deps,
@@ -797,18 +789,16 @@ export function bookingRoutes(): RouteDef[] {
             // A quote named: it is redeemed as bookings/create redeems it (the same passenger
             // again gets the same booking), never priced again beside it.
             const b = body as Record<string, unknown>;
-            return redeemAliasQuote(deps, bc, base, { ...body, quote_id: body.quote_id }, async (quote) => {
-              if (quote.test_mode !== bc.testMode) return; // not this caller's: 404 below
-              const conflicts = await quotedRideConflicts(deps, bc, base, quote, {
+            return redeemAliasQuote(deps, bc, base, { ...body, quote_id: body.quote_id }, (quote) =>
+              assertQuotedRide(deps, bc, base, quote, {
                 pickup: given(b, 'pickup_address'),
                 dropoff: given(b, 'dropoff_address'),
                 departAt: given(b, 'depart_at'),
                 vehicleType: given(b, 'vehicle_type'),
                 passengers: given(b, 'passenger_count'),
                 meetAndGreet: given(b, 'meet_and_greet'),
-              });
-              if (conflicts.length > 0) throw notTheQuotedRide(conflicts);
-            });
+              }),
+            );
           }
           requireFields({ pickup_address: body.pickup_address, dropoff_address: body.dropoff_address });
           const departAt = body.depart_at ?? new Date().toISOString();

@@ -341,7 +341,15 @@ const SAME_PLACE_METRES = 500;
 /** What a quote fixes of its ride, as its row holds it. */
 export type QuotedRide = Pick<
   QuoteRow,
-  'expires_at' | 'pickup' | 'dropoff' | 'depart_at' | 'created_at' | 'vehicle_type' | 'passengers' | 'meet_and_greet'
+  | 'expires_at'
+  | 'pickup'
+  | 'dropoff'
+  | 'depart_at'
+  | 'created_at'
+  | 'vehicle_type'
+  | 'passengers'
+  | 'meet_and_greet'
+  | 'test_mode'
 >;
 
 /** How far from now a time sent with a quote for "now" may be and still mean now. */
@@ -357,7 +365,7 @@ const FOR_NOW_SLACK_MS = 10 * 60_000;
  * written); a time agrees to the minute (a quote for "now" books now: a time within
  * FOR_NOW_SLACK_MS of now agrees too). A time that cannot be read agrees with nothing.
  */
-export async function quotedRideConflicts(
+async function quotedRideConflicts(
   deps: { db: Db; pricing: PricingClient },
   caller: QuoteCaller,
   baseUrl: string,
@@ -464,12 +472,29 @@ export async function quotedRideConflicts(
 }
 
 /** The refusal of a request whose ride fields say otherwise than its quote. */
-export function notTheQuotedRide(conflicts: ErrorDetail[]): AppError {
+function notTheQuotedRide(conflicts: ErrorDetail[]): AppError {
   return new AppError(
     'invalid_input',
     `quote_id books the quoted ride, and this request says otherwise: ${detailsText(conflicts)}. Leave these fields out to book the quote, or leave out quote_id to price this ride.`,
     conflicts,
   );
+}
+
+/**
+ * Refuses (400 `invalid_input`, naming each field) a booking whose ride fields say otherwise
+ * than the quote it names (`quotedRideConflicts`). A quote of the other mode (test or live) is
+ * not the caller's, and its redemption answers 404: nothing is compared with it.
+ */
+export async function assertQuotedRide(
+  deps: { db: Db; pricing: PricingClient },
+  caller: QuoteCaller,
+  baseUrl: string,
+  quote: QuotedRide,
+  ride: Parameters<typeof quotedRideConflicts>[4],
+): Promise<void> {
+  if (quote.test_mode !== caller.testMode) return;
+  const conflicts = await quotedRideConflicts(deps, caller, baseUrl, quote, ride);
+  if (conflicts.length > 0) throw notTheQuotedRide(conflicts);
 }
 
 /** A request field: its value (undefined when not sent) and its pointer as sent. */
