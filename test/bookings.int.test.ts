@@ -821,6 +821,32 @@ describe('POST /api/public/v1/booking', () => {
     expect(expired.status, expired.text).toBe(410);
   });
 
+  it("checks a quote's ride fields past the unconfirmed address's hourly limit too: a repeat that contradicts it is no repeat", async () => {
+    const email = `limited-ride-${Date.now()}@example.org`;
+    const book = (quoteId: string, extra: Record<string, unknown> = {}) =>
+      post('/api/public/v1/booking', {
+        quoteId,
+        passenger_name: 'Ada',
+        passenger_email: email,
+        passenger_phone: '+447700900123',
+        ...extra,
+      });
+    let last = '';
+    for (let i = 0; i < 8; i++) {
+      last = await quote();
+      const r = await book(last);
+      expect(r.status, r.text).toBe(201);
+    }
+    const first = await bookingRow((await book(last)).json.bookingReference as string);
+    // Past the limit, the same request still gets its booking; one that says otherwise is refused.
+    const elsewhere = await book(last, { pickup: 'Glasgow', departAt: inHours(30) });
+    expect(elsewhere.status, elsewhere.text).toBe(400);
+    expect(elsewhere.json.error?.details.map((d) => d.field)).toEqual(['/pickup', '/departAt']);
+    const again = await book(last);
+    expect(again.status, again.text).toBe(201);
+    expect(again.json.bookingReference).toBe(first.reference);
+  });
+
   it('agrees a quote for now with its own time echoed back later, and with now; not with another time', async () => {
     const email = `for-now-${Date.now()}@example.org`;
     const passenger = { passengerName: 'Ada', passengerEmail: email, passengerPhone: '+447700900123' };

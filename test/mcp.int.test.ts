@@ -627,6 +627,11 @@ describe('start_booking', () => {
       await call(client, 'start_booking', { ...who, passengerName: 'Somebody Else', quoteId: quote.quoteId }),
     );
     expect(someoneElse.code).toBe('rate_limited');
+    // Nor the quote with a ride that says otherwise than it: no repeat of it.
+    const elsewhere = errorOf(
+      await call(client, 'start_booking', { ...who, quoteId: quote.quoteId, dropoff: 'Glasgow' }),
+    );
+    expect(elsewhere.code).toBe('rate_limited');
     expect(await env.rt.db('bookings').where({ passenger_email: 'hedy.lamarr@example.org' })).toHaveLength(2);
   });
 

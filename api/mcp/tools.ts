@@ -23,6 +23,7 @@ import {
   type PaymentMethod,
   passengerStanding,
   priceUnlessRepeated,
+  type QuoteRow,
   redeemQuote,
   repeatedBooking,
   samePassenger,
@@ -536,14 +537,7 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     // bookings: the quote's ride is booked, and an assistant that changed the dropoff or the
     // time since must not be told the ride it asked for is booked.
     if (quote) {
-      await assertQuotedRide(deps, caller, base, quote, {
-        pickup: { field: '/pickup', value: a.pickup },
-        dropoff: { field: '/dropoff', value: a.dropoff },
-        departAt: { field: '/departAt', value: a.departAt },
-        vehicleType: { field: '/vehicleType', value: a.vehicleType },
-        passengers: { field: '/passengers', value: a.passengers },
-        meetAndGreet: { field: '/meetAndGreet', value: a.meetAndGreet },
-      });
+      await assertQuotedRide(deps, caller, base, quote, rideArguments(a));
     }
     const view = await redeemQuote(deps, { ...common, quoteId: a.quoteId }, caller, base, { quote: quote ?? null });
     // A quote books once: its booking, cancelled since, is no booking to report as made (an
@@ -608,13 +602,29 @@ async function earlierBookingOf(
     const rows = await db<BookingRow>('bookings')
       .where({ quote_id: a.quoteId, test_mode: callerOf(ctx).testMode })
       .whereNot('status', 'cancelled');
-    return rows.find((r) => samePassenger(r, passenger));
+    const row = rows.find((r) => samePassenger(r, passenger));
+    // Not when the ride arguments say otherwise than the quote: that is no repeat of it.
+    const quote = row?.quote_id ? await db<QuoteRow>('quotes').where({ id: row.quote_id }).first() : undefined;
+    if (quote) await assertQuotedRide(ctx.deps, callerOf(ctx), ctx.base, quote, rideArguments(a));
+    return row;
   }
   if (a.pickup === undefined || a.dropoff === undefined || a.departAt === undefined) return undefined;
   return repeatedBooking(
     db,
     pricedRequestHash(ctx, { ...a, pickup: a.pickup, dropoff: a.dropoff, departAt: a.departAt }),
   );
+}
+
+/** The ride arguments of a start_booking, to be checked against the quote it names. */
+function rideArguments(a: z.infer<z.ZodObject<typeof bookingInput>>): Parameters<typeof assertQuotedRide>[4] {
+  return {
+    pickup: { field: '/pickup', value: a.pickup },
+    dropoff: { field: '/dropoff', value: a.dropoff },
+    departAt: { field: '/departAt', value: a.departAt },
+    vehicleType: { field: '/vehicleType', value: a.vehicleType },
+    passengers: { field: '/passengers', value: a.passengers },
+    meetAndGreet: { field: '/meetAndGreet', value: a.meetAndGreet },
+  };
 }
 
 /**

@@ -210,7 +210,7 @@ export async function redeemingPassenger(
   const { refusal, ...checked } = await v1PassengerOrLimit(...args);
   if (!refusal) return { ...checked, quoted: checked.preloaded?.quote };
   const quote = checked.preloaded?.quote;
-  if (quote?.redeemed_at) return checked;
+  if (quote?.redeemed_at) return { ...checked, quoted: quote };
   // Sent together with the request redeeming it: that one's booking is the answer once written.
   const [deps, , , , , , quoteId] = args;
   const redeemed =
