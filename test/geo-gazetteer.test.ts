@@ -808,7 +808,10 @@ describe('addresses written as map apps and assistants write them', () => {
       ok: true,
       place: { kind: 'station', name: 'Gatwick Airport' },
     });
-    expect(await gazetteer.geocode('Terminal 5, London')).toMatchObject({ ok: true, place: { name: 'London' } });
+    expect(await gazetteer.geocode('Terminal 5, London')).toMatchObject({
+      ok: true,
+      place: { kind: 'address', name: 'Terminal 5, London' },
+    });
   });
 });
 
@@ -837,12 +840,16 @@ describe("where at an airport beside a town alone is the town's airport", () => 
     // Gatwick names its terminals so.
     ['Terminal 5, Crawley', 'airport', 'London Gatwick Airport', GATWICK, 3],
     ['North Terminal, Manchester', 'airport', 'Manchester Airport', MAN_AIRPORT, 2],
-    // Unchanged: no airport of the town's own (none, a minor airfield, or several), an airport
-    // named, or no terminal part.
-    ['Arrivals, York', 'place', 'York', [53.959, -1.0815], 5],
-    ['Terminal 5, London', 'place', 'London', [51.5074, -0.1278], 5],
-    ['Arrivals, Belfast', 'place', 'Belfast', [54.597, -5.93], 5],
-    ['Arrivals, Nottingham', 'place', 'Nottingham', [52.9548, -1.1581], 5],
+    // No airport of the town's own (none, a minor airfield, or several): an address at the
+    // town's point named as written, as before the terminal part was dropped (it was the town,
+    // "London", kind place, and the terminal was lost from the driver's name).
+    ['Arrivals, York', 'address', 'Arrivals, York', [53.959, -1.0815], 5],
+    ['Terminal 5, London', 'address', 'Terminal 5, London', [51.5074, -0.1278], 5],
+    ['Terminal 1, Belfast', 'address', 'Terminal 1, Belfast', [54.597, -5.93], 5],
+    ['Departures, Bath', 'address', 'Departures, Bath', [51.3811, -2.359], 5],
+    ['Arrivals, Belfast', 'address', 'Arrivals, Belfast', [54.597, -5.93], 5],
+    ['Arrivals, Nottingham', 'address', 'Arrivals, Nottingham', [52.9548, -1.1581], 5],
+    // Unchanged: an airport named, or no terminal part.
     ['Terminal 5, Heathrow Airport, London', 'airport', 'London Heathrow Airport, Terminal 5', [51.4723, -0.4884], 1],
     [
       'Departures, Gatwick North Terminal, Crawley',
@@ -918,20 +925,47 @@ describe('a station or airport named beside its postcode', () => {
 describe('a venue written before the airport or station it is at', () => {
   // The town after the airport or station was the point: "Hilton Garden Inn, Bristol Airport,
   // Bristol" was central Bristol, 8 km off, kind address (Edinburgh's 10 km, Manchester's 14
-  // km); "WHSmith, Manchester Piccadilly station, Manchester" the station's point but kind
-  // address. Airport and station rules were missed.
+  // km). The venue is an address at the airport or station, named as written: as the airport
+  // (ccf1c3e) the hotel was lost from the driver's name and airport rules and meet and greet
+  // applied to a hotel pickup.
   const T5 = [51.4723, -0.4884] as const;
   const BRISTOL_AIRPORT = [51.3827, -2.7191] as const;
   it.each([
-    ['Hilton Garden Inn, Bristol Airport, Bristol', 'airport', 'Bristol Airport', BRISTOL_AIRPORT, 1],
-    ['Costa, Bristol Airport, Bristol, UK', 'airport', 'Bristol Airport', BRISTOL_AIRPORT, 1],
-    ['Premier Inn, Manchester Airport, Manchester', 'airport', 'Manchester Airport', [53.3537, -2.275], 2],
-    ['Travelodge, Edinburgh Airport, Edinburgh', 'airport', 'Edinburgh Airport', [55.95, -3.3725], 1],
-    ['Premier Inn, Heathrow Terminal 5, London', 'airport', 'London Heathrow Airport, Terminal 5', T5, 1],
-    ['WHSmith, Manchester Piccadilly station, Manchester', 'station', 'Manchester Piccadilly', PICCADILLY, 1],
-    ['Costa, Leeds station, Leeds', 'station', 'Leeds', [53.7951, -1.548], 1],
-    ['Boots, Kings Cross station, London', 'station', 'London Kings Cross', KINGS_CROSS, 1],
-    ['Boots, Wimbledon station, London', 'station', 'Wimbledon', [51.4214, -0.2064], 1],
+    [
+      'Hilton Garden Inn, Bristol Airport, Bristol',
+      'address',
+      'Hilton Garden Inn, Bristol Airport, Bristol',
+      BRISTOL_AIRPORT,
+      1,
+    ],
+    ['Costa, Bristol Airport, Bristol, UK', 'address', 'Costa, Bristol Airport, Bristol, UK', BRISTOL_AIRPORT, 1],
+    [
+      'Premier Inn, Manchester Airport, Manchester',
+      'address',
+      'Premier Inn, Manchester Airport, Manchester',
+      [53.3537, -2.275],
+      2,
+    ],
+    [
+      'Travelodge, Edinburgh Airport, Edinburgh',
+      'address',
+      'Travelodge, Edinburgh Airport, Edinburgh',
+      [55.95, -3.3725],
+      1,
+    ],
+    ['Premier Inn, Heathrow Terminal 5, London', 'address', 'Premier Inn, Heathrow Terminal 5, London', T5, 1],
+    ['Pret, Heathrow Terminal 2, London', 'address', 'Pret, Heathrow Terminal 2, London', [51.4713, -0.4524], 1],
+    [
+      'WHSmith, Manchester Piccadilly station, Manchester',
+      'address',
+      'WHSmith, Manchester Piccadilly station, Manchester',
+      PICCADILLY,
+      1,
+    ],
+    ['Costa, Leeds station, Leeds', 'address', 'Costa, Leeds station, Leeds', [53.7951, -1.548], 1],
+    ['Costa, York station, York', 'address', 'Costa, York station, York', [53.958, -1.0933], 1],
+    ['Boots, Kings Cross station, London', 'address', 'Boots, Kings Cross station, London', KINGS_CROSS, 1],
+    ['Boots, Wimbledon station, London', 'address', 'Boots, Wimbledon station, London', [51.4214, -0.2064], 1],
     // Already so, and unchanged: the airport or station last, or alone.
     ['Tesco, Heathrow Airport', 'airport', 'London Heathrow Airport', HEATHROW, 3],
     ['Premier Inn, Heathrow Terminal 5', 'airport', 'London Heathrow Airport, Terminal 5', T5, 1],
@@ -948,6 +982,19 @@ describe('a venue written before the airport or station it is at', () => {
     const r = await gazetteer.geocode(q);
     expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
     if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+  });
+
+  it("takes the airport's or station's district and council, but no airport or station codes", async () => {
+    const hotel = await gazetteer.geocode('Hilton Garden Inn, Bristol Airport, Bristol');
+    expect(hotel).toMatchObject({ ok: true, place: { postcodeDistrict: 'BS40', localAuthorityCode: 'E06000024' } });
+    expect(hotel.ok && [hotel.place.iata, hotel.place.terminal, hotel.place.crs]).toEqual([
+      undefined,
+      undefined,
+      undefined,
+    ]);
+    const pret = await gazetteer.geocode('Pret, Heathrow Terminal 2, London');
+    expect(pret).toMatchObject({ ok: true, place: { postcodeDistrict: 'TW6', localAuthorityCode: 'E09000017' } });
+    expect(pret.ok && [pret.place.iata, pret.place.terminal]).toEqual([undefined, undefined]);
   });
 });
 

@@ -1349,6 +1349,30 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       .replace(/^[\s,;.]+|[\s,;.]+$/g, '');
 
   /**
+   * A result's point (and the district and council that follow from it), named as the text
+   * was written, kind address, as resolveAddress names its addresses: for a venue at a station
+   * or airport ("Hilton Garden Inn, Bristol Airport, Bristol" is at the airport, but the driver
+   * looks for the hotel and airport rules and meet and greet are not a hotel pickup's).
+   */
+  const addressAt = (query: string, at: GeocodeResult): GeocodeResult => {
+    if (!at.ok) return at;
+    const { lat, lng, countryCode, localAuthorityCode, postcodeDistrict } = at.place;
+    return {
+      ok: true,
+      place: {
+        query,
+        name: cleanText(query),
+        kind: 'address',
+        lat,
+        lng,
+        countryCode,
+        localAuthorityCode,
+        postcodeDistrict,
+      },
+    };
+  };
+
+  /**
    * The station or airport a part of the text beside a postcode names, exactly and with the
    * word station or airport (or a terminal), when it lies near the postcode's district: within
    * 3 km of the district's centre or, where districts are large, three times as far as the
@@ -1546,8 +1570,9 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     // station or airport (or a terminal), and agrees with the context as a qualifier would, is
     // where the venue written first is ("Hilton Garden Inn, Bristol Airport, Bristol";
     // "WHSmith, Manchester Piccadilly station, Manchester"): the town after it was the point,
-    // central Bristol 8 km from the airport, or the station's point but kind address, so
-    // airport and station rules were missed. Without the word the part may be a street
+    // central Bristol 8 km from the airport. The venue stays an address at that point, named as
+    // written (as the airport, the hotel was lost from the driver's name and airport rules and
+    // meet and greet applied to a hotel pickup). Without the word the part may be a street
     // ("Bath Road, Heathrow"); with a house number the text stays an address.
     if (!hadNumber) {
       const q = prepareQualifier(segs[ctxIdx]?.tokens.slice(prefix.length).join(' ') ?? '');
@@ -1555,7 +1580,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
         const p = parseQuery(normalizeName(raw));
         if (q === null || (p.intent !== 'station' && p.intent !== 'airport')) continue;
         const rec = exactCands(p).find((c) => c.rec.uk && c.rec.kind === p.intent && matchesQualifier(c.rec, q))?.rec;
-        if (rec) return resultFor(query, rec, p.terminal ?? terminal, worldwide);
+        if (rec) return addressAt(query, resultFor(query, rec, p.terminal ?? terminal, worldwide));
       }
     }
     let point: { lat: number; lng: number } = ctx;
@@ -1663,8 +1688,10 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     // "North Terminal, Crawley" were the town itself, 14, 11 and 5 km from the airport; before
     // the terminal was dropped, an address at the same point). A terminal the airport is known
     // not to have is dropped ("Terminal 5, Crawley" is Gatwick), as is North or South of
-    // another airport (only Gatwick names its terminals so); a town with no airport of its own
-    // (townAirport: "Arrivals, York", "Terminal 5, London") stays the town.
+    // another airport (only Gatwick names its terminals so). A town with no airport of its own
+    // (townAirport: "Arrivals, York", "Terminal 5, London") is an address at the town's point
+    // named as written, as before the terminal was dropped (it was the town, "London", kind
+    // place: the terminal was lost from the driver's name).
     const atAirport =
       withoutTerminals.length < rawSegments.length &&
       !segments.some((seg) => {
@@ -1672,8 +1699,12 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
         return p.intent === 'airport' || lookup(p)[0]?.rec.kind === 'airport';
       });
     const placeResult = (rec: Rec, terminal: string | null): GeocodeResult => {
-      const airport = atAirport && rec.source === 'town' ? townAirport.get(rec.id) : undefined;
-      if (!airport) return resultFor(query, rec, terminal, worldwide);
+      const town = atAirport && rec.source === 'town';
+      const airport = town ? townAirport.get(rec.id) : undefined;
+      if (!airport) {
+        const at = resultFor(query, rec, terminal, worldwide);
+        return town ? addressAt(query, at) : at;
+      }
       const known = TERMINALS[airport.iata ?? ''];
       const has = terminal !== null && (known ? known[terminal] !== undefined : /^T\d$/.test(terminal));
       return resultFor(query, airport, has ? terminal : null, worldwide);
