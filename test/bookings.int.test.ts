@@ -781,6 +781,7 @@ describe('POST /api/public/v1/booking', () => {
     expect(differs.status, differs.text).toBe(400);
     expect(differs.json.error?.code).toBe('invalid_input');
     expect(differs.json.error?.details.map((d) => d.field)).toEqual(['/dropoff', '/depart_at', '/vehicle_type']);
+    expect(differs.json.error?.details[0]?.problem).toMatch(/^differs from the quote's \(.*Airport, airport\)$/);
     expect(differs.json.error?.message).toContain('leave out quote_id');
     expect(await env.rt.db('quotes').where({ id: q }).first('redeemed_at')).toEqual({ redeemed_at: null });
     // The same ride, written another way: booked, once.
@@ -792,6 +793,8 @@ describe('POST /api/public/v1/booking', () => {
       departAt,
       vehicleType: 'saloon',
       passengers: 2,
+      // Not charged at a station pickup: asking for it or not is the same ride.
+      meetAndGreet: true,
     });
     expect(agrees.status, agrees.text).toBe(201);
     expect(await bookingRow(agrees.json.bookingReference as string)).toMatchObject({ quote_id: q });
@@ -812,12 +815,21 @@ describe('POST /api/public/v1/booking', () => {
     });
     expect(otherStreet.status, otherStreet.text).toBe(400);
     expect(otherStreet.json.error?.details.map((d) => d.field)).toEqual(['/pickup']);
+    // The same street with the country, another case and its spacing changed agrees.
+    const sameStreet = await post('/api/public/v1/booking', {
+      ...passenger,
+      quote_id: street,
+      pickup: '12 OXFORD STREET LONDON, UK',
+    });
+    expect(sameStreet.status, sameStreet.text).toBe(201);
     // An expired quote is 410 whatever the request says about its ride.
+    const old = (await post('/api/public/v1/quote', { pickup: 'Leeds', dropoff: 'York', departAt })).json
+      .quoteId as string;
     await env.rt
       .db('quotes')
-      .where({ id: street })
+      .where({ id: old })
       .update({ expires_at: new Date(Date.now() - 1000) });
-    const expired = await post('/api/public/v1/booking', { ...passenger, quote_id: street, pickup: 'York' });
+    const expired = await post('/api/public/v1/booking', { ...passenger, quote_id: old, pickup: 'Glasgow' });
     expect(expired.status, expired.text).toBe(410);
   });
 

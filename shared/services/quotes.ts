@@ -333,7 +333,10 @@ const addressWords = (text: string) =>
     .normalize('NFKC')
     .toLowerCase()
     .replace(/[^\p{L}\p{N}]+/gu, ' ')
-    .trim();
+    // The country said or not ("…, London SW1A 2AA, UK"): every place priced here is the same.
+    .replace(/ (uk|united kingdom|gb|great britain|england|scotland|wales|northern ireland)$/u, '')
+    // Spacing inside a word aside too ("SW1A2AA", "SW1A 2AA").
+    .replace(/ /g, '');
 
 /** How far apart two resolutions of one place may be: a station's entrances, an airport's terminals. */
 const SAME_PLACE_METRES = 500;
@@ -440,7 +443,7 @@ async function quotedRideConflicts(
       if (!same)
         out.push({
           field: p.field,
-          problem: `differs from the quote's (${typeof p.quoted.name === 'string' ? p.quoted.name : 'another place'})`,
+          problem: `differs from the quote's (${typeof p.quoted.name === 'string' ? p.quoted.name : 'another place'}${typeof p.quoted.kind === 'string' && p.quoted.kind !== 'address' ? `, ${p.quoted.kind}` : ''})`,
         });
     }
   }
@@ -467,7 +470,10 @@ async function quotedRideConflicts(
   };
   same(vehicleType, quote.vehicle_type as VehicleType);
   same(passengers, quote.passengers);
-  same(meetAndGreet, quote.meet_and_greet);
+  // Meet and greet is charged only at an airport pickup: elsewhere, asking for it or not is the
+  // same ride (the quote asked with it said so in a warning and charged nothing).
+  const atAirport = (quote.pickup as { kind?: unknown } | null)?.kind === 'airport';
+  if (atAirport) same(meetAndGreet, quote.meet_and_greet);
   return out;
 }
 
