@@ -91,6 +91,17 @@ const ada = {
   passenger_email: 'ada@example.org',
 };
 const bookingRow = (ref: string) => env.rt.db('bookings').where({ reference: ref }).first();
+/** A v1 booking of a quote in the prose shape (snake_case passenger fields) for `email`. */
+const proseBooking =
+  (email: string) =>
+  (quoteId: string, extra: Record<string, unknown> = {}) =>
+    post('/api/public/v1/booking', {
+      quoteId,
+      passenger_name: 'Ada',
+      passenger_email: email,
+      passenger_phone: '+447700900123',
+      ...extra,
+    });
 
 describe('dispatch through the outbox', () => {
   it('dispatches a booking made while the relay was stopped exactly once when it starts', async () => {
@@ -834,15 +845,7 @@ describe('POST /api/public/v1/booking', () => {
   });
 
   it("checks a quote's ride fields past the unconfirmed address's hourly limit too: a repeat that contradicts it is no repeat", async () => {
-    const email = `limited-ride-${Date.now()}@example.org`;
-    const book = (quoteId: string, extra: Record<string, unknown> = {}) =>
-      post('/api/public/v1/booking', {
-        quoteId,
-        passenger_name: 'Ada',
-        passenger_email: email,
-        passenger_phone: '+447700900123',
-        ...extra,
-      });
+    const book = proseBooking(`limited-ride-${Date.now()}@example.org`);
     let last = '';
     for (let i = 0; i < 8; i++) {
       last = await quote();
@@ -890,14 +893,7 @@ describe('POST /api/public/v1/booking', () => {
   it('answers the quote errors on the prose shape as bookings/create does: 404, 410, 409 for another passenger; fields as that shape spells them', async () => {
     // An address of its own: the other tests' unconfirmed ada@ has its hourly limit to keep.
     const email = `prose-errors-${Date.now()}@example.org`;
-    const prose = (quoteId: string, extra: Record<string, unknown> = {}) =>
-      post('/api/public/v1/booking', {
-        quoteId,
-        passenger_name: 'Ada',
-        passenger_email: email,
-        passenger_phone: '+447700900123',
-        ...extra,
-      });
+    const prose = proseBooking(email);
     for (const id of ['01930000-0000-7000-8000-000000000000', '<QUOTE_ID>']) {
       const unknown = await prose(id);
       expect(unknown.status, id).toBe(404);
