@@ -129,6 +129,35 @@ describe('POST /api/public/v1/quote', () => {
     expect((b.json.warnings as string[]).join(' ')).toMatch(/meet and greet/i);
   });
 
+  it('prices an airport written as assistants and map apps write it as the airport: its rules and meet and greet', async () => {
+    const departAt = nextWednesdayAt(12);
+    for (const pickup of [
+      'Manchester Airport (MAN)',
+      'Terminal 1, Manchester Airport, Manchester',
+      'Terminal 1, Manchester',
+    ]) {
+      const r = await post('/api/public/v1/quote', { pickup, dropoff: 'Stockport', departAt, meetAndGreet: true });
+      expect(r.status, pickup).toBe(200);
+      expect(r.json.pickup, pickup).toMatchObject({
+        kind: 'airport',
+        name: expect.stringMatching(/^Manchester Airport/),
+      });
+      expect(r.json.appliedRules as Array<{ code: string }>, pickup).toContainEqual(
+        expect.objectContaining({ code: 'meet_and_greet', amountGBP: 25 }),
+      );
+    }
+    // A hotel at the airport is where the driver goes, named as written: no meet and greet there.
+    const hotel = await post('/api/public/v1/quote', {
+      pickup: 'Hilton Garden Inn, Bristol Airport, Bristol',
+      dropoff: 'Bath Spa',
+      departAt,
+      meetAndGreet: true,
+    });
+    expect(hotel.status).toBe(200);
+    expect(hotel.json.pickup).toMatchObject({ kind: 'address', name: 'Hilton Garden Inn, Bristol Airport, Bristol' });
+    expect((hotel.json.appliedRules as Array<{ code: string }>).map((r) => r.code)).not.toContain('meet_and_greet');
+  });
+
   it('points bookingUrl at the connected domain the request came to', async () => {
     const body = JSON.stringify({ pickup: 'Leeds', dropoff: 'York', departAt: nextWednesdayAt(9) });
     const url = new URL(api.url);
