@@ -707,6 +707,89 @@ describe('POST /api/public/v1/booking', () => {
     expect(r.json.pickupTime).toBe(new Date(at).toISOString());
   });
 
+  it('refuses a field sent in both spellings that say different things, on every booking route, booking nothing; the same value typed two ways is one field', async () => {
+    const email = `spellings-${Date.now()}@example.org`;
+    const booked = async () =>
+      Number((await env.rt.db('bookings').where({ passenger_email: email }).count())[0]?.count);
+    const v1 = { ...direct, departAt: inHours(5), passengerName: 'Two Spellings', passengerEmail: email };
+    const cases: Array<[string, Record<string, unknown>, string[]]> = [
+      [
+        '/api/public/v1/booking',
+        { ...v1, vehicleType: 'saloon', vehicle_type: 'mpv' },
+        ['/vehicleType', '/vehicle_type'],
+      ],
+      ['/api/public/v1/booking', { ...v1, depart_at: inHours(9) }, ['/departAt', '/depart_at']],
+      [
+        '/api/public/v1/booking',
+        { ...v1, meetAndGreet: true, meet_and_greet: false },
+        ['/meetAndGreet', '/meet_and_greet'],
+      ],
+      ['/api/public/v1/booking', { ...v1, passenger_phone: '+447700900999' }, ['/passengerPhone', '/passenger_phone']],
+      ['/api/public/v1/booking', { ...v1, payment_method: 'card' }, ['/paymentMethod', '/payment_method']],
+      [
+        '/api/public/v1/booking',
+        {
+          quote_id: await quote(5),
+          quoteId: await quote(6),
+          passenger_name: 'Two Spellings',
+          passenger_email: email,
+          passenger_phone: '+447700900123',
+        },
+        ['/quote_id', '/quoteId'],
+      ],
+      [
+        '/api/public/bookings/instant',
+        {
+          pickup_address: 'Leeds station',
+          dropoff_address: 'Leeds Bradford Airport',
+          passenger_name: 'Two Spellings',
+          passenger_email: email,
+          passenger_phone_whatsapp: '+447700900123',
+          passenger_phone: '+447700900124',
+        },
+        ['/passenger_phone_whatsapp', '/passenger_phone'],
+      ],
+      [
+        '/api/public/bookings/create',
+        {
+          quote_id: await quote(7),
+          passenger_name: 'Two Spellings',
+          passenger_email: email,
+          payment_method: 'cash',
+          passenger_phone_whatsapp: '+447700900123',
+          passenger_phone: '+447700900124',
+        },
+        ['/passenger_phone_whatsapp', '/passenger_phone'],
+      ],
+    ];
+    for (const [path, body, fields] of cases) {
+      const r = await post(path, body);
+      expect(r.status, `${path} ${fields.join(' ')}: ${r.text}`).toBe(400);
+      expect(r.json.error?.code).toBe('invalid_input');
+      expect(r.json.error?.details.map((d) => d.field)).toEqual(fields);
+      expect(r.json.error?.message).toContain(`${fields[0]} says otherwise than ${fields[1]}`);
+    }
+    expect(await booked()).toBe(0);
+    // The same value in both, however typed, is one field: booked as that value.
+    const same = await post('/api/public/v1/booking', {
+      ...v1,
+      vehicleType: 'Saloon',
+      vehicle_type: 'saloon',
+      passengerPhone: '+44 7700 900123',
+      passenger_phone: '07700900123',
+      paymentMethod: 'cash',
+      payment_method: 'cash_to_driver',
+      depart_at: v1.departAt,
+    });
+    expect(same.status, same.text).toBe(201);
+    expect(await bookingRow(same.json.bookingReference as string)).toMatchObject({
+      vehicle_type: 'saloon',
+      passenger_phone: '+447700900123',
+      payment_method: 'cash',
+    });
+    expect(await booked()).toBe(1);
+  });
+
   it('books again when the first of two identical requests was cancelled in between, on the v1 and instant paths', async () => {
     const body = { ...direct, departAt: inHours(4), passengerName: 'Changed Mind', passengerEmail: 'mind@example.org' };
     const a = await post('/api/public/v1/booking', body);
@@ -1337,6 +1420,28 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
       passenger_phone: '+447700900654',
       payment_method: 'card',
     });
+  });
+
+  it('takes a vehicle type and a payment method in any case and spacing ("MPV", "Card to driver"), stored as the listed value', async () => {
+    const r = await post('/api/public/bookings/instant', {
+      ...instant,
+      passenger_name: 'Capital Carl',
+      passenger_count: 6,
+      vehicle_type: 'MPV',
+      payment_method: 'Card to driver',
+      depart_at: inHours(6),
+    });
+    expect(r.status, r.text).toBe(200);
+    expect(await bookingRow(r.json.booking_reference as string)).toMatchObject({
+      vehicle_type: 'mpv',
+      payment_method: 'card',
+    });
+    // Still refused when it spells no listed value, naming them.
+    const bad = await post('/api/public/bookings/instant', { ...instant, vehicle_type: 'Minibus' });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error?.details).toEqual([
+      { field: '/vehicle_type', problem: expect.stringContaining('must be one of: saloon') },
+    ]);
   });
 
   it('makes exactly one booking from 50 identical concurrent requests without a key', async () => {

@@ -129,6 +129,30 @@ describe('POST /api/public/v1/quote', () => {
     expect((b.json.warnings as string[]).join(' ')).toMatch(/meet and greet/i);
   });
 
+  it('refuses both spellings of a field saying different things 400, naming each; the same value typed two ways prices', async () => {
+    const { key } = await createApiKey(env.rt.db, { serviceCode: 'dtn', name: 'spellings' });
+    const ride = { pickup: 'Heathrow Terminal 5', dropoff: 'Paddington', departAt: nextWednesdayAt(10), passengers: 2 };
+    const stored = async () => Number((await env.rt.db('quotes').count())[0]?.count);
+    const before = await stored();
+    for (const [extra, fields] of [
+      [{ vehicleType: 'saloon', vehicle_type: 'mpv' }, ['/vehicleType', '/vehicle_type']],
+      [{ meetAndGreet: true, meet_and_greet: false }, ['/meetAndGreet', '/meet_and_greet']],
+    ] as const) {
+      const r = await post('/api/public/v1/quote', { ...ride, ...extra }, { 'x-api-key': key });
+      expect(r.status, JSON.stringify(r.json)).toBe(400);
+      expect(r.json.error?.code).toBe('invalid_input');
+      expect(r.json.error?.details.map((d) => d.field)).toEqual(fields);
+    }
+    expect(await stored()).toBe(before);
+    const same = await post(
+      '/api/public/v1/quote',
+      { ...ride, vehicleType: 'MPV', vehicle_type: 'mpv', meetAndGreet: true, meet_and_greet: true },
+      { 'x-api-key': key },
+    );
+    expect(same.status, JSON.stringify(same.json)).toBe(200);
+    expect(same.json.vehicleType).toBe('mpv');
+  });
+
   it('prices an airport written as assistants and map apps write it as the airport: its rules and meet and greet', async () => {
     const departAt = nextWednesdayAt(12);
     for (const pickup of [

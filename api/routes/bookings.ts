@@ -60,6 +60,7 @@ import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { scenarioHeader } from '../sandbox.ts';
 import { inAliasFields, quoteCaller } from './quotes.ts';
+import { assertSpellingsAgree, SPELLINGS } from './spellings.ts';
 
 const UNVERIFIED_POINTS = 8;
 const UNVERIFIED_WINDOW_SECONDS = 3600;
@@ -536,6 +537,18 @@ async function provenBooking<T>(
 /** The refusals that count as a failed proof. */
 const WRONG_PROOF = new Set(['email_mismatch', 'booking_not_found']);
 
+/** Every field v1 booking takes in two spellings (its camelCase shape and its prose shape). */
+const V1_SPELLINGS = [
+  SPELLINGS.quoteId,
+  SPELLINGS.passengerName,
+  SPELLINGS.passengerEmail,
+  SPELLINGS.v1Phone,
+  SPELLINGS.departAt,
+  SPELLINGS.vehicleType,
+  SPELLINGS.meetAndGreet,
+  SPELLINGS.paymentMethod,
+];
+
 export function bookingRoutes(): RouteDef[] {
   const v1 = (path: string, operationId: string, documented: boolean) =>
     defineRoute({
@@ -556,6 +569,7 @@ export function bookingRoutes(): RouteDef[] {
       responses: { 201: { description: 'The booking', schema: V1BookingResponse } },
       handler: async ({ body, deps, caller, req, res }) =>
         pointersAsSent(body, snakeShapeOf(body), async () => {
+          assertSpellingsAgree(body, V1_SPELLINGS);
           screen(req, [
             { pointer: '/pickup', kind: 'address', value: body.pickup },
             { pointer: '/dropoff', kind: 'address', value: body.dropoff },
@@ -741,6 +755,7 @@ export function bookingRoutes(): RouteDef[] {
       responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
       handler: async ({ body, deps, caller, req }) =>
         pointersAsSent(body, CreateBookingRequest, async () => {
+          assertSpellingsAgree(body, [SPELLINGS.aliasPhone]);
           screen(req, [
             { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
             { pointer: '/notes', kind: 'notes', value: body.notes },
@@ -775,6 +790,7 @@ export function bookingRoutes(): RouteDef[] {
       responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
       handler: async ({ body, deps, caller, req }) =>
         pointersAsSent(body, InstantBookingRequest, async () => {
+          assertSpellingsAgree(body, [SPELLINGS.aliasPhone]);
           screen(req, [
             { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
             { pointer: '/dropoff_address', kind: 'address', value: body.dropoff_address },

@@ -14,6 +14,7 @@ import type { ApiDeps } from '../deps.ts';
 import { type Caller, callerTestMode } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { screen } from './bookings.ts';
+import { assertSpellingsAgree, SPELLINGS } from './spellings.ts';
 
 /** Pricing names fields as the v1 quote does; the snake_case alias routes' own names for them. */
 const ALIAS_FIELDS: Readonly<Record<string, string>> = {
@@ -124,6 +125,7 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
       errors: [...QUOTE_ERRORS],
       responses: { 200: { description: 'The quote', schema: V1QuoteResponse } },
       handler: async ({ body, deps, caller, req }) => {
+        assertSpellingsAgree(body, [SPELLINGS.vehicleType, SPELLINGS.meetAndGreet]);
         // The addresses are stored with the quote, copied into the booking that redeems it and
         // shown back: screened as a booking's are, before any pricing.
         screen(req, [

@@ -40,7 +40,10 @@ export const PAYMENT_SPELLINGS = {
   bank_transfer: 'bank_transfer',
   account: 'account',
 } as const;
-const Payment = StringEnum(Object.keys(PAYMENT_SPELLINGS) as (keyof typeof PAYMENT_SPELLINGS)[]);
+const Payment = StringEnum(Object.keys(PAYMENT_SPELLINGS) as (keyof typeof PAYMENT_SPELLINGS)[], {
+  anyCase: true,
+  description: 'In any case, with spaces for underscores ("Cash to driver")',
+});
 
 /** POST /api/public/bookings/create (SPEC.md 2.5), with the spellings its samples use. */
 export const CreateBookingRequest = Type.Object({
@@ -69,7 +72,12 @@ export const InstantBookingRequest = Type.Object({
   passenger_count: Type.Optional(Passengers),
   passenger_email: Type.Optional(PassengerEmail),
   depart_at: Type.Optional(DateTime),
-  vehicle_type: Type.Optional(StringEnum(VEHICLE_TYPES)),
+  vehicle_type: Type.Optional(
+    StringEnum(VEHICLE_TYPES, {
+      anyCase: true,
+      description: 'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav, in any case ("MPV")',
+    }),
+  ),
   payment_method: Type.Optional(Payment),
   flight_number: Type.Optional(FlightNumber),
   notes: Type.Optional(Notes),

@@ -56,10 +56,30 @@ export function ScreenedText(
 export const Uuid = Type.String({ format: 'uuid' });
 export const DateTime = Type.String({ format: 'date-time' });
 
+/**
+ * An enum that takes its values in any case and with spaces, hyphens or underscores as the
+ * caller writes them ("MPV", "6 Seater", "Cash to driver"): each is read as the listed value it
+ * spells before `enum` is checked (the validator's `x-any-case` keyword, validate.ts), so the
+ * handler sees only listed values and the OpenAPI document still lists them.
+ */
+export const ANY_CASE = 'x-any-case';
+/** The form `x-any-case` compares: lower case, without spaces, hyphens or underscores. */
+export const anyCaseKey = (s: string): string =>
+  s
+    .trim()
+    .toLowerCase()
+    .replace(/[\s_-]+/g, '');
+
 /** A string enum as JSON Schema `enum` (clear errors, compact OpenAPI), typed as the union. */
 export function StringEnum<const T extends readonly string[]>(
   values: T,
-  opts: { description?: string; default?: T[number] } = {},
+  opts: { description?: string; default?: T[number]; anyCase?: boolean } = {},
 ) {
-  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...opts });
+  const { anyCase, ...rest } = opts;
+  return Type.Unsafe<T[number]>({
+    type: 'string',
+    enum: [...values],
+    ...rest,
+    ...(anyCase ? { [ANY_CASE]: true } : {}),
+  });
 }

@@ -6,8 +6,9 @@ import { DateTime, ScreenedText, StringEnum, Uuid } from './common.ts';
 const Address = (description: string) => ScreenedText('address', { required: true, description });
 const Passengers = Type.Integer({ minimum: 1, maximum: 8, description: 'Passengers, 1 to 8' });
 const Vehicle = StringEnum(VEHICLE_TYPES, {
+  anyCase: true,
   description:
-    'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav. Groups over 4 need 6seater, 7seater or mpv; wav for wheelchair access.',
+    'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav, in any case ("MPV"). Groups over 4 need 6seater, 7seater or mpv; wav for wheelchair access.',
 });
 
 /** POST /api/public/v1/quote (SPEC.md 2.1). `vehicle_type` and `meet_and_greet` are accepted too. */

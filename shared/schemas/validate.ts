@@ -2,7 +2,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { Ajv, type ErrorObject } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { ErrorDetail } from '../errors.ts';
-import { NOT_BLANK, SCREENED } from './common.ts';
+import { ANY_CASE, anyCaseKey, NOT_BLANK, SCREENED } from './common.ts';
 
 // ajv-formats is CommonJS; under ESM its default export is the plugin function.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
@@ -33,6 +33,28 @@ function makeAjv(coerceTypes: boolean): Ajv {
     ...(typeof dateTime.compare === 'function'
       ? { compare: dateTime.compare as (a: string, b: string) => number | undefined }
       : {}),
+  });
+  // `x-any-case` (StringEnum's anyCase): a string that spells a listed value in another case or
+  // spacing is replaced by that value before `enum` is checked; anything else is left to fail it.
+  ajv.addKeyword({
+    keyword: ANY_CASE,
+    schemaType: 'boolean',
+    modifying: true,
+    before: 'enum',
+    errors: false,
+    compile(on: boolean, parentSchema) {
+      const listed = new Map(
+        ((parentSchema as { enum?: unknown[] }).enum ?? [])
+          .filter((v): v is string => typeof v === 'string')
+          .map((v) => [anyCaseKey(v), v]),
+      );
+      return (data: unknown, cxt) => {
+        if (!on || typeof data !== 'string' || !cxt?.parentData || cxt.parentDataProperty === undefined) return true;
+        const value = listed.get(anyCaseKey(data));
+        if (value !== undefined) (cxt.parentData as Record<string | number, unknown>)[cxt.parentDataProperty] = value;
+        return true;
+      };
+    },
   });
   return ajv;
 }

@@ -1,0 +1,77 @@
+import { AppError, detailsText, type ErrorDetail } from '../../shared/errors.ts';
+import { PAYMENT_SPELLINGS } from '../../shared/schemas/bookings.ts';
+import { normalisePhone } from '../../shared/services/bookings.ts';
+
+/**
+ * One field's spellings (CONTRACT.md section 0: where SPEC.md shows a second spelling, both
+ * are accepted), and how their values are compared: as they mean, not as they are typed.
+ */
+interface Spelling {
+  names: readonly string[];
+  /** What a value means, for comparing two spellings' values. Never throws. */
+  meaning?: (value: unknown) => unknown;
+}
+
+const text = (v: unknown) =>
+  typeof v === 'string' ? v.normalize('NFKC').trim().toLowerCase().replace(/\s+/g, ' ') : v;
+const phone = (v: unknown) => {
+  if (typeof v !== 'string') return v;
+  try {
+    return normalisePhone(v);
+  } catch {
+    return text(v);
+  }
+};
+const instant = (v: unknown) => {
+  const at = typeof v === 'string' ? Date.parse(v) : Number.NaN;
+  return Number.isNaN(at) ? text(v) : Math.floor(at / 1000);
+};
+const vehicle = (v: unknown) => {
+  const t = text(v);
+  return typeof t === 'string' ? t.replace(/[\s-]/g, '') : t;
+};
+const method = (v: unknown) =>
+  typeof v === 'string' && Object.hasOwn(PAYMENT_SPELLINGS, v)
+    ? PAYMENT_SPELLINGS[v as keyof typeof PAYMENT_SPELLINGS]
+    : v;
+
+/** Every field the booking and quote routes take in two spellings. */
+export const SPELLINGS = {
+  quoteId: { names: ['quote_id', 'quoteId'], meaning: text },
+  passengerName: { names: ['passengerName', 'passenger_name'], meaning: text },
+  passengerEmail: { names: ['passengerEmail', 'passenger_email'], meaning: text },
+  v1Phone: { names: ['passengerPhone', 'passenger_phone'], meaning: phone },
+  aliasPhone: { names: ['passenger_phone_whatsapp', 'passenger_phone'], meaning: phone },
+  departAt: { names: ['departAt', 'depart_at'], meaning: instant },
+  vehicleType: { names: ['vehicleType', 'vehicle_type'], meaning: vehicle },
+  meetAndGreet: { names: ['meetAndGreet', 'meet_and_greet'] },
+  paymentMethod: { names: ['paymentMethod', 'payment_method'], meaning: method },
+} as const satisfies Record<string, Spelling>;
+
+/**
+ * A field sent in both its spellings with values that mean different things ("vehicleType":
+ * "saloon" beside "vehicle_type": "mpv") is 400 `invalid_input` naming each spelling: which one
+ * the caller meant cannot be known, and booking either could be the wrong ride. The same value
+ * in both, however typed (case, spacing, `07700 900123` beside `+447700900123`,
+ * `cash_to_driver` beside `cash`), is one field.
+ */
+export function assertSpellingsAgree(body: object, spellings: readonly Spelling[]): void {
+  const sent = body as Record<string, unknown>;
+  const details: ErrorDetail[] = [];
+  for (const { names, meaning = text } of spellings) {
+    const given = names.filter((n) => sent[n] !== undefined);
+    if (given.length < 2) continue;
+    const meanings = new Set(given.map((n) => JSON.stringify(meaning(sent[n]))));
+    if (meanings.size < 2) continue;
+    for (const n of given) {
+      const others = given
+        .filter((o) => o !== n)
+        .map((o) => `/${o}`)
+        .join(' and ');
+      details.push({ field: `/${n}`, problem: `says otherwise than ${others}: send one of them` });
+    }
+  }
+  if (details.length > 0) {
+    throw new AppError('invalid_input', `Two spellings of one field disagree: ${detailsText(details)}.`, details);
+  }
+}
