@@ -156,6 +156,14 @@ describe('POST /api/public/v1/drivers/apply', () => {
     expect(driver).toMatchObject({ national_network: false, corridors: [], payment_link: null });
   });
 
+  it('takes the vehicle class in any case ("MPV"), stored as the listed value', async () => {
+    const base = application();
+    const r = await apply({ ...base, vehicle: { ...(base.vehicle as object), class: 'MPV', seats: 8 } });
+    expect(r.status, JSON.stringify(r.json)).toBe(201);
+    const vehicle = await env.rt.db('vehicles').where({ driver_id: r.json.driverId }).first();
+    expect(vehicle.class).toBe('mpv');
+  });
+
   it('refuses a vehicle class outside the v1 list', async () => {
     const base = application();
     const r = await apply({ ...base, vehicle: { ...(base.vehicle as object), class: 'limousine' } });

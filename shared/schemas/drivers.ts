@@ -32,7 +32,10 @@ export const DriverVehicle = Type.Object({
     ...ScreenedText('reference', { max: 16, description: 'Registration mark as on the plate, e.g. "AB12 CDE"' }),
     minLength: 2,
   },
-  class: StringEnum(VEHICLE_TYPES, { description: 'Vehicle class, from the v1 vehicle list' }),
+  class: StringEnum(VEHICLE_TYPES, {
+    anyCase: true,
+    description: 'Vehicle class, from the v1 vehicle list, in any case ("MPV")',
+  }),
   seats: Type.Integer({ minimum: 1, maximum: 16, description: 'Passenger seats (1 to 16)' }),
   wheelchairAccessible: Type.Boolean({ description: 'Carries a passenger in a wheelchair (required for class wav)' }),
 });
