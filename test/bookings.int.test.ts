@@ -2238,6 +2238,36 @@ describe('passenger e-mail on bookings', () => {
     expect(mailText(afterMail)).not.toContain('Confirm your e-mail address');
   });
 
+  it("counts only an unconfirmed address's requests that book: refused redemptions and repeats use none of its 8", async () => {
+    const email = `uncounted-${Date.now()}@example.org`;
+    const book = proseBooking(email);
+    const taken = await quote(15);
+    expect((await post('/api/public/bookings/create', { ...ada, quote_id: taken })).status).toBe(200);
+    const expiredQuote = await quote(16);
+    await env.rt
+      .db('quotes')
+      .where({ id: expiredQuote })
+      .update({ expires_at: new Date(Date.now() - 1000) });
+    const firstQuote = await quote(17);
+    const first = await book(firstQuote);
+    expect(first.status, first.text).toBe(201);
+    const refusals = [
+      [await book('01930000-0000-7000-8000-000000000000'), 404],
+      [await book('<QUOTE_ID>'), 404],
+      [await book(expiredQuote), 410],
+      [await book(taken), 409],
+      [await book(await quote(18), { dropoff: 'York station' }), 400],
+      // A repeat, answered with its booking.
+      [await book(firstQuote), 201],
+    ] as const;
+    expect(refusals.map(([r]) => r.status)).toEqual(refusals.map(([, s]) => s));
+    expect(refusals[5][0].json.bookingReference).toBe(first.json.bookingReference);
+    // The first booking and seven more: eight that booked; the ninth new one is refused.
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) statuses.push((await book(await quote(19 + i))).status);
+    expect(statuses).toEqual([201, 201, 201, 201, 201, 201, 201, 429]);
+  });
+
   it('answers 50 identical requests at once from an unconfirmed address with the one booking, past the 8 too', async () => {
     const email = `burst-${Date.now()}@example.org`;
     const body = { ...base, departAt: inHours(15), passengerEmail: email };

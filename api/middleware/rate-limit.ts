@@ -296,11 +296,27 @@ export function ipBucket(ip: string): string {
 
 const RELEASE_COMMAND = 'dtnRateLimitRelease';
 
-export function bookingProofGuard(redis: Redis, queuePrefix: string): BookingProofGuard {
-  const count = fixedWindowCounter(redis);
+/**
+ * Takes one back from each of `keys`, fixed-window counts taken by `fixedWindowCounter`, for a
+ * request that turned out not to be what the limit counts. Never fails: a count not taken back
+ * (Redis away) expires with its window.
+ */
+export function countReleaser(redis: Redis): (keys: readonly string[]) => Promise<void> {
   // Sent by its SHA (EVALSHA), as the counter's script is.
   if (!(RELEASE_COMMAND in redis)) redis.defineCommand(RELEASE_COMMAND, { lua: RELEASE_LUA });
-  const releaseKeys = (redis as unknown as Record<string, ConsumeCommand>)[RELEASE_COMMAND] as ConsumeCommand;
+  const run = (redis as unknown as Record<string, ConsumeCommand>)[RELEASE_COMMAND] as ConsumeCommand;
+  return async (keys) => {
+    try {
+      await run.call(redis, keys.length, ...keys);
+    } catch {
+      // A count not taken back expires with its window: never a reason to fail the request.
+    }
+  };
+}
+
+export function bookingProofGuard(redis: Redis, queuePrefix: string): BookingProofGuard {
+  const count = fixedWindowCounter(redis);
+  const releaseKeys = countReleaser(redis);
   const { perBooking, perCaller, durationSeconds } = BOOKING_PROOF_LIMITS;
   const window = String(durationSeconds);
   return {
@@ -318,13 +334,7 @@ export function bookingProofGuard(redis: Redis, queuePrefix: string): BookingPro
       } catch {
         throw unavailable();
       }
-      const release = async () => {
-        try {
-          await releaseKeys.call(redis, keys.length, ...keys);
-        } catch {
-          // A count not taken back expires with its window: never a reason to fail the request.
-        }
-      };
+      const release = () => releaseKeys(keys);
       const policies = [
         { name: perBooking.name, points: perBooking.points, used: Number(reply[0]), ttl: Number(reply[1]) },
         { name: perCaller.name, points: totalPoints, used: Number(reply[2]), ttl: Number(reply[3]) },

@@ -7,7 +7,7 @@ import { normalisePhone, type PaymentMethod, redeemQuote } from '../../shared/se
 import { createQuote, isQuoteForNow } from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
-import { bookingCaller, redeemingPassenger, screen, untilClientGone } from '../routes/bookings.ts';
+import { bookingCaller, countedIfBooked, redeemingPassenger, screen, untilClientGone } from '../routes/bookings.ts';
 import { quoteCaller } from '../routes/quotes.ts';
 import { formToken, formTokenValid } from './csrf.ts';
 import { escapeHtml, pageHeaders, sendPage } from './layout.ts';
@@ -508,7 +508,7 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
         // address, which a form sent again for a quote already redeemed passes), then redeemQuote, which books a quote once and returns the same booking
         // to the same passenger.
         screen(req, [{ pointer: '/name', kind: 'name', value: values.name }]);
-        const { passenger, emailVerified, preloaded } = await redeemingPassenger(
+        const { passenger, emailVerified, preloaded, uncount } = await redeemingPassenger(
           untilClientGone(res),
           deps,
           values.name,
@@ -518,22 +518,24 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
           quote.test_mode,
           quote.id,
         );
-        const view = await redeemQuote(
-          deps,
-          {
-            origin: 'website',
-            quoteId: quote.id,
-            passenger,
-            paymentMethod: paymentOf(values.payment) as WebsitePayment,
-            emailVerified,
-            confirmByEmail: true,
-          },
-          // The booking is the quote's: an integrator's quote, booked by its passenger on this
-          // page, is the integrator's booking (its key and partner: its test messages, webhooks
-          // and lookups), in the quote's mode.
-          { ...bookingCaller(websiteCaller(req)), followsQuoteMode: true, ...(await quoteOwner(deps, quote)) },
-          base,
-          preloaded,
+        const view = await countedIfBooked(uncount, async () =>
+          redeemQuote(
+            deps,
+            {
+              origin: 'website',
+              quoteId: quote.id,
+              passenger,
+              paymentMethod: paymentOf(values.payment) as WebsitePayment,
+              emailVerified,
+              confirmByEmail: true,
+            },
+            // The booking is the quote's: an integrator's quote, booked by its passenger on this
+            // page, is the integrator's booking (its key and partner: its test messages, webhooks
+            // and lookups), in the quote's mode.
+            { ...bookingCaller(websiteCaller(req)), followsQuoteMode: true, ...(await quoteOwner(deps, quote)) },
+            base,
+            preloaded,
+          ),
         );
         req.log?.info({ booking: view.reference, repeat: !view.created }, 'website booking');
         res.set({ 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' });

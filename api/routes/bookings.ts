@@ -13,7 +13,14 @@ import { operatorDriverOf } from '../../shared/domain/operator-driver.ts';
 import { paymentState } from '../../shared/domain/payment-state.ts';
 import { normaliseReference } from '../../shared/domain/reference.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
-import { AppError, contentRejected, detailsText, type ErrorDetail, repointed } from '../../shared/errors.ts';
+import {
+  AppError,
+  contentRejected,
+  detailsText,
+  type ErrorCode,
+  type ErrorDetail,
+  repointed,
+} from '../../shared/errors.ts';
 import {
   AliasBookingResponse,
   BookingLookupResponse,
@@ -53,6 +60,7 @@ import { type Caller, callerTestMode } from '../middleware/auth.ts';
 import {
   type BookingProofGuard,
   bookingProofGuard,
+  countReleaser,
   fixedWindowCounter,
   unavailable,
 } from '../middleware/rate-limit.ts';
@@ -74,14 +82,10 @@ const UNVERIFIED_WINDOW_SECONDS = 3600;
  * Gmail, dotted) variants of one mailbox share one count rather than each starting afresh.
  * Test-mode requests (a test key) count under `<prefix>:rl:unverified-email:test:<mailbox>`.
  */
-async function limitUnverified(deps: ApiDeps, email: string, testMode: boolean): Promise<void> {
+async function limitUnverified(deps: ApiDeps, key: string): Promise<void> {
   let reply: number[];
   try {
-    reply = await fixedWindowCounter(deps.redis)(
-      // Test-mode requests count apart: a test key cannot use up a real passenger's hour.
-      [`${deps.config.queuePrefix}:rl:unverified-email:${testMode ? 'test:' : ''}${mailboxKey(email)}`],
-      [String(UNVERIFIED_WINDOW_SECONDS)],
-    );
+    reply = await fixedWindowCounter(deps.redis)([key], [String(UNVERIFIED_WINDOW_SECONDS)]);
   } catch {
     throw unavailable();
   }
@@ -98,6 +102,41 @@ async function limitUnverified(deps: ApiDeps, email: string, testMode: boolean):
       RateLimit: `"unverified-email";r=0;t=${retryAfter}`,
     },
   );
+}
+
+/** The unverified address's hourly count (test-mode requests count apart: a test key cannot use up a real passenger's hour). */
+const unverifiedKey = (deps: ApiDeps, email: string, testMode: boolean) =>
+  `${deps.config.queuePrefix}:rl:unverified-email:${testMode ? 'test:' : ''}${mailboxKey(email)}`;
+
+/**
+ * A redemption's refusals that book and price nothing (an unknown, expired or taken quote, a
+ * ride field that contradicts it, a pickup time passed): the unconfirmed address's count taken
+ * for the request is given back, as it is for a repeat answered with its booking. The hourly
+ * limit is of priced requests (CONTRACT.md section 5); a passenger who pastes a stale quote id
+ * has not used one.
+ */
+const UNCOUNTED_REFUSALS: ReadonlySet<ErrorCode> = new Set([
+  'quote_not_found',
+  'quote_expired',
+  'quote_already_redeemed',
+  'invalid_input',
+  'pickup_in_past',
+]);
+
+/** `redeem`'s booking, with the address's count for it given back unless it booked a new ride (`UNCOUNTED_REFUSALS`). */
+export async function countedIfBooked(
+  uncount: () => Promise<void>,
+  redeem: () => Promise<BookingView>,
+): Promise<BookingView> {
+  let view: BookingView;
+  try {
+    view = await redeem();
+  } catch (err) {
+    if (err instanceof AppError && UNCOUNTED_REFUSALS.has(err.code)) await uncount();
+    throw err;
+  }
+  if (!view.created) await uncount();
+  return view;
 }
 
 /** The passenger e-mail rules: malformed, disposable, role addresses, no mail server: 400. */
@@ -195,7 +234,13 @@ function settle<T>(step: () => T): { ok: true; value: T } | { ok: false; error: 
   }
 }
 
-type V1Passenger = { passenger: Passenger; emailVerified: boolean; preloaded?: { quote: QuoteRow | null } };
+type V1Passenger = {
+  passenger: Passenger;
+  emailVerified: boolean;
+  preloaded?: { quote: QuoteRow | null };
+  /** Gives back this request's hourly count of the address (`countedIfBooked`); nothing when none was taken. */
+  uncount: () => Promise<void>;
+};
 
 /**
  * The passenger redeeming a quote, on the v1 booking with `quote_id` and the website's form:
@@ -299,15 +344,24 @@ async function v1PassengerOrLimit(
   // The address's hourly count is taken while its standing is read, not after it: one round
   // trip less per booking. Counting a confirmed (or blocked) address's request is harmless: the
   // limit applies only while an address is unconfirmed, and a blocked one is refused anyway.
-  const limited = limitUnverified(deps, passenger.email as string, testMode).then(
-    () => null,
-    (err: unknown) => err,
+  const key = unverifiedKey(deps, passenger.email as string, testMode);
+  let counted = false;
+  const limited = limitUnverified(deps, key).then(
+    () => {
+      counted = true;
+      return null;
+    },
+    (err: unknown) => {
+      counted = err instanceof AppError && err.code === 'rate_limited';
+      return err;
+    },
   );
   const { emailVerified, quote } = await passengerStanding(deps.db, passenger, quoteId, testMode).finally(
     () => limited,
   );
   const refusal = emailVerified ? null : await limited;
-  return { passenger, emailVerified, refusal, ...(quote !== undefined ? { preloaded: { quote } } : {}) };
+  const uncount = () => (counted ? countReleaser(deps.redis)([key]) : Promise.resolve());
+  return { passenger, emailVerified, refusal, uncount, ...(quote !== undefined ? { preloaded: { quote } } : {}) };
 }
 
 /** The passenger on the alias endpoints: WhatsApp (or plain) phone required, e-mail optional. */
@@ -602,6 +656,7 @@ export function bookingRoutes(): RouteDef[] {
               emailVerified,
               preloaded,
               quoted: quote,
+              uncount,
             } = await redeemingPassenger(
               untilClientGone(res),
               deps,
@@ -612,38 +667,40 @@ export function bookingRoutes(): RouteDef[] {
               bc.testMode,
               quoteId,
             );
-            if (quote) {
-              const vehicle = body.vehicleType ?? body.vehicle_type;
-              const b = body as Record<string, unknown>;
-              await assertQuotedRide(deps, bc, base, quote, {
-                pickup: given(b, 'pickup'),
-                dropoff: given(b, 'dropoff'),
-                departAt: given(b, 'departAt', 'depart_at'),
-                vehicleType: {
-                  ...given(b, 'vehicleType', 'vehicle_type'),
-                  value: vehicle === undefined ? undefined : parseVehicleType(vehicle),
+            const view = await countedIfBooked(uncount, async () => {
+              if (quote) {
+                const vehicle = body.vehicleType ?? body.vehicle_type;
+                const b = body as Record<string, unknown>;
+                await assertQuotedRide(deps, bc, base, quote, {
+                  pickup: given(b, 'pickup'),
+                  dropoff: given(b, 'dropoff'),
+                  departAt: given(b, 'departAt', 'depart_at'),
+                  vehicleType: {
+                    ...given(b, 'vehicleType', 'vehicle_type'),
+                    value: vehicle === undefined ? undefined : parseVehicleType(vehicle),
+                  },
+                  passengers: given(b, 'passengers'),
+                  meetAndGreet: given(b, 'meetAndGreet', 'meet_and_greet'),
+                });
+              }
+              return redeemQuote(
+                deps,
+                {
+                  origin: 'api',
+                  quoteId,
+                  passenger,
+                  paymentMethod: method,
+                  emailVerified,
+                  flightNumber: body.flightNumber,
+                  notes: body.notes,
+                  farePenceOverride: fare,
+                  confirmByEmail: true,
                 },
-                passengers: given(b, 'passengers'),
-                meetAndGreet: given(b, 'meetAndGreet', 'meet_and_greet'),
-              });
-            }
-            const view = await redeemQuote(
-              deps,
-              {
-                origin: 'api',
-                quoteId,
-                passenger,
-                paymentMethod: method,
-                emailVerified,
-                flightNumber: body.flightNumber,
-                notes: body.notes,
-                farePenceOverride: fare,
-                confirmByEmail: true,
-              },
-              bc,
-              base,
-              preloaded,
-            );
+                bc,
+                base,
+                preloaded,
+              );
+            });
             return { status: 201, body: v1Body(view) };
           }
           requireFields({
