@@ -316,6 +316,7 @@ describe('POST /api/public/bookings/create', () => {
       currency: 'GBP',
       status_url: expect.stringMatching(/\/api\/public\/v1\/booking\/DTN-/),
       tracking_url: expect.stringMatching(/\/track\/[A-Za-z0-9_-]{43}$/),
+      warnings: [],
     });
     const again = await post('/api/public/bookings/create', { ...ada, passenger_name: ' ada lovelace ', quote_id: q });
     expect(again.status).toBe(200);
@@ -524,6 +525,7 @@ describe('POST /api/public/v1/booking', () => {
       trackingUrl: expect.stringMatching(/\/track\//),
       payDriverUrl: expect.stringMatching(/\/pay\//),
       emailVerified: false,
+      warnings: [],
     });
     const row = await bookingRow(r.json.bookingReference as string);
     expect(row).toMatchObject({ origin: 'api', passenger_email: 'ada@example.org', payment_method: 'pay_link' });
@@ -687,6 +689,64 @@ describe('POST /api/public/v1/booking', () => {
       { code: 'partner_fare', description: 'Fare agreed by the partner', amountPence: 7000 },
       { code: 'meet_and_greet', description: 'Meet and greet in the arrivals hall (in the fare)', amountPence: 0 },
     ]);
+  });
+
+  it("answers with its quote's warnings, as the quote's answer gives them: meet and greet away from an airport is said to be not charged, on every booking route and on a repeat", async () => {
+    const notCharged = expect.stringMatching(/^Meet and greet is offered for airport pickups only/);
+    const ride = {
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      departAt: inHours(6),
+      passengerName: 'Warned Wendy',
+      passengerEmail: `warned-${Date.now()}@example.org`,
+      passengerPhone: '+447700900347',
+      meetAndGreet: true,
+    };
+    const v1 = await post('/api/public/v1/booking', ride);
+    expect(v1.status, v1.text).toBe(201);
+    expect(v1.json.warnings).toEqual([notCharged]);
+    const repeat = await post('/api/public/v1/booking', ride);
+    expect(repeat.json.bookingReference).toBe(v1.json.bookingReference);
+    expect(repeat.json.warnings).toEqual(v1.json.warnings);
+    const instantBody = {
+      pickup_address: 'Manchester Piccadilly',
+      dropoff_address: 'Manchester Airport',
+      passenger_name: 'Warned Will',
+      passenger_phone_whatsapp: '+447700900348',
+      depart_at: inHours(6),
+      meet_and_greet: true,
+    };
+    const instant = await post('/api/public/bookings/instant', instantBody);
+    expect(instant.status, instant.text).toBe(200);
+    expect(instant.json.warnings).toEqual([notCharged]);
+    expect((await post('/api/public/bookings/instant', instantBody)).json).toEqual(instant.json);
+    // A redemption repeats the quote's warnings (a party of 6 given a vehicle it did not name).
+    const q = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Manchester Piccadilly',
+      dropoff_address: 'Manchester Airport',
+      passenger_count: 6,
+      depart_at: inHours(7),
+    });
+    expect(q.status).toBe(200);
+    const chosen = 'No vehicle type given: a 6seater was chosen to seat 6 passengers.';
+    const created = await post('/api/public/bookings/create', { ...ada, quote_id: q.json.quote_id });
+    expect(created.json.warnings).toEqual([chosen]);
+    const v1Quote = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Manchester Piccadilly',
+      dropoff_address: 'Manchester Airport',
+      passenger_count: 6,
+      depart_at: inHours(8),
+    });
+    const redeemed = await proseBooking(`warned-redeem-${Date.now()}@example.org`)(v1Quote.json.quote_id as string);
+    expect(redeemed.status, redeemed.text).toBe(201);
+    expect(redeemed.json.warnings).toEqual([chosen]);
+    // An airport pickup with meet and greet has nothing to warn of.
+    const airport = await post('/api/public/v1/booking', {
+      ...ride,
+      pickup: 'Manchester Airport',
+      dropoff: 'Manchester Piccadilly',
+    });
+    expect(airport.json.warnings).toEqual([]);
   });
 
   it('accepts depart_at on the v1 booking (the priced shape names the missing time by its v1 spelling)', async () => {
@@ -1250,6 +1310,8 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
       status: 'pending',
       status_url: expect.any(String),
       tracking_url: expect.any(String),
+      // Leeds has no council table here: priced on the default rate, and the answer says so.
+      warnings: [expect.stringContaining('priced on the Direct Taxi Network default rate')],
     });
     expect(await bookingRow(r.json.booking_reference as string)).toMatchObject({
       origin: 'agent',

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { TObject } from '@sinclair/typebox';
 import type { Request, Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
+import type { BookingRow } from '../../shared/db/bookings.ts';
 import { type ScreenField, screenFields } from '../../shared/domain/content-screen.ts';
 import {
   checkEmail,
@@ -48,6 +49,7 @@ import {
   passengerStanding,
   priceUnlessRepeated,
   type QuoteRow,
+  quoteWarningsOf,
   redeemQuote,
   repeatedBooking,
   trackingToken,
@@ -424,7 +426,8 @@ async function redeemAliasQuote(
     base,
     { quote: quote ?? null },
   );
-  return { status: 200, body: aliasBody(view) };
+  // The quote booked is the one read here (a redemption books the quote it names).
+  return { status: 200, body: aliasBody(view, quote?.warnings ?? []) };
 }
 
 /**
@@ -512,7 +515,8 @@ async function partnerFare(deps: ApiDeps, caller: Caller, fareGBP: number | unde
   return Math.round(fareGBP * 100);
 }
 
-function v1Body(v: BookingView): V1BookingResponse {
+/** The v1 answer; `warnings` are the booking's quote's (meet and greet not charged away from an airport, a vehicle chosen for the party, ...). */
+function v1Body(v: BookingView, warnings: string[]): V1BookingResponse {
   return {
     bookingReference: v.reference,
     status: v.status,
@@ -523,17 +527,29 @@ function v1Body(v: BookingView): V1BookingResponse {
     trackingUrl: v.trackingUrl,
     payDriverUrl: v.payDriverUrl,
     emailVerified: v.emailVerified,
+    warnings,
   };
 }
 
-const aliasBody = (v: BookingView): AliasBookingResponse => ({
+const aliasBody = (v: BookingView, warnings: string[]): AliasBookingResponse => ({
   booking_reference: v.reference,
   status: v.status,
   fare: gbp(v.farePence),
   currency: v.currency,
   status_url: v.statusUrl,
   tracking_url: v.trackingUrl,
+  warnings,
 });
+
+/** The answer to a request that returned an earlier booking (a repeat): its quote's warnings are read back. */
+async function repeatBody<T>(
+  deps: ApiDeps,
+  row: BookingRow,
+  body: (v: BookingView, warnings: string[]) => T,
+  base: string,
+): Promise<T> {
+  return body(viewOf(row, base, deps.config.dataEncryptionKey, false), await quoteWarningsOf(deps.db, row.id));
+}
 
 const V1_ERRORS = [
   'content_rejected',
@@ -701,7 +717,7 @@ export function bookingRoutes(): RouteDef[] {
                 preloaded,
               );
             });
-            return { status: 201, body: v1Body(view) };
+            return { status: 201, body: v1Body(view, quote?.warnings ?? (await quoteWarningsOf(deps.db, view.id))) };
           }
           requireFields({
             pickup: body.pickup,
@@ -758,11 +774,10 @@ export function bookingRoutes(): RouteDef[] {
             // its booking; a new one is 429.
             const repeat = await lookingAgain(() => repeatedBooking(deps.db, hash), untilClientGone(res));
             if (!repeat) throw refusal;
-            return { status: 201, body: v1Body(viewOf(repeat, base, deps.config.dataEncryptionKey, false)) };
+            return { status: 201, body: await repeatBody(deps, repeat, v1Body, base) };
           }
           const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
-          if (pricing.repeat)
-            return { status: 201, body: v1Body(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false)) };
+          if (pricing.repeat) return { status: 201, body: await repeatBody(deps, pricing.repeat, v1Body, base) };
           const view = await bookPricedQuote(
             deps,
             pricing.priced,
@@ -780,7 +795,10 @@ export function bookingRoutes(): RouteDef[] {
             bc,
             base,
           );
-          return { status: 201, body: v1Body(view) };
+          return {
+            status: 201,
+            body: v1Body(view, view.created ? pricing.priced.quote.warnings : await quoteWarningsOf(deps.db, view.id)),
+          };
         }),
     });
 
@@ -911,8 +929,7 @@ export function bookingRoutes(): RouteDef[] {
             ...(body.meet_and_greet ? { meetAndGreet: true } : {}),
           });
           const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
-          if (pricing.repeat)
-            return { status: 200, body: aliasBody(viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false)) };
+          if (pricing.repeat) return { status: 200, body: await repeatBody(deps, pricing.repeat, aliasBody, base) };
           const view = await bookPricedQuote(
             deps,
             pricing.priced,
@@ -928,7 +945,13 @@ export function bookingRoutes(): RouteDef[] {
             bc,
             base,
           );
-          return { status: 200, body: aliasBody(view) };
+          return {
+            status: 200,
+            body: aliasBody(
+              view,
+              view.created ? pricing.priced.quote.warnings : await quoteWarningsOf(deps.db, view.id),
+            ),
+          };
         }),
     }),
     defineRoute({

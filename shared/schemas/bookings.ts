@@ -168,6 +168,12 @@ const StatusUrl = Type.String({
 });
 const Gbp = Type.Number({ description: 'Pounds, two decimals' });
 
+/** The quote's warnings, repeated on the booking's answer (an assistant booking in one step sees them too). */
+const BookingWarnings = Type.Array(Type.String(), {
+  description:
+    "What the booking's quote warned of, in words to pass on: meet and greet asked for away from an airport (not charged, not arranged), a vehicle chosen for the party, a tariff fallback. Empty when none.",
+});
+
 export const V1BookingResponse = Type.Object({
   bookingReference: Type.String({ description: 'DTN-XXXXXX' }),
   status: Type.String(),
@@ -178,6 +184,7 @@ export const V1BookingResponse = Type.Object({
   trackingUrl: Type.String({ format: 'uri', description: 'The tracking page; its token opens the event stream' }),
   payDriverUrl: Type.String({ format: 'uri', description: 'Pay the driver directly (no commission)' }),
   emailVerified: Type.Boolean(),
+  warnings: BookingWarnings,
 });
 export type V1BookingResponse = Static<typeof V1BookingResponse>;
 
@@ -188,6 +195,7 @@ export const AliasBookingResponse = Type.Object({
   currency: Type.String({ description: 'GBP' }),
   status_url: StatusUrl,
   tracking_url: Url,
+  warnings: BookingWarnings,
 });
 export type AliasBookingResponse = Static<typeof AliasBookingResponse>;
 

@@ -185,6 +185,8 @@ export interface QuoteRow {
   test_mode: boolean;
   /** Asked for; charged only at an airport pickup (the tariff engine's `meet_and_greet` rule). */
   meet_and_greet: boolean;
+  /** What the quote's answer warned of (meet and greet not charged, a vehicle chosen, ...): a booking's answer repeats them. */
+  warnings: string[];
 }
 
 const QUOTE_COLUMNS = [
@@ -200,7 +202,20 @@ const QUOTE_COLUMNS = [
   'fare_pence',
   'test_mode',
   'meet_and_greet',
+  'warnings',
 ] as const satisfies readonly (keyof QuoteRow)[];
+
+/**
+ * The warnings of the quote a booking was made from, for the answer to a request that returned
+ * an earlier booking (a repeat): the first answer had them from the quote it priced.
+ */
+export async function quoteWarningsOf(db: Queryable, bookingId: string): Promise<string[]> {
+  const row = await db('bookings as b')
+    .join('quotes as q', 'q.id', 'b.quote_id')
+    .where('b.id', bookingId)
+    .first<{ warnings: string[] } | undefined>('q.warnings');
+  return row?.warnings ?? [];
+}
 
 /**
  * What a redemption's booking copies from its quote inside the write statement, returned by the
