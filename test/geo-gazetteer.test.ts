@@ -1,5 +1,8 @@
+import { copyFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createGazetteer, defaultGazetteer } from '../shared/geo/gazetteer.ts';
+import { createGazetteer, DEFAULT_DATA_DIR, defaultGazetteer } from '../shared/geo/gazetteer.ts';
 import { haversineMeters } from '../shared/geo/route-estimate.ts';
 import type { Place, PlaceKind } from '../shared/geo/types.ts';
 
@@ -1051,6 +1054,73 @@ describe('"<town> station" where the station has another name', () => {
     const r = await gazetteer.geocode(q);
     expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
     if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+  });
+});
+
+describe('a county or region after a town picks the town of the name there', () => {
+  // Real-world points (not read from our data files). Each was another place: Ashford, Kent
+  // (98 km off); Inverness, as "Highland" (141 km); St Ives, Cornwall (444 km); Wellington,
+  // Telford (198 km).
+  it.each([
+    // Spelthorne is in Surrey, though its postal county (the data's) is Middlesex.
+    ['Ashford, Surrey', 'place', 'Ashford', [51.434, -0.464], 3, 'E07000213'],
+    ['Ashford, Surrey, UK', 'place', 'Ashford', [51.434, -0.464], 3, 'E07000213'],
+    ['Ashford, Middlesex', 'place', 'Ashford', [51.434, -0.464], 3, 'E07000213'],
+    ['Ashford, Kent', 'place', 'Ashford', [51.1465, 0.8717], 3, 'E07000105'],
+    // Oban is in Argyll and Bute; "Highlands" is the loose region around it.
+    ['Oban, Highlands', 'place', 'Oban', [56.415, -5.472], 3, 'S12000035'],
+    ['Oban, Highland', 'place', 'Oban', [56.415, -5.472], 3, 'S12000035'],
+    // Post towns (PE27, TA21) that the town list lacks: the point is their district's.
+    ['St Ives, Cambridgeshire', 'place', 'St Ives', [52.334, -0.075], 3, 'E07000011'],
+    ['St Ives, Cambs', 'place', 'St Ives', [52.334, -0.075], 3, 'E07000011'],
+    ['Saint Ives, Cambridgeshire, UK', 'place', 'St Ives', [52.334, -0.075], 3, 'E07000011'],
+    ['St Ives, Huntingdonshire', 'place', 'St Ives', [52.334, -0.075], 3, 'E07000011'],
+    ['St Ives, Cornwall', 'place', 'St Ives', [50.2083, -5.4906], 3, 'E06000052'],
+    ['Wellington, Somerset', 'place', 'Wellington', [50.978, -3.2243], 3, 'E06000066'],
+    ['Wellington, Somerset, England', 'place', 'Wellington', [50.978, -3.2243], 3, 'E06000066'],
+    ['Wellington, Shropshire', 'place', 'Wellington', [52.7001, -2.5157], 3, 'E06000020'],
+    ['Wellington, Herefordshire', 'place', 'Wellington', [52.1313, -2.7385], 3, 'E06000019'],
+  ] as const)('%j is the %s %j', async (q, kind, name, at, km, council) => {
+    const r = await gazetteer.geocode(q);
+    expect(r.ok && { kind: r.place.kind, name: r.place.name, council: r.place.localAuthorityCode }, q).toEqual({
+      kind,
+      name,
+      council,
+    });
+    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+  });
+
+  it('keeps a borough or county around a city where in the city it is', async () => {
+    // Not the city's centre as a place, as a place just outside a region would be.
+    expect(await gazetteer.geocode('London, Kensington and Chelsea')).toMatchObject({
+      ok: true,
+      place: { kind: 'address', localAuthorityCode: 'E09000020' },
+    });
+    // Nor a district of the city's post town in the council named (G77, BS41).
+    for (const [q, council] of [
+      ['Glasgow, East Renfrewshire', 'S12000049'],
+      ['Bristol, Somerset', 'E06000023'],
+    ] as const) {
+      expect(await gazetteer.geocode(q), q).toMatchObject({ ok: true, place: { localAuthorityCode: council } });
+    }
+    // A station known by a shortened name is no town of the name near the county.
+    const brum = await gazetteer.geocode('Birmingham, Leicestershire');
+    expect(brum.ok && brum.place.kind).not.toBe('station');
+  });
+
+  it('needs the post-town file for post towns, and works without it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gazetteer-'));
+    try {
+      for (const f of readdirSync(DEFAULT_DATA_DIR)) {
+        if (f !== 'uk-postcode-district-post-towns.csv') copyFileSync(join(DEFAULT_DATA_DIR, f), join(dir, f));
+      }
+      const bare = createGazetteer(dir);
+      const r = bare.geocodeSync('Wellington, Somerset');
+      expect(r.ok && r.place.postcodeDistrict).not.toBe('TA21');
+      expect(bare.geocodeSync('Oban, Highlands')).toMatchObject({ ok: true, place: { name: 'Oban' } });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

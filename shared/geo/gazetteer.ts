@@ -13,7 +13,9 @@
  *     the first letter must match; see text.ts);
  *     words such as "station", "airport", "terminal 5", "town centre" say which kind is wanted;
  *     text after a comma (or in brackets) qualifies the name: a nation, county, council, post
- *     town, outward code or a nearby town;
+ *     town, outward code or a nearby town; a county or council that no place of the name is in
+ *     picks one just outside it ("Ashford, Surrey"), else a post town of the name in it
+ *     ("Wellington, Somerset", a post town our town list lacks: see postTownPlace);
  *  4. an address: the rightmost part that names a town, station, airport or outward code is the
  *     context, and a station named earlier in the text near that context refines the point.
  * Ranking for names: the kind the text asks for, then exact before fuzzy, UK before abroad,
@@ -365,6 +367,17 @@ const METROPOLITAN_COUNTIES: Record<string, string[]> = {
 const CROWN_DEPENDENCY_AREAS: Record<string, string> = { GY: 'Guernsey', JE: 'Jersey', IM: 'the Isle of Man' };
 
 const BIG_TOWN = 20_000;
+/**
+ * How near a county or council a place it is not in may be for the qualifier to pick it, as a
+ * loose one (half a match): people name the county a place is administratively in, where the
+ * data knows its postal county ("Ashford, Surrey": Spelthorne is in Surrey, TW15's postal
+ * county Middlesex; 6.6 km from the nearest Surrey district centre), or the region around it
+ * ("Oban, Highlands": Argyll and Bute, 25 km from the nearest Highland one). Distances are to
+ * district centres, which in rural areas lie far inside the boundary.
+ */
+const LOOSE_REGION_RADIUS = 30_000;
+/** How far apart a post town's districts in one county may lie for them to be one town. */
+const POST_TOWN_SPREAD = 25_000;
 /**
  * How far a town named in a UK airport's name may be from it for "<town> airport" to be that
  * airport: the main airports named after a city are all nearer it (Cardiff, the farthest, 14.6
@@ -1165,6 +1178,10 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     return town?.c ?? top.c;
   };
 
+  /** How far from its point a place reaches, roughly, by its kind and size. */
+  const placeRadius = (r: Rec): number =>
+    r.kind !== 'place' ? 3_000 : r.population >= 1_000_000 ? 25_000 : r.population >= 200_000 ? 12_000 : 8_000;
+
   // ----- qualifiers ("Newport, Wales") -----
 
   interface Qualifier {
@@ -1174,7 +1191,45 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     councils: string[] | null;
     district: District | null;
     place: Rec | null;
+    /**
+     * When the qualifier names a county or council, and no populated town, station or airport,
+     * the districts it is made of; else null.
+     */
+    region: District[] | null;
   }
+
+  /** Each geographic district with the words of its council's and its postal county's names. */
+  const districtWords = [...locator.byCode.values()]
+    .filter((d) => d.geographic)
+    .map((d) => ({
+      d,
+      council: tokensOf(normalizeName(d.localAuthorityName ?? '')),
+      county: tokensOf(normalizeName(d.county ?? '')),
+    }));
+  /** Geographic districts by each of their post towns (normalised): see postTownPlace. */
+  const postTownDistricts = new Map<string, District[]>();
+  for (const { d } of districtWords) {
+    for (const t of d.postTowns) {
+      const key = normalizeName(t);
+      postTownDistricts.set(key, [...(postTownDistricts.get(key) ?? []), d]);
+    }
+  }
+  // Keyed by the qualifier's words, which callers write: bounded, so text never seen before
+  // cannot grow it for ever (it is emptied when full; a miss costs one pass over the districts).
+  const regions = new Map<string, District[] | null>();
+  const MAX_REGIONS = 10_000;
+  const regionOf = (tokens: string[], councils: string[] | null): District[] | null => {
+    const key = tokens.join(' ');
+    if (!regions.has(key)) {
+      if (regions.size >= MAX_REGIONS) regions.clear();
+      const has = (words: string[]) => words.length > 0 && tokens.every((t) => words.includes(t));
+      const ds = districtWords
+        .filter((w) => (councils ? councils.includes(w.d.localAuthorityName ?? '') : has(w.council) || has(w.county)))
+        .map((w) => w.d);
+      regions.set(key, ds.length > 0 ? ds : null);
+    }
+    return regions.get(key) ?? null;
+  };
 
   const prepareQualifier = (raw: string): Qualifier | null => {
     const norm = normalizeName(raw);
@@ -1184,12 +1239,19 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     const compact = joined.replace(/ /g, '').toUpperCase();
     const district = OUTWARD_RE.test(compact) ? (locator.get(compact) ?? null) : null;
     const placeCands = district ? [] : exactCands(parseQuery(joined)).filter((c) => c.rec.uk);
+    const nations = NATION_ALIASES[joined] ?? null;
+    const councils = METROPOLITAN_COUNTIES[joined] ?? null;
+    const place = placeCands[0]?.rec ?? null;
+    // A county's or council's name that is also a town's ("Leeds", "Durham") stays the town's;
+    // GeoNames has a point without people for some councils ("Highland", at Inverness).
+    const regionOnly = place === null || (place.source === 'town' && place.population === 0);
     return {
       tokens,
-      nations: NATION_ALIASES[joined] ?? null,
-      councils: METROPOLITAN_COUNTIES[joined] ?? null,
+      nations,
+      councils,
       district,
-      place: placeCands[0]?.rec ?? null,
+      place,
+      region: !nations && !district && regionOnly ? regionOf(tokens, councils) : null,
     };
   };
 
@@ -1219,6 +1281,97 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     // its station.
     if (q.place && haversineMeters(rec, q.place) <= 30_000) return true;
     return false;
+  };
+
+  /**
+   * A place just outside the county or council a qualifier names (see LOOSE_REGION_RADIUS):
+   * worth half a match, so a place in it still comes first.
+   */
+  const nearRegion = (rec: Rec, q: Qualifier): boolean => {
+    if (!rec.uk || q.region === null) return false;
+    // A city's own borough or a county around it ("London, Kensington and Chelsea") says where
+    // in the city: the address there stands (see resolveAddress), not the city's centre.
+    const city = rec.kind === 'place' && rec.population >= 200_000 ? placeRadius(rec) : 0;
+    if (q.region.some((d) => haversineMeters(rec, d) <= city)) return false;
+    return q.region.some((d) => haversineMeters(rec, d) <= LOOSE_REGION_RADIUS);
+  };
+
+  /**
+   * How many qualifiers a candidate matches, a loose match (nearRegion) counting half: only for
+   * a place named exactly by its own name, or by its name without the words after a comma or
+   * in brackets ("Hayes (Kent)"); not by a shortened one ("Birmingham, Leicestershire" is not
+   * Birmingham International, the one "Birmingham" near Leicestershire).
+   */
+  const qualifierScore = (c: Cand, quals: Qualifier[]): number => {
+    const ownName =
+      c.distance === 0 &&
+      (c.variant === 'full' ||
+        c.variant === 'alias' ||
+        c.rec.source === 'town' ||
+        (c.rec.source === 'rail' && c.rec.qualifierText.length > 0));
+    return quals.reduce(
+      (sum, q) => sum + (matchesQualifier(c.rec, q) ? 1 : ownName && nearRegion(c.rec, q) ? 0.5 : 0),
+      0,
+    );
+  };
+
+  /**
+   * Whether a postcode district is in what a qualifier names: a nation, county, council or
+   * post town by name, or the district by its code. Unlike matchesQualifier, nothing by
+   * distance: a post town's districts reach far out of the town ("Milton Keynes, Luton" is
+   * no Milton Keynes district near Luton).
+   */
+  const districtMatchesQualifier = (d: District, q: Qualifier): boolean => {
+    if (q.nations) return q.nations.includes(d.country);
+    if (q.councils) return q.councils.includes(d.localAuthorityName ?? '');
+    if (q.district) return d.district === q.district.district;
+    const texts = [d.localAuthorityName, d.county, ...d.postTowns].filter((t): t is string => !!t);
+    return texts.some((t) => q.tokens.every((w) => tokensOf(normalizeName(t)).includes(w)));
+  };
+
+  /**
+   * A post town of the name in the county or council the qualifiers name, when it matches
+   * them better than every place of the name we have (`beat`, their best qualifierScore):
+   * "St Ives, Cambridgeshire" and "Wellington, Somerset" are post towns (PE27, TA21) that the
+   * town list (GeoNames cities1000, as shipped) lacks, and were St Ives in Cornwall and
+   * Wellington in Telford. The point is the centre of the town's districts there (weighted by
+   * their postcodes: 1.5 km from GeoNames' point for the median town of several districts,
+   * 1.0 km for one district); none when they lie apart, as two towns would. Read only when the
+   * post-town file is there (districts.ts).
+   */
+  const postTownPlace = (
+    query: string,
+    name: string,
+    quals: Qualifier[],
+    cands: Cand[],
+    beat: number,
+  ): GeocodeResult | null => {
+    const districts = postTownDistricts.get(name);
+    if (!districts || quals.length === 0) return null;
+    const scored = districts.map((d) => ({ d, score: quals.filter((q) => districtMatchesQualifier(d, q)).length }));
+    const best = Math.max(...scored.map((x) => x.score));
+    // A place just outside the county (half a match) is as good: "Oban, Highlands" is the
+    // town of Oban (Argyll and Bute), not PA80, Morvern across Loch Linnhe, in Highland with
+    // the post town Oban, 27 km off.
+    if (best <= Math.ceil(beat)) return null;
+    const chosen = scored.filter((x) => x.score === best).map((x) => x.d);
+    if (chosen.some((a) => chosen.some((b) => haversineMeters(a, b) > POST_TOWN_SPREAD))) return null;
+    const weight = (d: District) => Math.max(1, d.postcodeCount);
+    const total = chosen.reduce((sum, d) => sum + weight(d), 0);
+    const lat = chosen.reduce((sum, d) => sum + d.lat * weight(d), 0) / total;
+    const lng = chosen.reduce((sum, d) => sum + d.lng * weight(d), 0) / total;
+    // A town of the name we have near them is the post town's own, reaching into the council
+    // named ("Glasgow, East Renfrewshire", G77; "Bristol, Somerset", BS41): that town stands.
+    const own = cands.some(
+      (c) => c.rec.source === 'town' && c.distance === 0 && haversineMeters(c.rec, { lat, lng }) <= POST_TOWN_SPREAD,
+    );
+    if (own) return null;
+    const town = chosen[0]?.postTowns.find((t) => normalizeName(t) === name) ?? titleCase(name);
+    const one = chosen.length === 1 ? (chosen[0] ?? null) : null;
+    return {
+      ok: true,
+      place: placeFromDistrictPoint(query, town.replace(/\bSt\. /g, 'St '), 'place', lat, lng, one),
+    };
   };
 
   // ----- building results -----
@@ -1476,9 +1629,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     const best = cands.find((c) => c.rec.uk);
     if (!best) return null;
     const r = best.rec;
-    const radius =
-      r.kind !== 'place' ? 3_000 : r.population >= 1_000_000 ? 25_000 : r.population >= 200_000 ? 12_000 : 8_000;
-    return { rec: r, lat: r.lat, lng: r.lng, district: null, radius };
+    return { rec: r, lat: r.lat, lng: r.lng, district: null, radius: placeRadius(r) };
   };
 
   const contextForText = (text: string, allowFuzzy: boolean): Context | null => {
@@ -1733,14 +1884,17 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
         );
         if (best) return placeResult(best.rec, parsed.terminal ?? wholeTerminal);
       }
+      const scored = cands.map((c, order) => ({ c, order, score: qualifierScore(c, quals) }));
+      scored.sort((a, b) => b.score - a.score || a.order - b.order);
+      const top = scored[0];
+      // A post town of the name in the county or council named, when no place of the name we
+      // have matches as well ("Wellington, Somerset": the town list has only Telford's and
+      // Herefordshire's).
+      if (parsed.intent === null && !atAirport && quals.length > 0) {
+        const postTown = postTownPlace(query, parsed.norm, quals, cands, top?.score ?? 0);
+        if (postTown) return postTown;
+      }
       if (cands.length > 0) {
-        const scored = cands.map((c, order) => ({
-          c,
-          order,
-          score: quals.filter((q) => matchesQualifier(c.rec, q)).length,
-        }));
-        scored.sort((a, b) => b.score - a.score || a.order - b.order);
-        const top = scored[0];
         const chosen = preferTown(scored, parsed.intent);
         if (top && chosen && top.score > 0) return placeResult(chosen.rec, parsed.terminal ?? wholeTerminal);
         // Nothing matched the qualifiers: perhaps the head is a street or building ("Victoria
