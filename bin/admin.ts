@@ -10,6 +10,7 @@ import { mailboxKey } from '../shared/domain/email-acceptance.ts';
 import { nameProblem } from '../shared/domain/names.ts';
 import { referenceForMessage } from '../shared/domain/reference.ts';
 import { VEHICLE_TYPES, type VehicleType } from '../shared/domain/tariffs/types.ts';
+import { AppError } from '../shared/errors.ts';
 import { defaultGazetteer } from '../shared/geo/gazetteer.ts';
 import { configOrExit } from '../shared/lifecycle.ts';
 import { REDACT_PATHS } from '../shared/logger.ts';
@@ -24,7 +25,7 @@ import {
   settleInvoice,
 } from '../shared/services/billing.ts';
 import { bookingHistory } from '../shared/services/booking-history.ts';
-import { normalisePhone } from '../shared/services/bookings.ts';
+import { cancelBooking, cancellableBookingsOf, normalisePhone } from '../shared/services/bookings.ts';
 import {
   approveDriver,
   DRIVER_STATUSES,
@@ -545,8 +546,13 @@ export const COMMANDS: Record<string, Command> = {
     },
   },
   block: {
-    usage: 'block --email E | --phone P [--reason R]',
-    options: { email: { type: 'string' }, phone: { type: 'string' }, reason: { type: 'string' } },
+    usage: 'block --email E | --phone P [--reason R] [--cancel-open]',
+    options: {
+      email: { type: 'string' },
+      phone: { type: 'string' },
+      reason: { type: 'string' },
+      'cancel-open': { type: 'boolean' },
+    },
     run: async (v, _p, ctx) => {
       const { kind, value } = contactArg(v);
       await ctx
@@ -560,7 +566,30 @@ export const COMMANDS: Record<string, Command> = {
         subject_type: 'blocked_contact',
         subject_id: `${kind}:${value}`,
       });
-      return { blocked: { kind, value } };
+      // A block stops new bookings; the contact's open ones are listed, and cancelled only when
+      // asked (`--cancel-open`): a block for abuse may come with hoax rides already booked, but
+      // a passenger blocked for another reason may still be owed the ride they booked.
+      const open = await cancellableBookingsOf(ctx.db, { kind, value });
+      const cancelled: string[] = [];
+      if (v['cancel-open'] === true) {
+        for (const b of open) {
+          try {
+            // The same cancellation as the passenger's: the driver or partner holding it is told.
+            await cancelBooking(ctx.db, b.id, 'Cancelled by an operator: the passenger is blocked.', ctx.actor);
+            cancelled.push(b.reference);
+          } catch (err) {
+            // On board since it was read: that ride goes on; the rest are still cancelled.
+            if (!(err instanceof AppError && err.code === 'cannot_cancel')) throw err;
+          }
+        }
+      }
+      return {
+        blocked: { kind, value },
+        openBookings: open
+          .filter((b) => !cancelled.includes(b.reference))
+          .map((b) => ({ reference: b.reference, status: b.status, pickupTime: b.pickup_time.toISOString() })),
+        cancelled,
+      };
     },
   },
   unblock: {

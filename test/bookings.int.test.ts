@@ -2078,9 +2078,17 @@ describe('blocked passengers', () => {
       env.childEnv,
     );
     expect(byEmail.code, byEmail.stderr).toBe(0);
-    expect(JSON.parse(byEmail.stdout)).toEqual({ blocked: { kind: 'email', value: 'blocked@example.org' } });
+    expect(JSON.parse(byEmail.stdout)).toEqual({
+      blocked: { kind: 'email', value: 'blocked@example.org' },
+      openBookings: [],
+      cancelled: [],
+    });
     const byPhone = await runTs('bin/admin.ts', ['block', '--phone', '07700 900666'], env.childEnv);
-    expect(JSON.parse(byPhone.stdout)).toEqual({ blocked: { kind: 'phone', value: '+447700900666' } });
+    expect(JSON.parse(byPhone.stdout)).toEqual({
+      blocked: { kind: 'phone', value: '+447700900666' },
+      openBookings: [],
+      cancelled: [],
+    });
     const neither = await runTs('bin/admin.ts', ['block'], env.childEnv);
     expect(neither.code).toBe(1);
 
@@ -2195,6 +2203,69 @@ describe('blocked passengers', () => {
     });
     expect(stillPhone.json.error?.code).toBe('account_blocked');
     expect(await env.rt.db('audit_log').where({ action: 'contact.unblock' }).count({ n: '*' })).toEqual([{ n: 2 }]);
+  });
+});
+
+describe('blocked passengers: their open bookings', () => {
+  it("lists a blocked contact's open bookings, its variants too, and cancels them only with --cancel-open, telling whoever holds them", async () => {
+    const { runTs } = await import('./helpers/process.ts');
+    const stamp = Date.now();
+    const book = (extra: Record<string, unknown>) =>
+      post('/api/public/v1/booking', {
+        pickup: 'Leeds station',
+        dropoff: 'York station',
+        passengerName: 'Hoax Harry',
+        passengerPhone: '+447700900771',
+        ...extra,
+      });
+    const first = await book({ departAt: inHours(30), passengerEmail: `hoax.harry${stamp}+ride@gmail.com` });
+    const second = await book({ departAt: inHours(20), passengerEmail: `hoaxharry${stamp}@googlemail.com` });
+    const onBoard = await book({ departAt: inHours(25), passengerEmail: `hoaxharry${stamp}@gmail.com` });
+    const other = await book({ departAt: inHours(21), passengerEmail: `hoaxharry${stamp}x@gmail.com` });
+    for (const r of [first, second, onBoard, other]) expect(r.status, r.text).toBe(201);
+    await env.rt
+      .db('bookings')
+      .where({ reference: onBoard.json.bookingReference })
+      .update({ status: 'passenger_on_board' });
+    const ref = (r: { json: Json }) => r.json.bookingReference as string;
+
+    // Listed, soonest first, and left alone: the operator decides.
+    const listed = await runTs('bin/admin.ts', ['block', '--email', `hoaxharry${stamp}@gmail.com`], env.childEnv);
+    expect(listed.code, listed.stderr).toBe(0);
+    const open = [second, first].map((r) => ({ reference: ref(r), status: 'pending', pickupTime: expect.any(String) }));
+    expect(JSON.parse(listed.stdout)).toEqual({
+      blocked: { kind: 'email', value: `hoaxharry${stamp}@gmail.com` },
+      openBookings: open,
+      cancelled: [],
+    });
+    expect((await bookingRow(ref(first))).status).toBe('pending');
+
+    // Asked to, they are cancelled as a passenger's cancel is: history and the job that tells the holder.
+    const cancelled = await runTs(
+      'bin/admin.ts',
+      ['block', '--email', `Hoax.Harry${stamp}+block@GoogleMail.com`, '--cancel-open'],
+      env.childEnv,
+    );
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+    expect(JSON.parse(cancelled.stdout)).toMatchObject({ openBookings: [], cancelled: [ref(second), ref(first)] });
+    for (const r of [first, second]) {
+      const row = await bookingRow(ref(r));
+      expect(row.status).toBe('cancelled');
+      expect(row.cancel_reason).toMatch(/blocked/);
+      expect(
+        await env.rt
+          .db('outbox')
+          .where({ job_id: `cancelled-${row.id}` })
+          .first(),
+      ).toBeDefined();
+    }
+    expect((await bookingRow(ref(onBoard))).status).toBe('passenger_on_board');
+    expect((await bookingRow(ref(other))).status).toBe('pending');
+    // By phone: the other booking shares the number.
+    const byPhone = await runTs('bin/admin.ts', ['block', '--phone', '07700 900771'], env.childEnv);
+    expect(JSON.parse(byPhone.stdout).openBookings).toEqual([
+      { reference: ref(other), status: 'pending', pickupTime: expect.any(String) },
+    ]);
   });
 });
 

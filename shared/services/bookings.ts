@@ -857,6 +857,34 @@ export async function cancelBooking(
   });
 }
 
+/**
+ * A blocked contact's bookings that can still be cancelled (`CANCELLABLE`), soonest pickup
+ * first: a phone in E.164, an e-mail by its mailbox (`mailboxKey`, as blocks match it, so its
+ * `+tag` and Gmail dotted variants are among them). Read for `block`, which lists them and, asked
+ * to, cancels them (`cancelBooking`).
+ */
+export async function cancellableBookingsOf(
+  db: Db,
+  contact: { kind: 'email' | 'phone'; value: string },
+): Promise<Array<Pick<BookingRow, 'id' | 'reference' | 'status' | 'pickup_time'>>> {
+  const open = db<BookingRow>('bookings')
+    .whereIn('status', [...CANCELLABLE])
+    .orderBy('pickup_time')
+    .orderBy('id');
+  if (contact.kind === 'phone') {
+    return open.where({ passenger_phone: contact.value }).select('id', 'reference', 'status', 'pickup_time');
+  }
+  // Stored e-mails are normalised (`normaliseEmail`): their domain is the mailbox's, or Gmail's other name.
+  const domain = contact.value.slice(contact.value.lastIndexOf('@') + 1);
+  const domains = domain === 'gmail.com' ? ['gmail.com', 'googlemail.com'] : [domain];
+  const rows = await open
+    .whereRaw(`lower(split_part(passenger_email, '@', 2)) = any(?)`, [domains])
+    .select('id', 'reference', 'status', 'pickup_time', 'passenger_email');
+  return rows
+    .filter((r) => r.passenger_email !== null && mailboxKey(r.passenger_email) === contact.value)
+    .map(({ id, reference, status, pickup_time }) => ({ id, reference, status, pickup_time }));
+}
+
 /** A quote id as stored (lower-case UUID), or null when the text cannot be one. */
 export function quoteIdOf(raw: string): string | null {
   return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw) ? raw.toLowerCase() : null;
