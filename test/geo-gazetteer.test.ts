@@ -1,4 +1,4 @@
-import { copyFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -1121,6 +1121,113 @@ describe('a county or region after a town picks the town of the name there', () 
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("a post town alone, or the town list's town of its postal name", () => {
+  // Real-world points (not read from our data files). Each was not found (Newark and
+  // Montgomery outside the UK: Newark Liberty, Montgomery Regional in Alabama).
+  it.each([
+    ['Port Isaac', 'Port Isaac', [50.593, -4.829], 3, 'E06000052'],
+    ['Boscastle', 'Boscastle', [50.69, -4.692], 3, 'E06000052'],
+    ['Fort Augustus', 'Fort Augustus', [57.1448, -4.6815], 3, 'S12000017'],
+    ['Dunkeld', 'Dunkeld', [56.565, -3.585], 3, 'S12000048'],
+    ['Montgomery', 'Montgomery', [52.56, -3.149], 3, 'W06000023'],
+    ['Inveraray', 'Inveraray', [56.2311, -5.0735], 6, 'S12000035'],
+    ['Isle of Tiree', 'Isle of Tiree', [56.505, -6.88], 10, 'S12000035'],
+    ['Hinton St. George', 'Hinton St George', [50.9095, -2.8285], 3, 'E06000066'],
+    ['Port Isaac town centre', 'Port Isaac', [50.593, -4.829], 3, 'E06000052'],
+    // Its GeoNames point (Wimborne Minster) is in Poole's council; BH21 is Dorset's.
+    ['Wimborne', 'Wimborne', [50.8, -1.98], 3, 'E06000059'],
+    // The town list has these under another name, with a better point than their districts'.
+    ['Staines-upon-Thames', 'Staines', [51.434, -0.511], 3, 'E07000213'],
+    ['Staines upon Thames', 'Staines', [51.434, -0.511], 3, 'E07000213'],
+    ['Newark', 'Newark on Trent', [53.076, -0.809], 3, 'E07000175'],
+    ['Malvern', 'Great Malvern', [52.111, -2.325], 3, 'E07000235'],
+    ['Dereham', 'East Dereham', [52.681, 0.939], 3, 'E07000143'],
+    ['Dunmow', 'Great Dunmow', [51.873, 0.362], 3, 'E07000077'],
+    ['St. Columb', 'Saint Columb Major', [50.434, -4.94], 3, 'E06000052'],
+  ] as const)('%j is the place %j', async (q, name, at, km, council) => {
+    for (const worldwide of [false, true]) {
+      const r = await gazetteer.geocode(q, { worldwide });
+      expect(r.ok && { kind: r.place.kind, name: r.place.name, council: r.place.localAuthorityCode }, q).toEqual({
+        kind: 'place',
+        name,
+        council,
+      });
+      if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+    }
+  });
+
+  it('beats a guess far off, not a guess at the town spelt another way', async () => {
+    // Fuzzy matches: Aberdour (Fife, 159 km off) and Hayes (London).
+    expect(await gazetteer.geocode('Aberlour')).toMatchObject({ ok: true, place: { name: 'Aberlour', kind: 'place' } });
+    expect(await gazetteer.geocode('Hawes')).toMatchObject({
+      ok: true,
+      place: { name: 'Hawes', postcodeDistrict: 'DL8' },
+    });
+    // Clunderwen station is in the village the post town Clynderwen (SA66) spells so.
+    expect(await gazetteer.geocode('Clynderwen')).toMatchObject({ ok: true, place: { kind: 'station', crs: 'CUW' } });
+  });
+
+  it('never overrides what the gazetteer finds', async () => {
+    // Wellington (TA21) and St Ives (PE27) are post towns too; alone they stay the town list's.
+    expect(await gazetteer.geocode('Wellington')).toMatchObject({
+      ok: true,
+      place: { localAuthorityCode: 'E06000020' },
+    });
+    expect(await gazetteer.geocode('St Ives')).toMatchObject({ ok: true, place: { localAuthorityCode: 'E06000052' } });
+    expect(await gazetteer.geocode('Achnasheen')).toMatchObject({ ok: true, place: { kind: 'station' } });
+    // Nor is it a station or an airport.
+    expect(await gazetteer.geocode('Port Isaac station')).toMatchObject({ ok: false, reason: 'not_found' });
+    expect(await gazetteer.geocode('Montgomery airport')).toMatchObject({ ok: false, reason: 'outside_uk' });
+  });
+
+  it('is none alone where its districts lie far apart, unless a qualifier decides', async () => {
+    // IV41–IV56 reach 60 km and more across the island.
+    expect(await gazetteer.geocode('Isle of Skye')).toMatchObject({ ok: false, reason: 'not_found' });
+    const dir = mkdtempSync(join(tmpdir(), 'gazetteer-'));
+    try {
+      for (const f of readdirSync(DEFAULT_DATA_DIR)) copyFileSync(join(DEFAULT_DATA_DIR, f), join(dir, f));
+      // A made-up post town of two districts 570 km apart: Port Isaac's and Kyle's.
+      const file = join(dir, 'uk-postcode-district-post-towns.csv');
+      writeFileSync(
+        file,
+        readFileSync(file, 'utf8')
+          .replace('PL29,PL,Port Isaac,', 'PL29,PL,Port Isaac; Quirkton,')
+          .replace('IV40,IV,Kyle,', 'IV40,IV,Kyle; Quirkton,'),
+      );
+      const two = createGazetteer(dir);
+      expect(two.geocodeSync('Quirkton')).toMatchObject({ ok: false, reason: 'not_found' });
+      expect(two.geocodeSync('Quirkton, Cornwall')).toMatchObject({ ok: true, place: { postcodeDistrict: 'PL29' } });
+      expect(two.geocodeSync('Port Isaac')).toMatchObject({ ok: true, place: { postcodeDistrict: 'PL29' } });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('is the place of an address in it', async () => {
+    // Were High Street station in Glasgow, Ashford in Kent and (Newark Liberty) outside the UK.
+    for (const [q, at, council] of [
+      ['High Street, Staines-upon-Thames', [51.434, -0.511], 'E07000213'],
+      ['High Street, Port Isaac', [50.593, -4.829], 'E06000052'],
+      ['Fore Street, Port Isaac, Cornwall', [50.593, -4.829], 'E06000052'],
+      ['12 Castle Gate, Newark', [53.076, -0.809], 'E07000175'],
+      ['12 High Street, Fort Augustus', [57.1448, -4.6815], 'S12000017'],
+    ] as const) {
+      const r = await gazetteer.geocode(q);
+      expect(r.ok && { kind: r.place.kind, name: r.place.name, council: r.place.localAuthorityCode }, q).toEqual({
+        kind: 'address',
+        name: q,
+        council,
+      });
+      if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(3);
+    }
+    // A town qualified by the post town's name is the one there (Ashford, Surrey: Spelthorne).
+    expect(await gazetteer.geocode('Ashford, Staines-upon-Thames')).toMatchObject({
+      ok: true,
+      place: { kind: 'place', name: 'Ashford', localAuthorityCode: 'E07000213' },
+    });
   });
 });
 

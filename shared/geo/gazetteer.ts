@@ -16,8 +16,11 @@
  *     town, outward code or a nearby town; a county or council that no place of the name is in
  *     picks one just outside it ("Ashford, Surrey"), else a post town of the name in it
  *     ("Wellington, Somerset", a post town our town list lacks: see postTownPlace);
- *  4. an address: the rightmost part that names a town, station, airport or outward code is the
- *     context, and a station named earlier in the text near that context refines the point.
+ *     a name that nothing finds exactly is a post town of the name, alone, when its districts
+ *     lie together ("Port Isaac", "Fort Augustus": see postTownPoints);
+ *  4. an address: the rightmost part that names a town, station, airport, outward code or post
+ *     town is the context, and a station named earlier in the text near that context refines
+ *     the point.
  * Ranking for names: the kind the text asks for, then exact before fuzzy, UK before abroad,
  * then a class (hand-written alias 0, town of 20,000+ people 10, station or airport by its own
  * name 20, derived names 30, smaller town 40, neighbourhood 50, foreign city name 60), then
@@ -145,7 +148,13 @@ const MAJOR_UK_AIRPORTS = [
  */
 const CRS_WINS = new Set(['MAN', 'SOU', 'NCL', 'INV']);
 
-/** Town names people shorten. */
+/**
+ * Town names people shorten, and post towns (their postal names) that the town list has under
+ * another name: "Newark" was Newark Liberty airport (outside the UK), "Malvern" and "Dereham"
+ * nothing, and "High Street, Staines-upon-Thames" High Street station in Glasgow. The town
+ * list's record has a better point and a population; post towns it has under no name are
+ * found by their districts instead (see postTownPoints).
+ */
 const TOWN_ALIASES: Record<string, string> = {
   hull: 'Kingston upon Hull',
   newcastle: 'Newcastle upon Tyne',
@@ -155,6 +164,21 @@ const TOWN_ALIASES: Record<string, string> = {
   westminster: 'City of Westminster',
   'tunbridge wells': 'Royal Tunbridge Wells',
   londonderry: 'Derry',
+  // Post towns (TW18–19, NG22–24, NR19–20, WR13–14, EX38, CM6–7, CT7–9, CM5, EN1–3, TR9).
+  // Staines was renamed Staines-upon-Thames in 2012; GeoNames keeps the old name. Not
+  // "Wimborne" (BH21): GeoNames' Wimborne Minster lies about 2 km south of the town, nearest
+  // BH18 and in Bournemouth, Christchurch and Poole's council, where the town is Dorset's; its
+  // district puts it right (postTownPoints).
+  'staines upon thames': 'Staines',
+  newark: 'Newark on Trent',
+  dereham: 'East Dereham',
+  malvern: 'Great Malvern',
+  torrington: 'Great Torrington',
+  dunmow: 'Great Dunmow',
+  birchington: 'Birchington-on-Sea',
+  ongar: 'Chipping Ongar',
+  enfield: 'Enfield Town',
+  'st columb': 'Saint Columb Major',
 };
 
 /** Station names people shorten. */
@@ -376,8 +400,13 @@ const BIG_TOWN = 20_000;
  * district centres, which in rural areas lie far inside the boundary.
  */
 const LOOSE_REGION_RADIUS = 30_000;
-/** How far apart a post town's districts in one county may lie for them to be one town. */
+/**
+ * How far apart a post town's districts (in one county, or all of them for a post town named
+ * alone) may lie for them to be one town.
+ */
 const POST_TOWN_SPREAD = 25_000;
+/** How far from a post town's point (see postTownPoints) a station in an address there may be. */
+const POST_TOWN_RADIUS = 8_000;
 /**
  * How far a town named in a UK airport's name may be from it for "<town> airport" to be that
  * airport: the main airports named after a city are all nearer it (Cardiff, the farthest, 14.6
@@ -598,6 +627,26 @@ function parseQuery(norm: string): Parsed {
 
 function titleCase(s: string): string {
   return s.replace(/\b([a-z])/g, (m) => m.toUpperCase());
+}
+
+/** The centre of districts, each weighted by its postcodes. */
+function districtCentre(ds: readonly District[]): { lat: number; lng: number } {
+  const weight = (d: District) => Math.max(1, d.postcodeCount);
+  const total = ds.reduce((sum, d) => sum + weight(d), 0);
+  return {
+    lat: ds.reduce((sum, d) => sum + d.lat * weight(d), 0) / total,
+    lng: ds.reduce((sum, d) => sum + d.lng * weight(d), 0) / total,
+  };
+}
+
+/** Whether districts lie together, as one town's (see POST_TOWN_SPREAD). */
+function liesTogether(ds: readonly District[]): boolean {
+  return ds.every((a) => ds.every((b) => haversineMeters(a, b) <= POST_TOWN_SPREAD));
+}
+
+/** A post town as written in the data, "St." as "St" ("Hinton St. George"). */
+function postTownName(written: string): string {
+  return written.replace(/\bSt\. /g, 'St ');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1178,6 +1227,17 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     return town?.c ?? top.c;
   };
 
+  /**
+   * Whether the candidates for a name are only a guess, which a post town of the name exactly
+   * beats: none, fuzzy ones ("Aberlour" was Aberdour, 159 km off; "Hawes" Hayes), or an airport
+   * abroad by its city's name alone ("Montgomery", Alabama's: outside the UK), the last of
+   * names (see classScore). With worldwide too: a UK place resolves the same either way.
+   */
+  const weakCands = (cands: Cand[]): boolean => {
+    const top = cands[0];
+    return top === undefined || top.distance > 0 || (!top.rec.uk && top.variant === 'city');
+  };
+
   /** How far from its point a place reaches, roughly, by its kind and size. */
   const placeRadius = (r: Rec): number =>
     r.kind !== 'place' ? 3_000 : r.population >= 1_000_000 ? 25_000 : r.population >= 200_000 ? 12_000 : 8_000;
@@ -1355,11 +1415,8 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     // the post town Oban, 27 km off.
     if (best <= Math.ceil(beat)) return null;
     const chosen = scored.filter((x) => x.score === best).map((x) => x.d);
-    if (chosen.some((a) => chosen.some((b) => haversineMeters(a, b) > POST_TOWN_SPREAD))) return null;
-    const weight = (d: District) => Math.max(1, d.postcodeCount);
-    const total = chosen.reduce((sum, d) => sum + weight(d), 0);
-    const lat = chosen.reduce((sum, d) => sum + d.lat * weight(d), 0) / total;
-    const lng = chosen.reduce((sum, d) => sum + d.lng * weight(d), 0) / total;
+    if (!liesTogether(chosen)) return null;
+    const { lat, lng } = districtCentre(chosen);
     // A town of the name we have near them is the post town's own, reaching into the council
     // named ("Glasgow, East Renfrewshire", G77; "Bristol, Somerset", BS41): that town stands.
     const own = cands.some(
@@ -1370,8 +1427,41 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     const one = chosen.length === 1 ? (chosen[0] ?? null) : null;
     return {
       ok: true,
-      place: placeFromDistrictPoint(query, town.replace(/\bSt\. /g, 'St '), 'place', lat, lng, one),
+      place: placeFromDistrictPoint(query, postTownName(town), 'place', lat, lng, one),
     };
+  };
+
+  /**
+   * A post town named alone ("Port Isaac", "Fort Augustus", "Montgomery"), for a name that
+   * nothing else finds (see weakCands): all 1,400-odd post towns are in the post-town file,
+   * some 100 of them in no name the town list has. The point is the centre of all its
+   * districts, as in postTownPlace, when they lie together; a post town of two places far
+   * apart is neither without a qualifier to decide (postTownPlace).
+   */
+  const postTownPoints = new Map<string, { name: string; lat: number; lng: number; district: District | null }>();
+  for (const [key, ds] of postTownDistricts) {
+    if (!liesTogether(ds)) continue;
+    const written = ds[0]?.postTowns.find((t) => normalizeName(t) === key) ?? titleCase(key);
+    postTownPoints.set(key, {
+      name: postTownName(written),
+      ...districtCentre(ds),
+      district: ds.length === 1 ? (ds[0] ?? null) : null,
+    });
+  }
+  /**
+   * The post town a text names (its whole, or without "town centre"; none for a station or
+   * airport), over what else the text found, only a guess (see weakCands); a UK guess near the
+   * post town is the town spelt another way and stands ("Clynderwen", SA66, is Clunderwen
+   * station, in the village, 4.9 km from the district's centre).
+   */
+  const postTownOver = (p: Parsed, guess: Cand | undefined) => {
+    if (p.intent === 'station' || p.intent === 'airport') return undefined;
+    for (const key of p.keys) {
+      const pt = postTownPoints.get(key);
+      if (!pt) continue;
+      return guess?.rec.uk && haversineMeters(guess.rec, pt) <= POST_TOWN_RADIUS ? undefined : pt;
+    }
+    return undefined;
   };
 
   // ----- building results -----
@@ -1487,10 +1577,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     if (d) return { lat: d.lat, lng: d.lng, district: d };
     const subs = sectors.get(outward);
     if (!subs) return null;
-    const weight = (x: District) => Math.max(1, x.postcodeCount);
-    const total = subs.reduce((s, x) => s + weight(x), 0);
-    const lat = subs.reduce((s, x) => s + x.lat * weight(x), 0) / total;
-    const lng = subs.reduce((s, x) => s + x.lng * weight(x), 0) / total;
+    const { lat, lng } = districtCentre(subs);
     const near = locator.nearest(lat, lng)?.district;
     return near ? { lat, lng, district: near } : null;
   };
@@ -1625,20 +1712,25 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     radius: number;
   }
 
-  const contextFromCands = (cands: Cand[]): Context | null => {
-    const best = cands.find((c) => c.rec.uk);
-    if (!best) return null;
-    const r = best.rec;
-    return { rec: r, lat: r.lat, lng: r.lng, district: null, radius: placeRadius(r) };
-  };
+  const contextOf = (r: Rec): Context => ({ rec: r, lat: r.lat, lng: r.lng, district: null, radius: placeRadius(r) });
 
+  /**
+   * The place a part of an address names: an outward code, a UK name exactly, else a post town
+   * of the name ("High Street, Port Isaac" was High Street station in Glasgow, the part before
+   * taken as the place), else a UK name fuzzily.
+   */
   const contextForText = (text: string, allowFuzzy: boolean): Context | null => {
     const compact = text.replace(/ /g, '').toUpperCase();
     if (OUTWARD_RE.test(compact)) {
       const pt = outwardPoint(compact);
       if (pt) return { rec: null, lat: pt.lat, lng: pt.lng, district: pt.district, radius: 6_000 };
     }
-    return contextFromCands(lookup(parseQuery(text), allowFuzzy));
+    const parsed = parseQuery(text);
+    const best = lookup(parsed, allowFuzzy).find((c) => c.rec.uk);
+    if (best?.distance === 0) return contextOf(best.rec);
+    const pt = postTownOver(parsed, best);
+    if (pt) return { rec: null, lat: pt.lat, lng: pt.lng, district: pt.district, radius: POST_TOWN_RADIUS };
+    return best ? contextOf(best.rec) : null;
   };
 
   const namedStationNear = (tokens: string[], ctx: Context): Rec | null => {
@@ -1877,6 +1969,12 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
         .slice(1)
         .map(prepareQualifier)
         .filter((q): q is Qualifier => q !== null);
+      // A post town named alone, when no name we have is it (see postTownPoints).
+      if (quals.length === 0 && !atAirport && weakCands(cands)) {
+        const pt = postTownOver(parsed, cands[0]);
+        if (pt)
+          return { ok: true, place: placeFromDistrictPoint(query, pt.name, 'place', pt.lat, pt.lng, pt.district) };
+      }
       if (cands.length > 0 && quals.length === 0) {
         const best = preferTown(
           cands.map((c) => ({ c, score: 0 })),
