@@ -151,6 +151,17 @@ describe('POST /api/public/v1/quote', () => {
     );
     expect(same.status, JSON.stringify(same.json)).toBe(200);
     expect(same.json.vehicleType).toBe('mpv');
+    // The spellings quotes/estimate uses are read here too: a party and a time sent so were
+    // priced as one passenger now.
+    const snake = await post(
+      '/api/public/v1/quote',
+      { pickup: ride.pickup, dropoff: ride.dropoff, depart_at: ride.departAt, passenger_count: 6 },
+      { 'x-api-key': key },
+    );
+    expect(snake.status, JSON.stringify(snake.json)).toBe(200);
+    expect(snake.json).toMatchObject({ passengers: 6, departAt: ride.departAt, vehicleType: '6seater' });
+    const mixed = await post('/api/public/v1/quote', { ...ride, passenger_count: 3 }, { 'x-api-key': key });
+    expect(mixed.json.error?.details.map((d) => d.field)).toEqual(['/passengers', '/passenger_count']);
   });
 
   it('prices an airport written as assistants and map apps write it as the airport: its rules and meet and greet', async () => {

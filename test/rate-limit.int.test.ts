@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../api/app.ts';
-import { ipBucket } from '../api/middleware/rate-limit.ts';
+import { countReleaser, fixedWindowCounter, ipBucket } from '../api/middleware/rate-limit.ts';
 import { defineRoute } from '../api/route.ts';
 import { knownMigrations } from '../shared/db/knex.ts';
 import { createRedis } from '../shared/queues/connection.ts';
@@ -94,6 +94,26 @@ describe('rate limits', () => {
       .map((r) => Number(/r=(\d+)/.exec(r.headers.get('ratelimit') ?? '')?.[1]))
       .sort();
     expect(remaining).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('gives a count back only to the window it was counted in, never to the next', async () => {
+    const count = fixedWindowCounter(env.rt.redis);
+    const release = countReleaser(env.rt.redis);
+    const key = `${env.config.queuePrefix}:rl:test-release:${Date.now()}`;
+    const [, ttl1] = await count([key], ['3600']);
+    const [, ttl2] = await count([key], ['3600']);
+    await release([key], [Number(ttl2)]);
+    expect(await env.rt.redis.get(key)).toBe('1');
+    // The window ended and a new one began with a count of its own: the old count is not taken from it.
+    await env.rt.redis.del(key);
+    await count([key], ['3600']);
+    await env.rt.redis.pexpire(key, Number(ttl1) + 5_000);
+    await release([key], [Number(ttl1)]);
+    expect(await env.rt.redis.get(key)).toBe('1');
+    // Nor is a window that ended re-created.
+    await env.rt.redis.del(key);
+    await release([key], [Number(ttl1)]);
+    expect(await env.rt.redis.exists(key)).toBe(0);
   });
 
   it('applies a route policy on top of the general limit and lists both', async () => {

@@ -270,10 +270,16 @@ export interface BookingProofGuard {
   attempt(caller: Caller, reference: string): Promise<() => Promise<void>>;
 }
 
-/** Takes one back from each counter that still exists (a window that ended is not re-created). */
+/**
+ * Takes one back from each counter that is still the window it was counted in: one whose time
+ * left (PTTL) is at most what it was when counted (ARGV[i], ms). A window that ended is not
+ * re-created, and the next one is not touched (a count taken back just after a window turned
+ * would otherwise come off the new window's, and an address could be given more than its limit).
+ */
 const RELEASE_LUA = `
 for i = 1, #KEYS do
-  if redis.call('exists', KEYS[i]) == 1 then redis.call('decr', KEYS[i]) end
+  local left = redis.call('pttl', KEYS[i])
+  if left > 0 and left <= tonumber(ARGV[i]) then redis.call('decr', KEYS[i]) end
 end
 return 0`;
 
@@ -298,16 +304,17 @@ const RELEASE_COMMAND = 'dtnRateLimitRelease';
 
 /**
  * Takes one back from each of `keys`, fixed-window counts taken by `fixedWindowCounter`, for a
- * request that turned out not to be what the limit counts. Never fails: a count not taken back
- * (Redis away) expires with its window.
+ * request that turned out not to be what the limit counts: `ttls` are the times left the
+ * counter answered with (ms), so only the window counted in is touched (`RELEASE_LUA`).
+ * Never fails: a count not taken back (Redis away) expires with its window.
  */
-export function countReleaser(redis: Redis): (keys: readonly string[]) => Promise<void> {
+export function countReleaser(redis: Redis): (keys: readonly string[], ttls: readonly number[]) => Promise<void> {
   // Sent by its SHA (EVALSHA), as the counter's script is.
   if (!(RELEASE_COMMAND in redis)) redis.defineCommand(RELEASE_COMMAND, { lua: RELEASE_LUA });
   const run = (redis as unknown as Record<string, ConsumeCommand>)[RELEASE_COMMAND] as ConsumeCommand;
-  return async (keys) => {
+  return async (keys, ttls) => {
     try {
-      await run.call(redis, keys.length, ...keys);
+      await run.call(redis, keys.length, ...keys, ...ttls.map(String));
     } catch {
       // A count not taken back expires with its window: never a reason to fail the request.
     }
@@ -334,7 +341,7 @@ export function bookingProofGuard(redis: Redis, queuePrefix: string): BookingPro
       } catch {
         throw unavailable();
       }
-      const release = () => releaseKeys(keys);
+      const release = () => releaseKeys(keys, [Number(reply[1]), Number(reply[3])]);
       const policies = [
         { name: perBooking.name, points: perBooking.points, used: Number(reply[0]), ttl: Number(reply[1]) },
         { name: perCaller.name, points: totalPoints, used: Number(reply[2]), ttl: Number(reply[3]) },

@@ -14,14 +14,7 @@ import { operatorDriverOf } from '../../shared/domain/operator-driver.ts';
 import { paymentState } from '../../shared/domain/payment-state.ts';
 import { normaliseReference } from '../../shared/domain/reference.ts';
 import { parseVehicleType } from '../../shared/domain/tariffs/vehicle.ts';
-import {
-  AppError,
-  contentRejected,
-  detailsText,
-  type ErrorCode,
-  type ErrorDetail,
-  repointed,
-} from '../../shared/errors.ts';
+import { AppError, contentRejected, detailsText, type ErrorDetail, repointed } from '../../shared/errors.ts';
 import {
   AliasBookingResponse,
   BookingLookupResponse,
@@ -84,7 +77,7 @@ const UNVERIFIED_WINDOW_SECONDS = 3600;
  * Gmail, dotted) variants of one mailbox share one count rather than each starting afresh.
  * Test-mode requests (a test key) count under `<prefix>:rl:unverified-email:test:<mailbox>`.
  */
-async function limitUnverified(deps: ApiDeps, key: string): Promise<void> {
+async function limitUnverified(deps: ApiDeps, key: string): Promise<{ refusal: AppError | null; ttl: number }> {
   let reply: number[];
   try {
     reply = await fixedWindowCounter(deps.redis)([key], [String(UNVERIFIED_WINDOW_SECONDS)]);
@@ -92,9 +85,10 @@ async function limitUnverified(deps: ApiDeps, key: string): Promise<void> {
     throw unavailable();
   }
   const consumed = Number(reply[0]);
-  if (consumed <= UNVERIFIED_POINTS) return;
-  const retryAfter = Math.max(1, Math.ceil(Number(reply[1]) / 1000));
-  throw new AppError(
+  const ttl = Number(reply[1]);
+  if (consumed <= UNVERIFIED_POINTS) return { refusal: null, ttl };
+  const retryAfter = Math.max(1, Math.ceil(ttl / 1000));
+  const refusal = new AppError(
     'rate_limited',
     'Too many bookings for an unconfirmed e-mail address: confirm it with the code or link we sent, or wait.',
     [{ field: '/passengerEmail', problem: 'unconfirmed address: 8 priced requests per hour' }],
@@ -104,6 +98,7 @@ async function limitUnverified(deps: ApiDeps, key: string): Promise<void> {
       RateLimit: `"unverified-email";r=0;t=${retryAfter}`,
     },
   );
+  return { refusal, ttl };
 }
 
 /** The unverified address's hourly count (test-mode requests count apart: a test key cannot use up a real passenger's hour). */
@@ -111,30 +106,22 @@ const unverifiedKey = (deps: ApiDeps, email: string, testMode: boolean) =>
   `${deps.config.queuePrefix}:rl:unverified-email:${testMode ? 'test:' : ''}${mailboxKey(email)}`;
 
 /**
- * A redemption's refusals that book and price nothing (an unknown, expired or taken quote, a
- * ride field that contradicts it, a pickup time passed): the unconfirmed address's count taken
- * for the request is given back, as it is for a repeat answered with its booking. The hourly
- * limit is of priced requests (CONTRACT.md section 5); a passenger who pastes a stale quote id
- * has not used one.
+ * `book`'s booking, with the unconfirmed address's hourly count taken for the request given
+ * back unless it booked a new ride: a refusal of any kind (an unknown, expired or taken quote, a
+ * ride field that contradicts it, an address not found, the limit itself) and a repeat
+ * answered with its booking keep none. So the count holds the bookings made in the window and
+ * the requests still under way, and nobody can use up an address's hour with requests that
+ * book nothing (a stranger's garbage quote ids, an agent's retries).
  */
-const UNCOUNTED_REFUSALS: ReadonlySet<ErrorCode> = new Set([
-  'quote_not_found',
-  'quote_expired',
-  'quote_already_redeemed',
-  'invalid_input',
-  'pickup_in_past',
-]);
-
-/** `redeem`'s booking, with the address's count for it given back unless it booked a new ride (`UNCOUNTED_REFUSALS`). */
 export async function countedIfBooked(
   uncount: () => Promise<void>,
-  redeem: () => Promise<BookingView>,
+  book: () => Promise<BookingView>,
 ): Promise<BookingView> {
   let view: BookingView;
   try {
-    view = await redeem();
+    view = await book();
   } catch (err) {
-    if (err instanceof AppError && UNCOUNTED_REFUSALS.has(err.code)) await uncount();
+    await uncount();
     throw err;
   }
   if (!view.created) await uncount();
@@ -240,7 +227,7 @@ type V1Passenger = {
   passenger: Passenger;
   emailVerified: boolean;
   preloaded?: { quote: QuoteRow | null };
-  /** Gives back this request's hourly count of the address (`countedIfBooked`); nothing when none was taken. */
+  /** Gives back this request's hourly count of the address (`countedIfBooked`), in its window; nothing when none was taken. */
   uncount: () => Promise<void>;
 };
 
@@ -259,6 +246,10 @@ export async function redeemingPassenger(
   if (!refusal) return { ...checked, quoted: checked.preloaded?.quote };
   const quote = checked.preloaded?.quote;
   if (quote?.redeemed_at) return { ...checked, quoted: quote };
+  const refused = async () => {
+    await checked.uncount();
+    return refusal;
+  };
   // Sent together with the request redeeming it: that one's booking is the answer once written.
   const [deps, , , , , , quoteId] = args;
   const redeemed =
@@ -273,7 +264,7 @@ export async function redeemingPassenger(
           clientGone,
         )
       : undefined;
-  if (!redeemed) throw refusal;
+  if (!redeemed) throw await refused();
   // Read again by the redemption, which answers with its booking (or 409 for another passenger);
   // the ride it fixes does not change, so the row read stays the one its fields are checked on.
   const { preloaded: _stale, ...rest } = checked;
@@ -347,22 +338,20 @@ async function v1PassengerOrLimit(
   // trip less per booking. Counting a confirmed (or blocked) address's request is harmless: the
   // limit applies only while an address is unconfirmed, and a blocked one is refused anyway.
   const key = unverifiedKey(deps, passenger.email as string, testMode);
-  let counted = false;
+  // Counted (its window's time left, for giving it back), or the error that it could not be.
+  let countedTtl: number | null = null;
   const limited = limitUnverified(deps, key).then(
-    () => {
-      counted = true;
-      return null;
+    ({ refusal, ttl }) => {
+      countedTtl = ttl;
+      return refusal;
     },
-    (err: unknown) => {
-      counted = err instanceof AppError && err.code === 'rate_limited';
-      return err;
-    },
+    (err: unknown) => err,
   );
   const { emailVerified, quote } = await passengerStanding(deps.db, passenger, quoteId, testMode).finally(
     () => limited,
   );
   const refusal = emailVerified ? null : await limited;
-  const uncount = () => (counted ? countReleaser(deps.redis)([key]) : Promise.resolve());
+  const uncount = () => (countedTtl === null ? Promise.resolve() : countReleaser(deps.redis)([key], [countedTtl]));
   return { passenger, emailVerified, refusal, uncount, ...(quote !== undefined ? { preloaded: { quote } } : {}) };
 }
 
@@ -617,6 +606,8 @@ const V1_SPELLINGS = [
   SPELLINGS.vehicleType,
   SPELLINGS.meetAndGreet,
   SPELLINGS.paymentMethod,
+  SPELLINGS.passengers,
+  SPELLINGS.flightNumber,
 ];
 
 export function bookingRoutes(): RouteDef[] {
@@ -640,6 +631,8 @@ export function bookingRoutes(): RouteDef[] {
       handler: async ({ body, deps, caller, req, res }) =>
         pointersAsSent(body, snakeShapeOf(body), async () => {
           assertSpellingsAgree(body, V1_SPELLINGS);
+          const passengers = body.passengers ?? body.passenger_count ?? 1;
+          const flightNumber = body.flightNumber ?? body.flight_number;
           screen(req, [
             { pointer: '/pickup', kind: 'address', value: body.pickup },
             { pointer: '/dropoff', kind: 'address', value: body.dropoff },
@@ -649,7 +642,7 @@ export function bookingRoutes(): RouteDef[] {
               value: body.passengerName ?? body.passenger_name,
             },
             { pointer: '/notes', kind: 'notes', value: body.notes },
-            { pointer: '/flightNumber', kind: 'flightNumber', value: body.flightNumber },
+            { pointer: given(body, 'flightNumber', 'flight_number').field, kind: 'flightNumber', value: flightNumber },
           ]);
           const base = baseUrlFor(req, deps.config);
           const bc = bookingCaller(caller, req);
@@ -695,7 +688,7 @@ export function bookingRoutes(): RouteDef[] {
                     ...given(b, 'vehicleType', 'vehicle_type'),
                     value: vehicle === undefined ? undefined : parseVehicleType(vehicle),
                   },
-                  passengers: given(b, 'passengers'),
+                  passengers: given(b, 'passengers', 'passenger_count'),
                   meetAndGreet: given(b, 'meetAndGreet', 'meet_and_greet'),
                 });
               }
@@ -707,7 +700,7 @@ export function bookingRoutes(): RouteDef[] {
                   passenger,
                   paymentMethod: method,
                   emailVerified,
-                  flightNumber: body.flightNumber,
+                  flightNumber,
                   notes: body.notes,
                   farePenceOverride: fare,
                   confirmByEmail: true,
@@ -740,7 +733,7 @@ export function bookingRoutes(): RouteDef[] {
                   pickup: body.pickup as string,
                   dropoff: body.dropoff as string,
                   departAt,
-                  passengers: body.passengers ?? 1,
+                  passengers: passengers,
                   vehicleType: vehicle.value,
                   meetAndGreet,
                   worldwide: body.worldwide ?? false,
@@ -750,54 +743,59 @@ export function bookingRoutes(): RouteDef[] {
               )
             : Promise.reject(vehicle.error);
           priced.catch(() => {}); // awaited below, unless the passenger is refused first
-          const { passenger, emailVerified, refusal } = await checkPassenger();
-          if (!vehicle.ok) throw vehicle.error;
-          const vehicleType = vehicle.value;
-          const fare = await partnerFare(deps, caller, body.fareGBP);
-          const hash = contentHash(bc.scope, {
-            pickup: body.pickup,
-            dropoff: body.dropoff,
-            departAt: new Date(departAt as string).toISOString(),
-            ...passenger,
-            passengers: body.passengers ?? 1,
-            vehicleType: vehicleType ?? defaultVehicle(body.passengers ?? 1),
-            fare,
-            method,
-            // What the driver is told is part of the request: a change is a new request, not a repeat.
-            flightNumber: body.flightNumber,
-            notes: body.notes,
-            // Only when asked: the content of a request without it hashes as before it was taken.
-            ...(meetAndGreet ? { meetAndGreet: true } : {}),
-          });
-          if (refusal) {
-            // Past the hourly limit: the same request again (or at the same moment) still gets
-            // its booking; a new one is 429.
-            const repeat = await lookingAgain(() => repeatedBooking(deps.db, hash), untilClientGone(res));
-            if (!repeat) throw refusal;
-            return { status: 201, body: await repeatBody(deps, repeat, v1Body, base) };
-          }
-          const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
-          if (pricing.repeat) return { status: 201, body: await repeatBody(deps, pricing.repeat, v1Body, base) };
-          const view = await bookPricedQuote(
-            deps,
-            pricing.priced,
-            {
-              origin: 'api',
-              passenger,
-              paymentMethod: method,
-              emailVerified,
-              flightNumber: body.flightNumber,
+          const { passenger, emailVerified, refusal, uncount } = await checkPassenger();
+          // The quote's warnings of a new booking (a repeat reads its own back).
+          let warnings: string[] | null = null;
+          const view = await countedIfBooked(uncount, async () => {
+            if (!vehicle.ok) throw vehicle.error;
+            const vehicleType = vehicle.value;
+            const fare = await partnerFare(deps, caller, body.fareGBP);
+            const hash = contentHash(bc.scope, {
+              pickup: body.pickup,
+              dropoff: body.dropoff,
+              departAt: new Date(departAt as string).toISOString(),
+              ...passenger,
+              passengers: passengers,
+              vehicleType: vehicleType ?? defaultVehicle(passengers),
+              fare,
+              method,
+              // What the driver is told is part of the request: a change is a new request, not a repeat.
+              flightNumber,
               notes: body.notes,
-              farePenceOverride: fare,
-              contentHash: hash,
-              confirmByEmail: true,
-            },
-            bc,
-            base,
-          );
+              // Only when asked: the content of a request without it hashes as before it was taken.
+              ...(meetAndGreet ? { meetAndGreet: true } : {}),
+            });
+            if (refusal) {
+              // Past the hourly limit: the same request again (or at the same moment) still gets
+              // its booking; a new one is 429.
+              const repeat = await lookingAgain(() => repeatedBooking(deps.db, hash), untilClientGone(res));
+              if (!repeat) throw refusal;
+              return viewOf(repeat, base, deps.config.dataEncryptionKey, false);
+            }
+            const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
+            if (pricing.repeat) return viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false);
+            warnings = pricing.priced.quote.warnings;
+            return bookPricedQuote(
+              deps,
+              pricing.priced,
+              {
+                origin: 'api',
+                passenger,
+                paymentMethod: method,
+                emailVerified,
+                flightNumber,
+                notes: body.notes,
+                farePenceOverride: fare,
+                contentHash: hash,
+                confirmByEmail: true,
+              },
+              bc,
+              base,
+            );
+          });
           return {
             status: 201,
-            body: v1Body(view, view.created ? pricing.priced.quote.warnings : await quoteWarningsOf(deps.db, view.id)),
+            body: v1Body(view, (view.created ? warnings : null) ?? (await quoteWarningsOf(deps.db, view.id))),
           };
         }),
     });

@@ -125,7 +125,12 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
       errors: [...QUOTE_ERRORS],
       responses: { 200: { description: 'The quote', schema: V1QuoteResponse } },
       handler: async ({ body, deps, caller, req }) => {
-        assertSpellingsAgree(body, [SPELLINGS.vehicleType, SPELLINGS.meetAndGreet]);
+        assertSpellingsAgree(body, [
+          SPELLINGS.vehicleType,
+          SPELLINGS.meetAndGreet,
+          SPELLINGS.departAt,
+          SPELLINGS.passengers,
+        ]);
         // The addresses are stored with the quote, copied into the booking that redeems it and
         // shown back: screened as a booking's are, before any pricing.
         screen(req, [
@@ -137,8 +142,8 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
           {
             pickup: body.pickup,
             dropoff: body.dropoff,
-            departAt: body.departAt,
-            passengers: body.passengers ?? 1,
+            departAt: body.departAt ?? body.depart_at,
+            passengers: body.passengers ?? body.passenger_count ?? 1,
             vehicleType: body.vehicleType ?? body.vehicle_type,
             meetAndGreet: body.meetAndGreet ?? body.meet_and_greet ?? false,
             worldwide: body.worldwide ?? false,

@@ -1,3 +1,5 @@
+import { anyCaseKey } from '../../shared/domain/any-case.ts';
+import { normaliseEmail } from '../../shared/domain/email-acceptance.ts';
 import { AppError, detailsText, type ErrorDetail } from '../../shared/errors.ts';
 import { PAYMENT_SPELLINGS } from '../../shared/schemas/bookings.ts';
 import { normalisePhone } from '../../shared/services/bookings.ts';
@@ -26,10 +28,8 @@ const instant = (v: unknown) => {
   const at = typeof v === 'string' ? Date.parse(v) : Number.NaN;
   return Number.isNaN(at) ? text(v) : Math.floor(at / 1000);
 };
-const vehicle = (v: unknown) => {
-  const t = text(v);
-  return typeof t === 'string' ? t.replace(/[\s-]/g, '') : t;
-};
+const vehicle = (v: unknown) => (typeof v === 'string' ? anyCaseKey(v.normalize('NFKC')) : v);
+const email = (v: unknown) => (typeof v === 'string' ? normaliseEmail(v.normalize('NFKC')) : v);
 const method = (v: unknown) =>
   typeof v === 'string' && Object.hasOwn(PAYMENT_SPELLINGS, v)
     ? PAYMENT_SPELLINGS[v as keyof typeof PAYMENT_SPELLINGS]
@@ -39,13 +39,18 @@ const method = (v: unknown) =>
 export const SPELLINGS = {
   quoteId: { names: ['quote_id', 'quoteId'], meaning: text },
   passengerName: { names: ['passengerName', 'passenger_name'], meaning: text },
-  passengerEmail: { names: ['passengerEmail', 'passenger_email'], meaning: text },
+  passengerEmail: { names: ['passengerEmail', 'passenger_email'], meaning: email },
   v1Phone: { names: ['passengerPhone', 'passenger_phone'], meaning: phone },
   aliasPhone: { names: ['passenger_phone_whatsapp', 'passenger_phone'], meaning: phone },
   departAt: { names: ['departAt', 'depart_at'], meaning: instant },
   vehicleType: { names: ['vehicleType', 'vehicle_type'], meaning: vehicle },
   meetAndGreet: { names: ['meetAndGreet', 'meet_and_greet'] },
   paymentMethod: { names: ['paymentMethod', 'payment_method'], meaning: method },
+  passengers: { names: ['passengers', 'passenger_count'] },
+  flightNumber: {
+    names: ['flightNumber', 'flight_number'],
+    meaning: (v) => (typeof v === 'string' ? anyCaseKey(v) : v),
+  },
 } as const satisfies Record<string, Spelling>;
 
 /**

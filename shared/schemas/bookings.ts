@@ -139,6 +139,14 @@ export const V1BookingRequest = Type.Object({
   passenger_phone: Type.Optional(Phone),
   payment_method: Type.Optional(Payment),
   depart_at: Type.Optional({ ...DateTime, description: 'Same as departAt (the spelling the alias endpoints use)' }),
+  passenger_count: Type.Optional({
+    ...Passengers,
+    description: 'Same as passengers (the spelling the alias endpoints use)',
+  }),
+  flight_number: Type.Optional({
+    ...FlightNumber,
+    description: 'Same as flightNumber (the spelling the alias endpoints use)',
+  }),
 });
 
 export const BookingRefParams = Type.Object({ ref: Type.String({ minLength: 1, maxLength: 20 }) });

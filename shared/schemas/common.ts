@@ -63,12 +63,6 @@ export const DateTime = Type.String({ format: 'date-time' });
  * handler sees only listed values and the OpenAPI document still lists them.
  */
 export const ANY_CASE = 'x-any-case';
-/** The form `x-any-case` compares: lower case, without spaces, hyphens or underscores. */
-export const anyCaseKey = (s: string): string =>
-  s
-    .trim()
-    .toLowerCase()
-    .replace(/[\s_-]+/g, '');
 
 /** A string enum as JSON Schema `enum` (clear errors, compact OpenAPI), typed as the union. */
 export function StringEnum<const T extends readonly string[]>(

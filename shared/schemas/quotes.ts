@@ -26,6 +26,11 @@ export const V1QuoteRequest = Type.Object({
     Type.Boolean({ description: 'Airport meet and greet, £25, charged only for an airport pickup' }),
   ),
   meet_and_greet: Type.Optional(Type.Boolean({ description: 'Same as meetAndGreet' })),
+  depart_at: Type.Optional({ ...DateTime, description: 'Same as departAt (the spelling quotes/estimate uses)' }),
+  passenger_count: Type.Optional({
+    ...Passengers,
+    description: 'Same as passengers (the spelling quotes/estimate uses)',
+  }),
   worldwide: Type.Optional(Type.Boolean({ description: 'true for journeys outside the UK' })),
 });
 export type V1QuoteRequest = Static<typeof V1QuoteRequest>;

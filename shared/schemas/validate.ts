@@ -1,8 +1,9 @@
 import type { TSchema } from '@sinclair/typebox';
 import { Ajv, type ErrorObject } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import { anyCaseKey } from '../domain/any-case.ts';
 import type { ErrorDetail } from '../errors.ts';
-import { ANY_CASE, anyCaseKey, NOT_BLANK, SCREENED } from './common.ts';
+import { ANY_CASE, NOT_BLANK, SCREENED } from './common.ts';
 
 // ajv-formats is CommonJS; under ESM its default export is the plugin function.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;

@@ -885,9 +885,10 @@ export async function cancellableBookingsOf(
     .map(({ id, reference, status, pickup_time }) => ({ id, reference, status, pickup_time }));
 }
 
-/** A quote id as stored (lower-case UUID), or null when the text cannot be one. */
+/** A quote id as stored (lower-case UUID; spaces around it, as copied from a page, do not count), or null when the text cannot be one. */
 export function quoteIdOf(raw: string): string | null {
-  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw) ? raw.toLowerCase() : null;
+  const id = raw.trim();
+  return /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id) ? id.toLowerCase() : null;
 }
 
 /**
