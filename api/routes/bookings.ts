@@ -653,6 +653,17 @@ export function bookingRoutes(): RouteDef[] {
           const departAt = body.departAt ?? body.depart_at;
           const method = payment(body.paymentMethod ?? body.payment_method);
           const emailPointer = body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email';
+          // A v1 booking of either shape: confirmed by e-mail, with what the driver is told.
+          const v1Input = (passenger: Passenger, emailVerified: boolean, fare: number | null) => ({
+            origin: 'api' as const,
+            passenger,
+            paymentMethod: method,
+            emailVerified,
+            flightNumber,
+            notes: body.notes,
+            farePenceOverride: fare,
+            confirmByEmail: true,
+          });
           const checkPassenger = (redeeming?: string) =>
             v1PassengerOrLimit(deps, name, email, phone, emailPointer, bc.testMode, redeeming);
           if (quoteId !== undefined) {
@@ -692,23 +703,7 @@ export function bookingRoutes(): RouteDef[] {
                   meetAndGreet: given(b, 'meetAndGreet', 'meet_and_greet'),
                 });
               }
-              return redeemQuote(
-                deps,
-                {
-                  origin: 'api',
-                  quoteId,
-                  passenger,
-                  paymentMethod: method,
-                  emailVerified,
-                  flightNumber,
-                  notes: body.notes,
-                  farePenceOverride: fare,
-                  confirmByEmail: true,
-                },
-                bc,
-                base,
-                preloaded,
-              );
+              return redeemQuote(deps, { ...v1Input(passenger, emailVerified, fare), quoteId }, bc, base, preloaded);
             });
             return { status: 201, body: v1Body(view, quote?.warnings ?? (await quoteWarningsOf(deps.db, view.id))) };
           }
@@ -778,17 +773,7 @@ export function bookingRoutes(): RouteDef[] {
             return bookPricedQuote(
               deps,
               pricing.priced,
-              {
-                origin: 'api',
-                passenger,
-                paymentMethod: method,
-                emailVerified,
-                flightNumber,
-                notes: body.notes,
-                farePenceOverride: fare,
-                contentHash: hash,
-                confirmByEmail: true,
-              },
+              { ...v1Input(passenger, emailVerified, fare), contentHash: hash },
               bc,
               base,
             );
