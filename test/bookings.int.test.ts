@@ -867,6 +867,14 @@ describe('POST /api/public/v1/booking', () => {
       vehicle_type: '6seater',
       flight_number: 'BA123',
     });
+    // Refused, it is named as it was spelt.
+    const seats = await post('/api/public/v1/booking', {
+      ...v1,
+      passengers: undefined,
+      passenger_count: 6,
+      vehicleType: 'saloon',
+    });
+    expect(seats.json.error?.details.map((d) => d.field)).toEqual(['/passenger_count']);
   });
 
   it('books again when the first of two identical requests was cancelled in between, on the v1 and instant paths', async () => {

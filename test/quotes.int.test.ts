@@ -162,6 +162,19 @@ describe('POST /api/public/v1/quote', () => {
     expect(snake.json).toMatchObject({ passengers: 6, departAt: ride.departAt, vehicleType: '6seater' });
     const mixed = await post('/api/public/v1/quote', { ...ride, passenger_count: 3 }, { 'x-api-key': key });
     expect(mixed.json.error?.details.map((d) => d.field)).toEqual(['/passengers', '/passenger_count']);
+    // An error names the field as it was spelt.
+    const refused = await post(
+      '/api/public/v1/quote',
+      { pickup: ride.pickup, dropoff: ride.dropoff, depart_at: '2020-01-01T10:00:00Z' },
+      { 'x-api-key': key },
+    );
+    expect(refused.json.error).toMatchObject({ code: 'pickup_in_past', details: [{ field: '/depart_at' }] });
+    const seats = await post(
+      '/api/public/v1/quote',
+      { pickup: ride.pickup, dropoff: ride.dropoff, passenger_count: 6, vehicle_type: 'saloon' },
+      { 'x-api-key': key },
+    );
+    expect(seats.json.error?.details.map((d) => d.field)).toEqual(['/passenger_count']);
   });
 
   it('prices an airport written as assistants and map apps write it as the airport: its rules and meet and greet', async () => {

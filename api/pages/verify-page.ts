@@ -26,7 +26,7 @@ export function verifyLinkHandlers(deps: ApiDeps, limits: { page(req: Request, r
   const unknown = (res: Response) =>
     sendMessagePage(res, serviceName, 404, 'This link has expired', [
       'This verification link is unknown or has expired (a link you asked for is valid for 30 minutes, the one in a booking confirmation for 3 days).',
-      'Ask for a new code or link where you started, then open the newest e-mail. An unconfirmed address can still book (up to 8 priced requests an hour).',
+      'Ask for a new code or link where you started, then open the newest e-mail. An unconfirmed address can still book (up to 8 new bookings an hour).',
     ]);
   const verified = (res: Response, email: string) =>
     sendMessagePage(res, serviceName, 200, 'Your e-mail address is verified', [

@@ -69,7 +69,8 @@ const UNVERIFIED_POINTS = 8;
 const UNVERIFIED_WINDOW_SECONDS = 3600;
 
 /**
- * An address nobody has confirmed yet gets 8 priced requests an hour (SPEC.md section 8,
+ * An address nobody has confirmed yet gets 8 priced requests an hour, each a new booking (a
+ * repeat or a refusal uses none: `countedIfBooked`) (SPEC.md section 8,
  * CONTRACT.md section 5); confirming it (passenger-verify, or the link in the confirmation
  * e-mail) lifts the limit. Counted on the route limits' fixed-window counter (one Redis script
  * call for the counts of requests arriving together), under the key rate-limiter-flexible
@@ -91,7 +92,7 @@ async function limitUnverified(deps: ApiDeps, key: string): Promise<{ refusal: A
   const refusal = new AppError(
     'rate_limited',
     'Too many bookings for an unconfirmed e-mail address: confirm it with the code or link we sent, or wait.',
-    [{ field: '/passengerEmail', problem: 'unconfirmed address: 8 priced requests per hour' }],
+    [{ field: '/passengerEmail', problem: 'unconfirmed address: 8 new bookings per hour' }],
     {
       'Retry-After': String(retryAfter),
       'RateLimit-Policy': `"unverified-email";q=${UNVERIFIED_POINTS};w=${UNVERIFIED_WINDOW_SECONDS}`,
@@ -165,6 +166,7 @@ const SNAKE_SPELLINGS: Readonly<Record<string, readonly string[]>> = {
   flightNumber: ['flight_number'],
   vehicleType: ['vehicle_type'],
   quoteId: ['quote_id'],
+  passengers: ['passenger_count'],
 };
 const CAMEL_OF = new Map(Object.entries(SNAKE_SPELLINGS).flatMap(([camel, snakes]) => snakes.map((k) => [k, camel])));
 
@@ -176,7 +178,7 @@ const CAMEL_OF = new Map(Object.entries(SNAKE_SPELLINGS).flatMap(([camel, snakes
  * shape is snake_case (`snakeSchema`, the route's body schema; null for a camelCase shape).
  * The message's mentions of a pointer follow it.
  */
-async function pointersAsSent<T>(body: object, snakeSchema: TObject | null, work: () => Promise<T>): Promise<T> {
+export async function pointersAsSent<T>(body: object, snakeSchema: TObject | null, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (err) {
@@ -347,11 +349,21 @@ async function v1PassengerOrLimit(
     },
     (err: unknown) => err,
   );
-  const { emailVerified, quote } = await passengerStanding(deps.db, passenger, quoteId, testMode).finally(
-    () => limited,
-  );
+  const release = async () => {
+    if (countedTtl !== null) await countReleaser(deps.redis)([key], [countedTtl]);
+  };
+  let standing: Awaited<ReturnType<typeof passengerStanding>>;
+  try {
+    standing = await passengerStanding(deps.db, passenger, quoteId, testMode).finally(() => limited);
+  } catch (err) {
+    // Refused (a blocked passenger) or not read: nothing was booked, so nothing stays counted.
+    await release();
+    throw err;
+  }
+  const { emailVerified, quote } = standing;
   const refusal = emailVerified ? null : await limited;
-  const uncount = () => (countedTtl === null ? Promise.resolve() : countReleaser(deps.redis)([key], [countedTtl]));
+  // A confirmed address's count is never read (the limit is of unconfirmed ones): not given back.
+  const uncount = emailVerified ? () => Promise.resolve() : release;
   return { passenger, emailVerified, refusal, uncount, ...(quote !== undefined ? { preloaded: { quote } } : {}) };
 }
 
@@ -705,7 +717,8 @@ export function bookingRoutes(): RouteDef[] {
               }
               return redeemQuote(deps, { ...v1Input(passenger, emailVerified, fare), quoteId }, bc, base, preloaded);
             });
-            return { status: 201, body: v1Body(view, quote?.warnings ?? (await quoteWarningsOf(deps.db, view.id))) };
+            // The quote redeemed is the one read with the passenger (a redemption books the quote it names).
+            return { status: 201, body: v1Body(view, quote?.warnings ?? []) };
           }
           requireFields({
             pickup: body.pickup,

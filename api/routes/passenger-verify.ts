@@ -114,7 +114,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
       operationId: 'verifyPassengerEmail',
       summary: 'Check a passenger e-mail address and verify it with an e-mailed code or link',
       description:
-        'With {email}: the address is checked (well-formed, not disposable, not a role address such as info@ or bookings@, and a domain that receives mail) and, unless it is already verified, a 6-digit code and a link are e-mailed; both are valid 30 minutes. With {email, code}: the code verifies the address (5 attempts per code; the latest e-mail’s code counts; after 20 wrong codes for an address in 24 hours no code is checked, 429 with Retry-After). Bookings with an unverified address are accepted but limited to 8 priced requests an hour. ' +
+        'With {email}: the address is checked (well-formed, not disposable, not a role address such as info@ or bookings@, and a domain that receives mail) and, unless it is already verified, a 6-digit code and a link are e-mailed; both are valid 30 minutes. With {email, code}: the code verifies the address (5 attempts per code; the latest e-mail’s code counts; after 20 wrong codes for an address in 24 hours no code is checked, 429 with Retry-After). Bookings with an unverified address are accepted but limited to 8 new bookings an hour (a repeat or a refused request uses none). ' +
         `Limited to ${limitPerHour} requests per hour per caller, and ${perAddress} verification e-mails per address per hour.`,
       tags: ['passengers'],
       auth: 'public',

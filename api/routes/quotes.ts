@@ -13,7 +13,7 @@ import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { type Caller, callerTestMode } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
-import { screen } from './bookings.ts';
+import { pointersAsSent, screen } from './bookings.ts';
 import { assertSpellingsAgree, SPELLINGS } from './spellings.ts';
 
 /** Pricing names fields as the v1 quote does; the snake_case alias routes' own names for them. */
@@ -124,35 +124,37 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
       body: V1QuoteRequest,
       errors: [...QUOTE_ERRORS],
       responses: { 200: { description: 'The quote', schema: V1QuoteResponse } },
-      handler: async ({ body, deps, caller, req }) => {
-        assertSpellingsAgree(body, [
-          SPELLINGS.vehicleType,
-          SPELLINGS.meetAndGreet,
-          SPELLINGS.departAt,
-          SPELLINGS.passengers,
-        ]);
-        // The addresses are stored with the quote, copied into the booking that redeems it and
-        // shown back: screened as a booking's are, before any pricing.
-        screen(req, [
-          { pointer: '/pickup', kind: 'address', value: body.pickup },
-          { pointer: '/dropoff', kind: 'address', value: body.dropoff },
-        ]);
-        const quote = await createQuote(
-          deps,
-          {
-            pickup: body.pickup,
-            dropoff: body.dropoff,
-            departAt: body.departAt ?? body.depart_at,
-            passengers: body.passengers ?? body.passenger_count ?? 1,
-            vehicleType: body.vehicleType ?? body.vehicle_type,
-            meetAndGreet: body.meetAndGreet ?? body.meet_and_greet ?? false,
-            worldwide: body.worldwide ?? false,
-          },
-          quoteCaller(caller),
-          baseUrlFor(req, deps.config),
-        );
-        return { status: 200, body: v1Body(quote) };
-      },
+      handler: async ({ body, deps, caller, req }) =>
+        // An error names the field as the caller spelt it (`depart_at`, `passenger_count`).
+        pointersAsSent(body, null, async () => {
+          assertSpellingsAgree(body, [
+            SPELLINGS.vehicleType,
+            SPELLINGS.meetAndGreet,
+            SPELLINGS.departAt,
+            SPELLINGS.passengers,
+          ]);
+          // The addresses are stored with the quote, copied into the booking that redeems it and
+          // shown back: screened as a booking's are, before any pricing.
+          screen(req, [
+            { pointer: '/pickup', kind: 'address', value: body.pickup },
+            { pointer: '/dropoff', kind: 'address', value: body.dropoff },
+          ]);
+          const quote = await createQuote(
+            deps,
+            {
+              pickup: body.pickup,
+              dropoff: body.dropoff,
+              departAt: body.departAt ?? body.depart_at,
+              passengers: body.passengers ?? body.passenger_count ?? 1,
+              vehicleType: body.vehicleType ?? body.vehicle_type,
+              meetAndGreet: body.meetAndGreet ?? body.meet_and_greet ?? false,
+              worldwide: body.worldwide ?? false,
+            },
+            quoteCaller(caller),
+            baseUrlFor(req, deps.config),
+          );
+          return { status: 200, body: v1Body(quote) };
+        }),
     }),
     defineRoute({
       method: 'post',

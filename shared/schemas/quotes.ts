@@ -11,7 +11,7 @@ const Vehicle = StringEnum(VEHICLE_TYPES, {
     'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav, in any case ("MPV"). Groups over 4 need 6seater, 7seater or mpv; wav for wheelchair access.',
 });
 
-/** POST /api/public/v1/quote (SPEC.md 2.1). `vehicle_type` and `meet_and_greet` are accepted too. */
+/** POST /api/public/v1/quote (SPEC.md 2.1). `vehicle_type`, `meet_and_greet`, `depart_at` and `passenger_count` are accepted too. */
 export const V1QuoteRequest = Type.Object({
   pickup: Address('Address, station, postcode, airport or town'),
   dropoff: Address('Same kinds as pickup'),
