@@ -633,6 +633,110 @@ describe('places outside the UK', () => {
   });
 });
 
+describe('a qualifier naming a region abroad is not ignored ("Newark, NJ" is not Newark-on-Trent)', () => {
+  // The name has a UK place (an alias, a post town or a town), the qualifier matches none of
+  // them: it was dropped and the UK place returned as an address.
+  it.each([
+    ['Newark, NJ', 'EWR'],
+    ['Newark, New Jersey', 'EWR'],
+    ['Newark, USA', 'EWR'],
+    ['Newark, NJ, USA', 'EWR'],
+    ['Boston, Massachusetts', 'BOS'],
+    ['Boston, MA', 'BOS'],
+    ['Birmingham, Alabama', 'BHM'],
+    ['Richmond, Virginia', 'RIC'],
+    ['London, Ontario', 'YXU'],
+    ['Perth, WA', 'PER'],
+    ['Newark Airport, NJ', 'EWR'],
+  ] as const)('%s is outside_uk, and with worldwide the airport there (%s)', async (q, iata) => {
+    const r = await gazetteer.geocode(q);
+    expect(r).toMatchObject({ ok: false, reason: 'outside_uk' });
+    expect(!r.ok && r.message).toContain('worldwide');
+    expect(await gazetteer.geocode(q, { worldwide: true })).toMatchObject({
+      ok: true,
+      place: { kind: 'airport', iata, postcodeDistrict: null },
+    });
+  });
+
+  it.each(['Montgomery, Alabama'])('%s is outside_uk, and with worldwide an airport in the US', async (q) => {
+    expect(await gazetteer.geocode(q)).toMatchObject({ ok: false, reason: 'outside_uk' });
+    expect(await gazetteer.geocode(q, { worldwide: true })).toMatchObject({ ok: true, place: { countryCode: 'US' } });
+  });
+
+  it.each([
+    'Enfield, Connecticut',
+    'Malvern, Pennsylvania',
+    'Cambridge, Massachusetts',
+    'Cambridge, MA',
+    'Enfield, Germany',
+    'Malvern, Ireland',
+  ])('%s, with no airport of the name there, is outside_uk, and not_found with worldwide', async (q) => {
+    const r = await gazetteer.geocode(q);
+    expect(r).toMatchObject({ ok: false, reason: 'outside_uk' });
+    expect(!r.ok && r.message).toContain('outside the UK');
+    expect(await gazetteer.geocode(q, { worldwide: true })).toMatchObject({ ok: false, reason: 'not_found' });
+  });
+
+  it('an address there is outside the UK too, naming the airport to send', async () => {
+    const r = await gazetteer.geocode('10 Broad Street, Newark, NJ');
+    expect(r).toMatchObject({ ok: false, reason: 'outside_uk' });
+    expect(!r.ok && r.message).toContain('Newark Liberty International Airport');
+    expect(await gazetteer.geocode('10 Broad Street, Newark, NJ', { worldwide: true })).toMatchObject({
+      ok: false,
+      reason: 'not_found',
+    });
+    expect(await gazetteer.geocode('Main Street, Boston, MA')).toMatchObject({ ok: false, reason: 'outside_uk' });
+  });
+
+  it('UK qualifiers, and qualifiers that name a UK place or area, stay UK', async () => {
+    for (const [q, name] of [
+      ['Newark', 'Newark on Trent'],
+      ['Newark, Nottinghamshire', 'Newark on Trent'],
+      ['Malvern, Worcestershire', 'Great Malvern'],
+      ['Richmond, Surrey', 'Richmond'],
+      ['Perth, Scotland', 'Perth'],
+      ['Montgomery, Powys', 'Montgomery'],
+    ] as const) {
+      const r = await gazetteer.geocode(q);
+      expect(r.ok && r.place, q).toMatchObject({ name, countryCode: 'GB' });
+    }
+    // "Ireland" names the island too; "Victoria", "Washington" and "Holland" (South Holland)
+    // are the UK's; a code that is a UK postcode area is read as one beside a town in it, and
+    // "NE" is the North East.
+    for (const q of [
+      'Belfast, Ireland',
+      'Derry, Ireland',
+      'Richmond, Victoria',
+      'Spalding, Holland',
+      'Rochester, ME',
+      'Lancaster, LA',
+      'Washington, NE',
+      'Sunderland, NE',
+      'Swansea, SA',
+    ]) {
+      const r = await gazetteer.geocode(q);
+      expect(r.ok && r.place.countryCode, q).toBe('GB');
+    }
+  });
+
+  it('a country the airport data names still picks its airport', async () => {
+    for (const [q, iata] of [
+      ['Paris, France', 'CDG'],
+      ['Dublin, Ireland', 'DUB'],
+      ['Dublin, Republic of Ireland', 'DUB'],
+      ['Perth, Australia', 'PER'],
+    ] as const) {
+      expect(await gazetteer.geocode(q), q).toMatchObject({ ok: false, reason: 'outside_uk' });
+      expect(await gazetteer.geocode(q, { worldwide: true }), q).toMatchObject({ ok: true, place: { iata } });
+    }
+    // "Paris, Texas" with worldwide was Charles de Gaulle.
+    expect(await gazetteer.geocode('Paris, Texas', { worldwide: true })).toMatchObject({
+      ok: true,
+      place: { countryCode: 'US' },
+    });
+  });
+});
+
 describe('not found', () => {
   it.each([
     'asdfghjkl',

@@ -15,7 +15,9 @@
  *     text after a comma (or in brackets) qualifies the name: a nation, county, council, post
  *     town, outward code or a nearby town; a county or council that no place of the name is in
  *     picks one just outside it ("Ashford, Surrey"), else a post town of the name in it
- *     ("Wellington, Somerset", a post town our town list lacks: see postTownPlace);
+ *     ("Wellington, Somerset", a post town our town list lacks: see postTownPlace); one that
+ *     names a region abroad and nothing here (a country, a US state, "NJ") puts the name abroad
+ *     ("Newark, NJ": see FOREIGN_REGIONS);
  *     a name that nothing finds exactly is a post town of the name, alone, when its districts
  *     lie together ("Port Isaac", "Fort Augustus": see postTownPoints);
  *  4. an address: the rightmost part that names a town, station, airport, outward code or post
@@ -389,6 +391,44 @@ const METROPOLITAN_COUNTIES: Record<string, string[]> = {
 };
 /** Crown dependencies: their postcodes look British but they are not in the UK (nor our data). */
 const CROWN_DEPENDENCY_AREAS: Record<string, string> = { GY: 'Guernsey', JE: 'Jersey', IM: 'the Isle of Man' };
+
+/**
+ * Qualifiers that name a region abroad, by country code (as airports.csv writes it): US states
+ * (and DC), Canadian provinces and territories and Australian states and territories, each by
+ * its postal code and its name ("CODE Name", `|` between), and names of countries that
+ * airports.csv does not use (the names it does use, "France", "Ireland", are added from the data:
+ * see foreignRegions). Unmatched, such a qualifier was ignored and the name before it taken as a
+ * UK town or street: "Newark, NJ" was Newark-on-Trent, "Boston, Massachusetts" Boston in
+ * Lincolnshire. One counts only when it names nothing in the UK ("Washington", "Victoria" and
+ * "Holland", South Holland's, stay the UK's) and no place of the name matches a qualifier: see foreignRegionOf,
+ * which also says when a code that is a UK postcode area or a word counts (FOREIGN_CODE_WORDS).
+ * "NE" is not Nebraska: to people here it is the North East.
+ */
+const FOREIGN_REGIONS: Record<string, string> = {
+  US:
+    'AL Alabama|AK Alaska|AZ Arizona|AR Arkansas|CA California|CO Colorado|CT Connecticut|DE Delaware|' +
+    'DC District of Columbia|DC Washington DC|FL Florida|GA Georgia|HI Hawaii|ID Idaho|IL Illinois|' +
+    'IN Indiana|IA Iowa|KS Kansas|KY Kentucky|LA Louisiana|ME Maine|MD Maryland|MA Massachusetts|' +
+    'MI Michigan|MN Minnesota|MS Mississippi|MO Missouri|MT Montana|- Nebraska|NV Nevada|' +
+    'NH New Hampshire|NJ New Jersey|NM New Mexico|NY New York|NC North Carolina|ND North Dakota|OH Ohio|' +
+    'OK Oklahoma|OR Oregon|PA Pennsylvania|RI Rhode Island|SC South Carolina|SD South Dakota|' +
+    'TN Tennessee|TX Texas|UT Utah|VT Vermont|VA Virginia|WA Washington|WV West Virginia|WI Wisconsin|' +
+    'WY Wyoming|- USA|- United States of America|- America',
+  CA:
+    'AB Alberta|BC British Columbia|MB Manitoba|NB New Brunswick|NL Newfoundland and Labrador|' +
+    'NL Newfoundland|NS Nova Scotia|NT Northwest Territories|NU Nunavut|ON Ontario|PE Prince Edward Island|' +
+    'QC Quebec|SK Saskatchewan|YT Yukon',
+  AU:
+    'NSW New South Wales|VIC Victoria|QLD Queensland|SA South Australia|WA Western Australia|' +
+    'TAS Tasmania|NT Northern Territory|ACT Australian Capital Territory',
+  IE: '- Republic of Ireland|- Eire',
+  NL: '- The Netherlands',
+};
+/**
+ * Codes in FOREIGN_REGIONS that are also words people write after a comma; like those that are
+ * UK postcode areas ("CA", "PA", "ME"), they count only beside a name we know abroad there.
+ */
+const FOREIGN_CODE_WORDS = new Set(['in', 'or', 'me', 'hi', 'ok', 'oh', 'id', 'on', 'nb', 'nt', 'act']);
 
 const BIG_TOWN = 20_000;
 /**
@@ -1014,6 +1054,32 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
 
   const keyList = [...names.keys()];
   const areas = new Set([...locator.byCode.values()].map((d) => d.area));
+  /**
+   * Qualifiers that name a region abroad (FOREIGN_REGIONS, and the countries of airports.csv by
+   * name but those a UK qualifier names: "United Kingdom"), by normalised text: the country
+   * codes there, and whether the text is a code that is also a UK postcode area or a word.
+   */
+  const foreignRegions = new Map<string, { countries: string[]; ambiguous: boolean }>();
+  const addForeignRegion = (text: string, country: string, ambiguous: boolean) => {
+    const key = normalizeName(text);
+    if (key === '' || NATION_ALIASES[key]) return;
+    const had = foreignRegions.get(key);
+    if (!had) foreignRegions.set(key, { countries: [country], ambiguous });
+    else {
+      if (!had.countries.includes(country)) had.countries.push(country);
+      had.ambiguous ||= ambiguous;
+    }
+  };
+  for (const [country, list] of Object.entries(FOREIGN_REGIONS)) {
+    for (const entry of list.split('|')) {
+      const space = entry.indexOf(' ');
+      const code = entry.slice(0, space);
+      addForeignRegion(entry.slice(space + 1), country, false);
+      if (code !== '-') addForeignRegion(code, country, areas.has(code) || FOREIGN_CODE_WORDS.has(code.toLowerCase()));
+    }
+  }
+  for (const r of recs)
+    if (r.source === 'airport' && !r.uk && r.country) addForeignRegion(r.country, r.countryCode, false);
   /** London's split districts: "W1" → W1A…W1W, "SW1" → SW1A…SW1Y, "EC1" → EC1A…EC1Y. */
   const sectors = new Map<string, District[]>();
   for (const d of locator.byCode.values()) {
@@ -1571,6 +1637,60 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     message: detail ?? `No UK postcode, station, airport or town matches "${query}"`,
   });
 
+  interface Abroad {
+    /** The qualifier as written ("NJ", "Connecticut"). */
+    label: string;
+    /** The first place abroad, in that country, of the name qualified ("Newark": Newark Liberty). */
+    rec: Rec | undefined;
+  }
+
+  /**
+   * Whether a qualifier (`raw`, prepared as `q`) puts the name it qualifies abroad, given the
+   * candidates for that name (`cands`): it is in foreignRegions and names nothing in the UK. A
+   * code that is also a UK postcode area or a word ("CA", "PA", "ME", "OK") counts only beside
+   * a name we know abroad in its country and no UK place of the name in that postcode area
+   * ("Rochester, ME" is Kent's, in ME; "Lancaster, LA" Lancashire's). "Ireland" names the island
+   * as well: beside a name in Northern Ireland it is the UK's ("Belfast, Ireland").
+   */
+  const foreignRegionOf = (raw: string, q: Qualifier, cands: Cand[]): Abroad | null => {
+    const region = foreignRegions.get(q.tokens.join(' '));
+    if (!region || q.nations || q.councils || q.district || q.place || q.region) return null;
+    const rec = cands.find((c) => !c.rec.uk && region.countries.includes(c.rec.countryCode))?.rec;
+    if (region.ambiguous) {
+      const area = q.tokens.join('').toUpperCase();
+      if (!rec || cands.some((c) => c.rec.uk && nearestOf(c.rec)?.district.area === area)) return null;
+    }
+    if (q.tokens.join(' ') === 'ireland' && cands.some((c) => c.rec.uk && nationOf(c.rec) === 'Northern Ireland'))
+      return null;
+    return { label: cleanText(raw), rec };
+  };
+
+  /**
+   * The answer for a text qualified as abroad (foreignRegionOf): the place of the name there
+   * when we know one (an airport; for an address, as abroadAddress says), else outside the UK,
+   * or with worldwide not found.
+   */
+  const abroadResult = (
+    query: string,
+    abroad: Abroad,
+    terminal: string | null,
+    worldwide: boolean,
+    address: boolean,
+  ): GeocodeResult => {
+    if (abroad.rec)
+      return address ? abroadAddress(query, abroad.rec, worldwide) : resultFor(query, abroad.rec, terminal, worldwide);
+    return worldwide
+      ? notFound(
+          query,
+          `No UK place matches "${query}": ${abroad.label} is outside the UK, and no airport of the name there is known`,
+        )
+      : {
+          ok: false,
+          reason: 'outside_uk',
+          message: `"${query}" is outside the UK (${abroad.label}), where only airports are booked${WORLDWIDE_HINT}`,
+        };
+  };
+
   /** An outward code, or a London sector such as "W1" made of W1A…W1W. */
   const outwardPoint = (outward: string): { lat: number; lng: number; district: District } | null => {
     const d = locator.get(outward);
@@ -1773,6 +1893,26 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     for (let i = segs.length - 1; i >= 0 && !ctx; i--) {
       const seg = segs[i];
       if (!seg || seg.tokens.length === 0) continue;
+      // A part after the first that puts the address abroad ("10 Broad Street, Newark, NJ"; see
+      // foreignRegionOf), judged by what the parts before it name: the address is there.
+      const raw = segments[i] ?? '';
+      if (i > 0 && !seg.hadNumber && foreignRegions.has(normalizeName(raw))) {
+        const q = prepareQualifier(raw);
+        const before = segs.slice(0, i).map((s) => parseQuery(s.tokens.join(' ')));
+        const abroad =
+          q &&
+          foreignRegionOf(
+            raw,
+            q,
+            before.flatMap((p) => lookup(p, false)),
+          );
+        if (abroad) {
+          const airport = before.find(
+            (p) => p.intent === 'airport' && abroad.rec && lookup(p, false)[0]?.rec === abroad.rec,
+          );
+          return abroadResult(query, abroad, airport?.terminal ?? terminal, worldwide, airport === undefined);
+        }
+      }
       ctx = contextForText(seg.tokens.join(' '), !seg.hadNumber);
       if (ctx) {
         ctxIdx = i;
@@ -1965,10 +2105,8 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     if (!headHasNumber) {
       const parsed = parseQuery(normalizeName(head));
       const cands = lookup(parsed);
-      const quals = segments
-        .slice(1)
-        .map(prepareQualifier)
-        .filter((q): q is Qualifier => q !== null);
+      const qualified = segments.slice(1).map((raw) => ({ raw, q: prepareQualifier(raw) }));
+      const quals = qualified.map((x) => x.q).filter((q): q is Qualifier => q !== null);
       // A post town named alone, when no name we have is it (see postTownPoints).
       if (quals.length === 0 && !atAirport && weakCands(cands)) {
         const pt = postTownOver(parsed, cands[0]);
@@ -1995,8 +2133,15 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       if (cands.length > 0) {
         const chosen = preferTown(scored, parsed.intent);
         if (top && chosen && top.score > 0) return placeResult(chosen.rec, parsed.terminal ?? wholeTerminal);
-        // Nothing matched the qualifiers: perhaps the head is a street or building ("Victoria
-        // Quarter, Leeds"), so try it as an address before falling back to the bare name.
+        // Nothing matched the qualifiers. One that puts the name abroad is not ignored: "Newark,
+        // NJ" was Newark-on-Trent and "Boston, Massachusetts" Boston in Lincolnshire, as
+        // addresses (see foreignRegionOf).
+        for (const { raw, q } of qualified) {
+          const abroad = q && foreignRegionOf(raw, q, cands);
+          if (abroad) return abroadResult(query, abroad, parsed.terminal ?? wholeTerminal, worldwide, false);
+        }
+        // Else perhaps the head is a street or building ("Victoria Quarter, Leeds"), so try it as
+        // an address before falling back to the bare name.
         const addr = resolveAddress(query, segments, worldwide, wholeTerminal);
         const first = cands[0];
         // But a UK airport named exactly is no street or building, and every place we know near
