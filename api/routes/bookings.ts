@@ -63,7 +63,7 @@ import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { scenarioHeader } from '../sandbox.ts';
 import { inAliasFields, quoteCaller } from './quotes.ts';
-import { assertSpellingsAgree, SPELLINGS } from './spellings.ts';
+import { assertSpellingsAgree, SNAKE_SPELLINGS, SPELLINGS } from './spellings.ts';
 
 const UNVERIFIED_POINTS = 8;
 const UNVERIFIED_WINDOW_SECONDS = 3600;
@@ -154,20 +154,9 @@ export function screen(req: Request, fields: ScreenField[]): void {
 }
 
 /**
- * The field names shared code uses (the v1 camelCase ones) and their snake_case spellings on
- * the alias routes and the v1 prose shape. A pointer names the field as the caller sent it.
+ * The camelCase name shared code uses of each snake_case spelling (SNAKE_SPELLINGS, on the
+ * alias routes and the v1 prose shape): a pointer names the field as the caller sent it.
  */
-const SNAKE_SPELLINGS: Readonly<Record<string, readonly string[]>> = {
-  passengerName: ['passenger_name'],
-  passengerEmail: ['passenger_email'],
-  passengerPhone: ['passenger_phone_whatsapp', 'passenger_phone'],
-  departAt: ['depart_at'],
-  paymentMethod: ['payment_method'],
-  flightNumber: ['flight_number'],
-  vehicleType: ['vehicle_type'],
-  quoteId: ['quote_id'],
-  passengers: ['passenger_count'],
-};
 const CAMEL_OF = new Map(Object.entries(SNAKE_SPELLINGS).flatMap(([camel, snakes]) => snakes.map((k) => [k, camel])));
 
 /**

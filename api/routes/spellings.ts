@@ -9,7 +9,10 @@ import { normalisePhone } from '../../shared/services/bookings.ts';
  * are accepted), and how their values are compared: as they mean, not as they are typed.
  */
 interface Spelling {
+  /** The camelCase name first where there is one (the name shared code uses). */
   names: readonly string[];
+  /** The camelCase name shared code uses, where the route takes none (the alias routes' phone). */
+  camel?: string;
   /** What a value means, for comparing two spellings' values. Never throws. */
   meaning?: (value: unknown) => unknown;
 }
@@ -40,8 +43,8 @@ export const SPELLINGS = {
   quoteId: { names: ['quote_id', 'quoteId'], meaning: text },
   passengerName: { names: ['passengerName', 'passenger_name'], meaning: text },
   passengerEmail: { names: ['passengerEmail', 'passenger_email'], meaning: email },
+  aliasPhone: { names: ['passenger_phone_whatsapp', 'passenger_phone'], camel: 'passengerPhone', meaning: phone },
   v1Phone: { names: ['passengerPhone', 'passenger_phone'], meaning: phone },
-  aliasPhone: { names: ['passenger_phone_whatsapp', 'passenger_phone'], meaning: phone },
   departAt: { names: ['departAt', 'depart_at'], meaning: instant },
   vehicleType: { names: ['vehicleType', 'vehicle_type'], meaning: vehicle },
   meetAndGreet: { names: ['meetAndGreet', 'meet_and_greet'] },
@@ -52,6 +55,22 @@ export const SPELLINGS = {
     meaning: (v) => (typeof v === 'string' ? anyCaseKey(v) : v),
   },
 } as const satisfies Record<string, Spelling>;
+
+/**
+ * The snake_case spellings of each camelCase name, from SPELLINGS, in its order: for naming a
+ * field in an error as the caller spelt it (`pointersAsSent` in bookings.ts).
+ */
+export const SNAKE_SPELLINGS: Readonly<Record<string, readonly string[]>> = (() => {
+  const out: Record<string, string[]> = {};
+  for (const group of Object.values(SPELLINGS) as Spelling[]) {
+    const camel = group.camel ?? group.names.find((n) => !n.includes('_'));
+    if (!camel) continue;
+    const snakes = out[camel] ?? [];
+    for (const n of group.names) if (n.includes('_') && !snakes.includes(n)) snakes.push(n);
+    out[camel] = snakes;
+  }
+  return out;
+})();
 
 /**
  * A field sent in both its spellings with values that mean different things ("vehicleType":
