@@ -691,7 +691,7 @@ describe('POST /api/public/v1/booking', () => {
     ]);
   });
 
-  it("answers with its quote's warnings, as the quote's answer gives them: meet and greet away from an airport is said to be not charged, on every booking route and on a repeat", async () => {
+  it("answers with its quote's warnings, as the quote's answer gives them: meet and greet away from an airport is said to be not charged (and asking for it there is no new ride), on every booking route and on a repeat", async () => {
     const notCharged = expect.stringMatching(/^Meet and greet is offered for airport pickups only/);
     const ride = {
       pickup: 'Manchester Piccadilly',
@@ -708,6 +708,9 @@ describe('POST /api/public/v1/booking', () => {
     const repeat = await post('/api/public/v1/booking', ride);
     expect(repeat.json.bookingReference).toBe(v1.json.bookingReference);
     expect(repeat.json.warnings).toEqual(v1.json.warnings);
+    // Not arranged here, it changes nothing: the same request without it is the same ride.
+    const without = await post('/api/public/v1/booking', { ...ride, meetAndGreet: undefined });
+    expect(without.json.bookingReference).toBe(v1.json.bookingReference);
     const instantBody = {
       pickup_address: 'Manchester Piccadilly',
       dropoff_address: 'Manchester Airport',
@@ -720,6 +723,8 @@ describe('POST /api/public/v1/booking', () => {
     expect(instant.status, instant.text).toBe(200);
     expect(instant.json.warnings).toEqual([notCharged]);
     expect((await post('/api/public/bookings/instant', instantBody)).json).toEqual(instant.json);
+    const instantWithout = await post('/api/public/bookings/instant', { ...instantBody, meet_and_greet: false });
+    expect(instantWithout.json.booking_reference).toBe(instant.json.booking_reference);
     // A redemption repeats the quote's warnings (a party of 6 given a vehicle it did not name).
     const q = await post('/api/public/quotes/estimate', {
       pickup_address: 'Manchester Piccadilly',

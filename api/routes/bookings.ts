@@ -48,7 +48,14 @@ import {
   trackingToken,
   viewOf,
 } from '../../shared/services/bookings.ts';
-import { assertQuotedRide, defaultVehicle, type Given, gbp, priceQuote } from '../../shared/services/quotes.ts';
+import {
+  assertQuotedRide,
+  defaultVehicle,
+  type Given,
+  gbp,
+  type PricedQuote,
+  priceQuote,
+} from '../../shared/services/quotes.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { type Caller, callerTestMode } from '../middleware/auth.ts';
@@ -457,6 +464,20 @@ function given<T>(body: Record<string, unknown>, ...names: string[]): Given<T> {
 }
 
 /**
+ * Whether meet and greet asked for (`asked`) is arranged, for the repeat rule: only at an
+ * airport pickup (elsewhere it is not charged and the driver is not told), so asking for it at a
+ * station is the same ride as not asking, never a second one. Known once the request is priced:
+ * waited for only when it was asked; a request that could not be priced keeps it.
+ */
+async function arranged(asked: boolean, priced: Promise<PricedQuote>): Promise<boolean> {
+  if (!asked) return false;
+  return priced.then(
+    (p) => p.quote.pickup.kind === 'airport',
+    () => true,
+  );
+}
+
+/**
  * How a field's text is compared beyond case and spacing: a flight designator with or without
  * its space or hyphen (`BA 123`, `ba-123`), a departure to the second (an agent that computes
  * "in two hours" on each retry sends other milliseconds).
@@ -759,8 +780,9 @@ export function bookingRoutes(): RouteDef[] {
               // What the driver is told is part of the request: a change is a new request, not a repeat.
               flightNumber,
               notes: body.notes,
-              // Only when asked: the content of a request without it hashes as before it was taken.
-              ...(meetAndGreet ? { meetAndGreet: true } : {}),
+              // Only when it is arranged: the content of a request without it hashes as before it
+              // was taken, and asked for away from an airport it changes nothing (`arranged`).
+              ...((await arranged(meetAndGreet, priced)) ? { meetAndGreet: true } : {}),
             });
             if (refusal) {
               // Past the hourly limit: the same request again (or at the same moment) still gets
@@ -911,7 +933,7 @@ export function bookingRoutes(): RouteDef[] {
             flightNumber: body.flight_number,
             notes: body.notes,
             agent: body.agent,
-            ...(body.meet_and_greet ? { meetAndGreet: true } : {}),
+            ...((await arranged(body.meet_and_greet ?? false, priced)) ? { meetAndGreet: true } : {}),
           });
           const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
           if (pricing.repeat) return { status: 200, body: await repeatBody(deps, pricing.repeat, aliasBody, base) };
