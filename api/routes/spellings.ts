@@ -9,7 +9,7 @@ import { normalisePhone } from '../../shared/services/bookings.ts';
  * are accepted), and how their values are compared: as they mean, not as they are typed.
  */
 interface Spelling {
-  /** The camelCase name first where there is one (the name shared code uses). */
+  /** The field's spellings; the camelCase one (no underscore), where the route takes it, is the name shared code uses. */
   names: readonly string[];
   /** The camelCase name shared code uses, where the route takes none (the alias routes' phone). */
   camel?: string;
