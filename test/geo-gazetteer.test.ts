@@ -8,6 +8,23 @@ import type { Place, PlaceKind } from '../shared/geo/types.ts';
 
 const gazetteer = createGazetteer();
 
+/**
+ * `q` resolves to a place of `kind` named `name` (in `council`, when given) within `km` of `at`,
+ * a real-world point (not read from our data files).
+ */
+async function expectPlace(
+  q: string,
+  want: { kind: string; name: string; council?: string },
+  at: readonly [number, number],
+  km: number,
+  opts: { worldwide?: boolean } = {},
+): Promise<void> {
+  const r = await gazetteer.geocode(q, opts);
+  const council = want.council === undefined ? {} : { council: r.ok ? r.place.localAuthorityCode : undefined };
+  expect(r.ok && { kind: r.place.kind, name: r.place.name, ...council }, q).toEqual(want);
+  if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+}
+
 interface Golden {
   q: string;
   kind: PlaceKind;
@@ -904,9 +921,7 @@ describe('addresses written as map apps and assistants write them', () => {
     ['Wigan, Greater Manchester', 'place', 'Wigan', [53.545, -2.6325], 5],
     ['Altrincham, Greater Manchester', 'place', 'Altrincham', [53.3838, -2.3527], 5],
   ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
-    const r = await gazetteer.geocode(q);
-    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
-    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+    await expectPlace(q, { kind, name }, at, km);
   });
 
   it('keeps a terminal alone, a code for the station at its airport, and a town after a terminal', async () => {
@@ -972,9 +987,7 @@ describe("where at an airport beside a town alone is the town's airport", () => 
     ['Glasgow Central', 'station', 'Glasgow Central', [55.8589, -4.2578], 1],
     ['Arrivals, 12 High Street, Crawley', 'address', 'Arrivals, 12 High Street, Crawley', [51.1091, -0.1872], 3],
   ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
-    const r = await gazetteer.geocode(q);
-    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
-    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+    await expectPlace(q, { kind, name }, at, km);
   });
 
   it('keeps a terminal alone unresolved', async () => {
@@ -1023,9 +1036,7 @@ describe('a station or airport named beside its postcode', () => {
     ['Edinburgh Airport, EH1 1YZ', 'address', 'Edinburgh Airport, EH1 1YZ', [55.95, -3.19], 3],
     ['Heathrow Airport, Manchester M1 1AE', 'address', 'Heathrow Airport, Manchester M1 1AE', [53.478, -2.236], 3],
   ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
-    const r = await gazetteer.geocode(q);
-    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
-    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+    await expectPlace(q, { kind, name }, at, km);
   });
 });
 
@@ -1086,9 +1097,7 @@ describe('a venue written before the airport or station it is at', () => {
     ['Hilton, Bristol Airport, Manchester', 'address', 'Hilton, Bristol Airport, Manchester', [53.4808, -2.2426], 3],
     ['Unit 5, Bristol Airport, Bristol', 'address', 'Unit 5, Bristol Airport, Bristol', [51.4545, -2.5879], 3],
   ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
-    const r = await gazetteer.geocode(q);
-    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
-    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+    await expectPlace(q, { kind, name }, at, km);
   });
 
   it("takes the airport's or station's district and council, but no airport or station codes", async () => {
@@ -1125,9 +1134,7 @@ describe("a station's official name beside its postcode, without the word statio
     // Far from the postcode: the postcode stands.
     ['London Kings Cross, M1 1AE', 'address', 'London Kings Cross, M1 1AE', [53.478, -2.236], 3],
   ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
-    const r = await gazetteer.geocode(q);
-    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
-    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+    await expectPlace(q, { kind, name }, at, km);
   });
 });
 
@@ -1155,9 +1162,7 @@ describe('"<town> station" where the station has another name', () => {
     ['Harrow station', 'place', 'Harrow', [51.5806, -0.342], 5],
     ['Livingston station', 'place', 'Livingston', [55.9029, -3.5226], 5],
   ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
-    const r = await gazetteer.geocode(q);
-    expect(r.ok && { kind: r.place.kind, name: r.place.name }, q).toEqual({ kind, name });
-    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+    await expectPlace(q, { kind, name }, at, km);
   });
 });
 
@@ -1185,13 +1190,7 @@ describe('a county or region after a town picks the town of the name there', () 
     ['Wellington, Shropshire', 'place', 'Wellington', [52.7001, -2.5157], 3, 'E06000020'],
     ['Wellington, Herefordshire', 'place', 'Wellington', [52.1313, -2.7385], 3, 'E06000019'],
   ] as const)('%j is the %s %j', async (q, kind, name, at, km, council) => {
-    const r = await gazetteer.geocode(q);
-    expect(r.ok && { kind: r.place.kind, name: r.place.name, council: r.place.localAuthorityCode }, q).toEqual({
-      kind,
-      name,
-      council,
-    });
-    if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
+    await expectPlace(q, { kind, name, council }, at, km);
   });
 
   it('keeps a borough or county around a city where in the city it is', async () => {
@@ -1252,15 +1251,8 @@ describe("a post town alone, or the town list's town of its postal name", () => 
     ['Dunmow', 'Great Dunmow', [51.873, 0.362], 3, 'E07000077'],
     ['St. Columb', 'Saint Columb Major', [50.434, -4.94], 3, 'E06000052'],
   ] as const)('%j is the place %j', async (q, name, at, km, council) => {
-    for (const worldwide of [false, true]) {
-      const r = await gazetteer.geocode(q, { worldwide });
-      expect(r.ok && { kind: r.place.kind, name: r.place.name, council: r.place.localAuthorityCode }, q).toEqual({
-        kind: 'place',
-        name,
-        council,
-      });
-      if (r.ok) expect(haversineMeters(r.place, { lat: at[0], lng: at[1] }) / 1000, q).toBeLessThan(km);
-    }
+    for (const worldwide of [false, true])
+      await expectPlace(q, { kind: 'place', name, council }, at, km, { worldwide });
   });
 
   it('beats a guess far off, not a guess at the town spelt another way', async () => {
