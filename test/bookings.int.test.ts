@@ -711,6 +711,8 @@ describe('POST /api/public/v1/booking', () => {
     // Not arranged here, it changes nothing: the same request without it is the same ride.
     const without = await post('/api/public/v1/booking', { ...ride, meetAndGreet: undefined });
     expect(without.json.bookingReference).toBe(v1.json.bookingReference);
+    // A repeat is warned of what it asked, not of what the first request asked.
+    expect(without.json.warnings).toEqual([]);
     const instantBody = {
       pickup_address: 'Manchester Piccadilly',
       dropoff_address: 'Manchester Airport',
@@ -725,6 +727,27 @@ describe('POST /api/public/v1/booking', () => {
     expect((await post('/api/public/bookings/instant', instantBody)).json).toEqual(instant.json);
     const instantWithout = await post('/api/public/bookings/instant', { ...instantBody, meet_and_greet: false });
     expect(instantWithout.json.booking_reference).toBe(instant.json.booking_reference);
+    expect(instantWithout.json.warnings).toEqual([]);
+    // A party of 6 that named no vehicle is told which was chosen; the same ride again naming
+    // that vehicle is the same booking, and is not told it named none.
+    const party = {
+      ...ride,
+      meetAndGreet: undefined,
+      passengers: 6,
+      passengerEmail: `party-${Date.now()}@example.org`,
+    };
+    const unnamed = await post('/api/public/v1/booking', party);
+    expect(unnamed.status, unnamed.text).toBe(201);
+    expect(unnamed.json.warnings).toEqual(['No vehicle type given: a 6seater was chosen to seat 6 passengers.']);
+    const named = await post('/api/public/v1/booking', { ...party, vehicleType: '6seater' });
+    expect(named.json.bookingReference).toBe(unnamed.json.bookingReference);
+    expect(named.json.warnings).toEqual([]);
+    const instantParty = { ...instantBody, meet_and_greet: false, passenger_count: 6, passenger_name: 'Party Pat' };
+    const instantUnnamed = await post('/api/public/bookings/instant', instantParty);
+    expect(instantUnnamed.json.warnings).toEqual(['No vehicle type given: a 6seater was chosen to seat 6 passengers.']);
+    const instantNamed = await post('/api/public/bookings/instant', { ...instantParty, vehicle_type: '6seater' });
+    expect(instantNamed.json.booking_reference).toBe(instantUnnamed.json.booking_reference);
+    expect(instantNamed.json.warnings).toEqual([]);
     // A redemption repeats the quote's warnings (a party of 6 given a vehicle it did not name).
     const q = await post('/api/public/quotes/estimate', {
       pickup_address: 'Manchester Piccadilly',

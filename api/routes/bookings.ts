@@ -762,7 +762,10 @@ export function bookingRoutes(): RouteDef[] {
             : Promise.reject(vehicle.error);
           priced.catch(() => {}); // awaited below, unless the passenger is refused first
           const { passenger, emailVerified, refusal, uncount } = await checkPassenger();
-          // The quote's warnings of a new booking (a repeat reads its own back).
+          // This request's own warnings once it is priced, also when it repeats a booking: they
+          // speak of what it asked (a repeat naming the vehicle the first left to us is not told
+          // "No vehicle type given"). Unpriced (past the limit, or pricing refused), a repeat
+          // reads the first booking's back.
           let warnings: string[] | null = null;
           const view = await countedIfBooked(uncount, async () => {
             if (!vehicle.ok) throw vehicle.error;
@@ -804,7 +807,7 @@ export function bookingRoutes(): RouteDef[] {
           });
           return {
             status: 201,
-            body: v1Body(view, (view.created ? warnings : null) ?? (await quoteWarningsOf(deps.db, view.id))),
+            body: v1Body(view, warnings ?? (await quoteWarningsOf(deps.db, view.id))),
           };
         }),
     });
@@ -954,10 +957,8 @@ export function bookingRoutes(): RouteDef[] {
           );
           return {
             status: 200,
-            body: aliasBody(
-              view,
-              view.created ? pricing.priced.quote.warnings : await quoteWarningsOf(deps.db, view.id),
-            ),
+            // This request's warnings, also on a repeat (see the v1 booking's).
+            body: aliasBody(view, pricing.priced.quote.warnings),
           };
         }),
     }),
