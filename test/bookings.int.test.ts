@@ -1315,6 +1315,94 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(new URL(withEmail.json.status_url as string).search).toBe('');
   });
 
+  it('reads the v1 spellings of its optional fields: a camelCase departAt books that time, not now, and quoteId books that quote', async () => {
+    const at = new Date(Date.parse(inHours(9)));
+    at.setUTCSeconds(0, 0);
+    const email = `camel-instant-${Date.now()}@example.org`;
+    const r = await post('/api/public/bookings/instant', {
+      ...instant,
+      passenger_name: 'Camel Cath',
+      passenger_count: undefined,
+      departAt: at.toISOString(),
+      passengers: 5,
+      vehicleType: 'MPV',
+      paymentMethod: 'card_to_driver',
+      passengerEmail: email,
+      flightNumber: 'BA 1234',
+      meetAndGreet: false,
+    });
+    expect(r.status, r.text).toBe(200);
+    const row = await bookingRow(r.json.booking_reference as string);
+    expect(row).toMatchObject({
+      passengers: 5,
+      vehicle_type: 'mpv',
+      payment_method: 'card',
+      passenger_email: email,
+      flight_number: 'BA 1234',
+    });
+    expect(new Date(row.pickup_time).toISOString()).toBe(at.toISOString());
+    // The same ride in the alias spellings is the same booking.
+    const snake = await post('/api/public/bookings/instant', {
+      ...instant,
+      passenger_name: 'Camel Cath',
+      depart_at: at.toISOString(),
+      passenger_count: 5,
+      vehicle_type: 'mpv',
+      payment_method: 'card',
+      passenger_email: email,
+      flight_number: 'BA 1234',
+    });
+    expect(snake.json.booking_reference).toBe(r.json.booking_reference);
+    // Both spellings saying different things: refused, naming each as sent.
+    const both = await post('/api/public/bookings/instant', {
+      ...instant,
+      depart_at: at.toISOString(),
+      departAt: inHours(10),
+    });
+    expect(both.status, both.text).toBe(400);
+    expect(both.json.error?.details.map((d) => d.field)).toEqual(['/departAt', '/depart_at']);
+    // A v1 spelling that is not valid is named as sent.
+    const bad = await post('/api/public/bookings/instant', { ...instant, departAt: 'tomorrow at nine' });
+    expect(bad.status, bad.text).toBe(400);
+    expect(bad.json.error?.details[0]?.field).toBe('/departAt');
+    // quoteId books the quote (its ride and fare), as quote_id does: not a second ride priced beside it.
+    const quoteId = await quote(11);
+    const quoted = await post('/api/public/bookings/instant', {
+      quoteId,
+      passenger_name: 'Quoted Quentin',
+      passenger_phone_whatsapp: '+447700900654',
+    });
+    expect(quoted.status, quoted.text).toBe(200);
+    expect((await bookingRow(quoted.json.booking_reference as string)).quote_id).toBe(quoteId);
+    const past = await post('/api/public/bookings/instant', { ...instant, departAt: inHours(-2) });
+    expect(past.status, past.text).toBe(400);
+    expect(past.json.error?.code).toBe('pickup_in_past');
+    expect(past.json.error?.details[0]?.field).toBe('/departAt');
+  });
+
+  it('bookings/create reads passengerEmail and flightNumber in their v1 spelling too', async () => {
+    const email = `camel-create-${Date.now()}@example.org`;
+    const r = await post('/api/public/bookings/create', {
+      ...ada,
+      passenger_email: undefined,
+      quote_id: await quote(12),
+      passengerEmail: email,
+      flightNumber: 'EZY 42',
+    });
+    expect(r.status, r.text).toBe(200);
+    expect(await bookingRow(r.json.booking_reference as string)).toMatchObject({
+      passenger_email: email,
+      flight_number: 'EZY 42',
+    });
+    const both = await post('/api/public/bookings/create', {
+      ...ada,
+      quote_id: await quote(12),
+      passengerEmail: `other-${email}`,
+    });
+    expect(both.status, both.text).toBe(400);
+    expect(both.json.error?.details.map((d) => d.field)).toEqual(['/passengerEmail', '/passenger_email']);
+  });
+
   it('refuses date-times that Date cannot read (a leap second, an offset of hours only) with 400, not 500', async () => {
     const year = new Date().getUTCFullYear() + 1;
     for (const when of [`${year}-06-30T23:59:60Z`, `${year}-01-01T10:00:00+01`]) {

@@ -216,6 +216,22 @@ function oneSpelling(body: unknown): unknown {
   return out;
 }
 
+/**
+ * Half the bodies that carry a quote id beside an address of their own lose the quote id: such
+ * a body books the quote, and ride fields drawn independently of it contradict it nearly always
+ * (400 by design, `assertQuotedRide`). With the instant booking's two spellings of the quote id,
+ * three bodies in four carried one and none priced its own ride; now about as many do as when
+ * it took one spelling.
+ */
+function lessOftenQuoted(body: unknown): fc.Arbitrary<unknown> {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return fc.constant(body);
+  const b = body as Record<string, unknown>;
+  const quoted = b.quote_id !== undefined || b.quoteId !== undefined;
+  if (!quoted || (b.pickup === undefined && b.pickup_address === undefined)) return fc.constant(body);
+  const { quote_id: _a, quoteId: _b, ...unquoted } = b;
+  return fc.constantFrom(body, unquoted);
+}
+
 function bodyHints(): Hints {
   return {
     pickup: place(),
@@ -569,7 +585,7 @@ function validParts(op: Op): fc.Arbitrary<ValidParts> {
           fc.array(arbitraryFor(partnerJobSchema, bodyHints()), { minLength: 1, maxLength: 5 }),
         )
       : bodyS
-        ? arbitraryFor(bodyS, bodyHints()).map(oneSpelling)
+        ? arbitraryFor(bodyS, bodyHints()).map(oneSpelling).chain(lessOftenQuoted)
         : undefined;
   return fc
     .record({

@@ -351,6 +351,65 @@ describe('POST /api/public/quotes/estimate', () => {
     expect(sum).toBe(Math.round((json.fare as number) * 100));
   });
 
+  it('reads departAt, vehicleType and meetAndGreet in their v1 spelling too: the quote is for the ride asked for', async () => {
+    const departAt = nextWednesdayAt(23);
+    const camel = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Manchester Airport',
+      dropoff_address: 'Manchester Piccadilly',
+      passenger_count: 5,
+      departAt,
+      vehicleType: 'MPV',
+      meetAndGreet: true,
+    });
+    expect(camel.status, JSON.stringify(camel.json)).toBe(200);
+    expect(camel.json.vehicle_type).toBe('mpv');
+    const codes = (camel.json.applied_rules as Array<{ code: string }>).map((r) => r.code);
+    expect(codes).toContain('meet_and_greet');
+    const row = await env.rt
+      .db('quotes')
+      .where({ id: camel.json.quote_id as string })
+      .first();
+    expect(new Date(row.depart_at).toISOString()).toBe(departAt);
+    // The alias spelling prices the same fare.
+    const snake = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Manchester Airport',
+      dropoff_address: 'Manchester Piccadilly',
+      passenger_count: 5,
+      depart_at: departAt,
+      vehicle_type: 'mpv',
+      meet_and_greet: true,
+    });
+    expect(snake.json.fare).toBe(camel.json.fare);
+    // Two spellings saying different things, and a v1 spelling's errors, name the fields as sent.
+    const both = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Leeds',
+      dropoff_address: 'York',
+      passenger_count: 1,
+      vehicle_type: 'saloon',
+      vehicleType: 'mpv',
+    });
+    expect(both.status).toBe(400);
+    expect(both.json.error?.details.map((d) => d.field)).toEqual(['/vehicleType', '/vehicle_type']);
+    const past = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Leeds',
+      dropoff_address: 'York',
+      passenger_count: 1,
+      departAt: new Date(Date.now() - 3_600_000).toISOString(),
+    });
+    expect(past.status).toBe(400);
+    expect(past.json.error?.code).toBe('pickup_in_past');
+    expect(past.json.error?.details[0]?.field).toBe('/departAt');
+    const seats = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Leeds',
+      dropoff_address: 'York',
+      passenger_count: 6,
+      vehicleType: 'saloon',
+    });
+    expect(seats.status).toBe(400);
+    // The saloon it names is read: it cannot seat 6 (unnamed, a 6-seater would be chosen).
+    expect(seats.json.error?.message).toMatch(/saloon/i);
+  });
+
   it('answers 400 and 422 as SPEC.md section 7 lists', async () => {
     const noCount = await post('/api/public/quotes/estimate', { pickup_address: 'Leeds', dropoff_address: 'York' });
     expect(noCount.status).toBe(400);

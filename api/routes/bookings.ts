@@ -70,7 +70,7 @@ import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { scenarioHeader } from '../sandbox.ts';
 import { inAliasFields, quoteCaller } from './quotes.ts';
-import { assertSpellingsAgree, SNAKE_SPELLINGS, SPELLINGS } from './spellings.ts';
+import { assertSpellingsAgree, SNAKE_SPELLINGS, SPELLINGS, snakeFilled } from './spellings.ts';
 
 const UNVERIFIED_POINTS = 8;
 const UNVERIFIED_WINDOW_SECONDS = 3600;
@@ -838,9 +838,11 @@ export function bookingRoutes(): RouteDef[] {
         'idempotency_key_reused',
       ],
       responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
-      handler: async ({ body, deps, caller, req }) =>
-        pointersAsSent(body, CreateBookingRequest, async () => {
-          assertSpellingsAgree(body, [SPELLINGS.aliasPhone]);
+      handler: async ({ body: sent, deps, caller, req }) =>
+        pointersAsSent(sent, CreateBookingRequest, async () => {
+          const spellings = [SPELLINGS.passengerEmail, SPELLINGS.flightNumber];
+          assertSpellingsAgree(sent, [SPELLINGS.aliasPhone, ...spellings]);
+          const body = snakeFilled(sent, spellings);
           screen(req, [
             { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
             { pointer: '/notes', kind: 'notes', value: body.notes },
@@ -873,9 +875,20 @@ export function bookingRoutes(): RouteDef[] {
         'idempotency_key_reused',
       ],
       responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
-      handler: async ({ body, deps, caller, req }) =>
-        pointersAsSent(body, InstantBookingRequest, async () => {
-          assertSpellingsAgree(body, [SPELLINGS.aliasPhone]);
+      handler: async ({ body: sent, deps, caller, req }) =>
+        pointersAsSent(sent, InstantBookingRequest, async () => {
+          const spellings = [
+            SPELLINGS.quoteId,
+            SPELLINGS.passengers,
+            SPELLINGS.passengerEmail,
+            SPELLINGS.departAt,
+            SPELLINGS.vehicleType,
+            SPELLINGS.paymentMethod,
+            SPELLINGS.flightNumber,
+            SPELLINGS.meetAndGreet,
+          ];
+          assertSpellingsAgree(sent, [SPELLINGS.aliasPhone, ...spellings]);
+          const body = snakeFilled(sent, spellings);
           screen(req, [
             { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
             { pointer: '/dropoff_address', kind: 'address', value: body.dropoff_address },

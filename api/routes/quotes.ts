@@ -14,7 +14,7 @@ import type { ApiDeps } from '../deps.ts';
 import { type Caller, callerTestMode } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { pointersAsSent, screen } from './bookings.ts';
-import { assertSpellingsAgree, SPELLINGS } from './spellings.ts';
+import { assertSpellingsAgree, SPELLINGS, snakeFilled } from './spellings.ts';
 
 /** Pricing names fields as the v1 quote does; the snake_case alias routes' own names for them. */
 const ALIAS_FIELDS: Readonly<Record<string, string>> = {
@@ -169,29 +169,34 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
       body: EstimateRequest,
       errors: [...QUOTE_ERRORS],
       responses: { 200: { description: 'The estimate', schema: EstimateResponse } },
-      handler: async ({ body, deps, caller, req }) => {
-        screen(req, [
-          { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
-          { pointer: '/dropoff_address', kind: 'address', value: body.dropoff_address },
-        ]);
-        const quote = await inAliasFields(
-          createQuote(
-            deps,
-            {
-              pickup: body.pickup_address,
-              dropoff: body.dropoff_address,
-              departAt: body.depart_at,
-              passengers: body.passenger_count,
-              vehicleType: body.vehicle_type,
-              meetAndGreet: body.meet_and_greet ?? false,
-              worldwide: body.worldwide ?? false,
-            },
-            quoteCaller(caller),
-            baseUrlFor(req, deps.config),
-          ),
-        );
-        return { status: 200, body: estimateBody(quote) };
-      },
+      handler: async ({ body: sent, deps, caller, req }) =>
+        // An error names the field as the caller spelt it (`departAt` for a v1 spelling).
+        pointersAsSent(sent, EstimateRequest, async () => {
+          const spellings = [SPELLINGS.vehicleType, SPELLINGS.meetAndGreet, SPELLINGS.departAt];
+          assertSpellingsAgree(sent, spellings);
+          const body = snakeFilled(sent, spellings);
+          screen(req, [
+            { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
+            { pointer: '/dropoff_address', kind: 'address', value: body.dropoff_address },
+          ]);
+          const quote = await inAliasFields(
+            createQuote(
+              deps,
+              {
+                pickup: body.pickup_address,
+                dropoff: body.dropoff_address,
+                departAt: body.depart_at,
+                passengers: body.passenger_count,
+                vehicleType: body.vehicle_type,
+                meetAndGreet: body.meet_and_greet ?? false,
+                worldwide: body.worldwide ?? false,
+              },
+              quoteCaller(caller),
+              baseUrlFor(req, deps.config),
+            ),
+          );
+          return { status: 200, body: estimateBody(quote) };
+        }),
     }),
   ];
 }

@@ -99,3 +99,19 @@ export function assertSpellingsAgree(body: object, spellings: readonly Spelling[
     throw new AppError('invalid_input', `Two spellings of one field disagree: ${detailsText(details)}.`, details);
   }
 }
+
+/**
+ * The body of a snake_case route with each of these fields' snake_case spelling filled from its
+ * camelCase one when only that was sent (an assistant that learnt the v1 names): the handler
+ * then reads one spelling. Run after `assertSpellingsAgree`, so a field sent both ways means
+ * one thing. The body as sent is kept for naming fields in errors (`pointersAsSent`).
+ */
+export function snakeFilled<T extends object>(body: T, spellings: readonly Spelling[]): T {
+  const out = { ...body } as Record<string, unknown>;
+  for (const { names } of spellings) {
+    const snake = names.find((n) => n.includes('_'));
+    const camel = names.find((n) => !n.includes('_'));
+    if (snake && camel && out[snake] === undefined && out[camel] !== undefined) out[snake] = out[camel];
+  }
+  return out as T;
+}

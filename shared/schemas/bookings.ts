@@ -55,9 +55,21 @@ export const CreateBookingRequest = Type.Object({
   passenger_email: Type.Optional(PassengerEmail),
   flight_number: Type.Optional(FlightNumber),
   notes: Type.Optional(Notes),
+  passengerEmail: Type.Optional({ ...PassengerEmail, description: 'Same as passenger_email (the v1 spelling)' }),
+  flightNumber: Type.Optional({ ...FlightNumber, description: 'Same as flight_number (the v1 spelling)' }),
 });
 
-/** POST /api/public/bookings/instant (SPEC.md 2.6). */
+/** The instant booking's vehicle: one of the listed types, in any case. */
+const AliasVehicle = StringEnum(VEHICLE_TYPES, {
+  anyCase: true,
+  description: 'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav, in any case ("MPV")',
+});
+
+/**
+ * POST /api/public/bookings/instant (SPEC.md 2.6). The optional fields are read in their v1
+ * (camelCase) spelling too: ignored, `departAt` would book a ride for now, `quoteId` price
+ * anew beside the quote, and the answer (which has no pickup time) would not show it.
+ */
 export const InstantBookingRequest = Type.Object({
   pickup_address: Type.Optional({ ...Address, description: 'Required unless quote_id is given' }),
   dropoff_address: Type.Optional({ ...Address, description: 'Required unless quote_id is given' }),
@@ -72,12 +84,7 @@ export const InstantBookingRequest = Type.Object({
   passenger_count: Type.Optional(Passengers),
   passenger_email: Type.Optional(PassengerEmail),
   depart_at: Type.Optional(DateTime),
-  vehicle_type: Type.Optional(
-    StringEnum(VEHICLE_TYPES, {
-      anyCase: true,
-      description: 'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav, in any case ("MPV")',
-    }),
-  ),
+  vehicle_type: Type.Optional(AliasVehicle),
   payment_method: Type.Optional(Payment),
   flight_number: Type.Optional(FlightNumber),
   notes: Type.Optional(Notes),
@@ -86,6 +93,14 @@ export const InstantBookingRequest = Type.Object({
   meet_and_greet: Type.Optional(
     Type.Boolean({ description: 'Airport meet and greet: £25 at an airport pickup, as quotes/estimate prices it' }),
   ),
+  quoteId: Type.Optional({ ...QuoteRef, description: 'Same as quote_id (the v1 spelling)' }),
+  passengers: Type.Optional({ ...Passengers, description: 'Same as passenger_count (the v1 spelling)' }),
+  passengerEmail: Type.Optional({ ...PassengerEmail, description: 'Same as passenger_email (the v1 spelling)' }),
+  departAt: Type.Optional({ ...DateTime, description: 'Same as depart_at (the v1 spelling)' }),
+  vehicleType: Type.Optional({ ...AliasVehicle, description: 'Same as vehicle_type (the v1 spelling)' }),
+  paymentMethod: Type.Optional({ ...Payment, description: 'Same as payment_method (the v1 spelling)' }),
+  flightNumber: Type.Optional({ ...FlightNumber, description: 'Same as flight_number (the v1 spelling)' }),
+  meetAndGreet: Type.Optional(Type.Boolean({ description: 'Same as meet_and_greet (the v1 spelling)' })),
 });
 
 /** Free text here (SPEC.md 2.7), read by `parseVehicleType`: any case, spaces and hyphens. */

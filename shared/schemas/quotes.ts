@@ -35,7 +35,11 @@ export const V1QuoteRequest = Type.Object({
 });
 export type V1QuoteRequest = Static<typeof V1QuoteRequest>;
 
-/** POST /api/public/quotes/estimate (SPEC.md 2.3). */
+/**
+ * POST /api/public/quotes/estimate (SPEC.md 2.3). The optional ride fields are read in their
+ * v1 (camelCase) spelling too: ignored, `departAt` would price a ride for now and
+ * `vehicleType` a saloon, and the quote booked would be another ride than the one asked for.
+ */
 export const EstimateRequest = Type.Object({
   pickup_address: Address('Address, station, postcode, airport or town'),
   dropoff_address: Address('Same kinds as pickup'),
@@ -44,6 +48,9 @@ export const EstimateRequest = Type.Object({
   vehicle_type: Type.Optional(Vehicle),
   meet_and_greet: Type.Optional(Type.Boolean()),
   worldwide: Type.Optional(Type.Boolean()),
+  departAt: Type.Optional({ ...DateTime, description: 'Same as depart_at (the v1 spelling)' }),
+  vehicleType: Type.Optional({ ...Vehicle, description: 'Same as vehicle_type (the v1 spelling)' }),
+  meetAndGreet: Type.Optional(Type.Boolean({ description: 'Same as meet_and_greet (the v1 spelling)' })),
 });
 export type EstimateRequest = Static<typeof EstimateRequest>;
 
