@@ -2,7 +2,7 @@ import type { Express, NextFunction, Request, Response } from 'express';
 import { AppError, contentRejected, detailsText, errorBody } from '../shared/errors.ts';
 import { assertStorableText } from '../shared/schemas/text.ts';
 import { compileSchema, type Validator } from '../shared/schemas/validate.ts';
-import { beginIdempotent } from '../shared/services/idempotency.ts';
+import { beginIdempotent, replayable } from '../shared/services/idempotency.ts';
 import type { ApiDeps } from './deps.ts';
 import { authenticate, type Caller } from './middleware/auth.ts';
 import { requestIdOf } from './middleware/errors.ts';
@@ -24,15 +24,6 @@ function check(v: Validator | null, data: unknown, where: string, req: Request):
     }
     throw new AppError('invalid_input', `The ${where} is not valid: ${detailsText(details)}.`, details);
   }
-}
-
-/**
- * Answers an Idempotency-Key replays: a refusal (4xx) is the answer to its request; a failure on
- * our side (5xx), bad credentials (401) and a limit (429) are not, so the caller can retry with
- * the same key once fixed or after waiting.
- */
-function replayable(status: number): boolean {
-  return status < 500 && status !== 401 && status !== 429;
 }
 
 /**

@@ -214,6 +214,93 @@ describe('dynamic client registration (RFC 7591)', () => {
     expect(basic.json).toMatchObject({ error: 'invalid_grant' });
   });
 
+  it('honours Idempotency-Key: a retry is answered the first registration byte for byte, never a second client', async () => {
+    const key = `reg-${uuidv7()}`;
+    const name = `Idempotent ${key}`;
+    const register = (body: string, idemKey = key) =>
+      fetch(`${url}/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': idemKey },
+        body,
+      });
+    const metadata = {
+      client_name: name,
+      redirect_uris: ['http://127.0.0.1:9/callback'],
+      token_endpoint_auth_method: 'client_secret_post',
+    };
+    const first = await register(JSON.stringify(metadata));
+    expect(first.status).toBe(201);
+    const firstText = await first.text();
+    const { client_id: clientId, client_secret: secret } = JSON.parse(firstText) as Json & {
+      client_id: string;
+      client_secret: string;
+    };
+    // The same metadata, encoded otherwise: the same request, replayed with the same secret.
+    const again = await register(JSON.stringify(metadata, Object.keys(metadata).reverse(), 2));
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotency-replayed')).toBe('true');
+    expect(again.headers.get('cache-control')).toBe('no-store');
+    expect(await again.text()).toBe(firstText);
+    expect(await env.rt.db('oauth_clients').where({ client_name: name }).count({ n: '*' })).toEqual([{ n: 1 }]);
+    const row = await env.rt.db('oauth_clients').where({ client_id: clientId }).first();
+    expect(Buffer.compare(row.client_secret_hash, sha256(secret))).toBe(0);
+    // The stored answer holds the secret sealed, not in the clear.
+    const stored = await env.rt.db('idempotency_keys').where({ key }).first();
+    expect(stored.response_body.toString('latin1')).not.toContain(secret);
+    // Other metadata under the key: 422 in OAuth's shape, nothing registered.
+    const other = await register(JSON.stringify({ ...metadata, client_name: `${name} 2` }));
+    expect(other.status).toBe(422);
+    expect(await other.json()).toMatchObject({ error: 'idempotency_key_reused' });
+    expect(
+      await env.rt
+        .db('oauth_clients')
+        .where({ client_name: `${name} 2` })
+        .count({ n: '*' }),
+    ).toEqual([{ n: 0 }]);
+    // A refusal is the answer to its request too; a malformed key is invalid_request.
+    const badKey = `reg-bad-${uuidv7()}`;
+    const unsafe = JSON.stringify({ ...metadata, redirect_uris: ['http://evil.example/cb'] });
+    const refused = await register(unsafe, badKey);
+    expect(refused.status).toBe(400);
+    const refusedText = await refused.text();
+    const refusedAgain = await register(unsafe, badKey);
+    expect(refusedAgain.headers.get('idempotency-replayed')).toBe('true');
+    expect(await refusedAgain.text()).toBe(refusedText);
+    const malformed = await register(JSON.stringify(metadata), 'k'.repeat(256));
+    expect(malformed.status).toBe(400);
+    expect(await malformed.json()).toMatchObject({ error: 'invalid_request' });
+    // Ten at once with one key: one client; the rest are its answer or 409 while it runs.
+    const burstKey = `reg-burst-${uuidv7()}`;
+    const burstName = `Burst ${burstKey}`;
+    const burst = await Promise.all(
+      Array.from({ length: 10 }, () => register(JSON.stringify({ ...metadata, client_name: burstName }), burstKey)),
+    );
+    const ids = new Set<string>();
+    for (const r of burst) {
+      const body = (await r.json()) as Json;
+      if (r.status === 201) ids.add(body.client_id as string);
+      else {
+        expect(r.status).toBe(409);
+        expect(body).toMatchObject({ error: 'idempotency_in_progress' });
+        expect(r.headers.get('retry-after')).toBe('1');
+      }
+    }
+    expect(ids.size).toBe(1);
+    expect(await env.rt.db('oauth_clients').where({ client_name: burstName }).count({ n: '*' })).toEqual([{ n: 1 }]);
+    // Without the header, each registration is its own client, as before.
+    const plain = { ...metadata, client_name: `Plain ${key}` };
+    for (let i = 0; i < 2; i++) {
+      await fetch(`${url}/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(plain),
+      });
+    }
+    expect(await env.rt.db('oauth_clients').where({ client_name: plain.client_name }).count({ n: '*' })).toEqual([
+      { n: 2 },
+    ]);
+  });
+
   it('migration 20261126002300: a secret registered with a 30-day expiry no longer expires', async () => {
     const { json } = await registerClient(url, { token_endpoint_auth_method: 'client_secret_post' });
     const secret = json.client_secret as string;

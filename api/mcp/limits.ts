@@ -13,7 +13,7 @@ function limitedRoute(policies: RoutePolicy[]): RouteDef {
   return { rateLimit: policies } as Partial<RouteDef> as RouteDef;
 }
 
-function clientIp(req: Request): string {
+export function clientIp(req: Request): string {
   return req.ip ?? req.socket.remoteAddress ?? 'unknown';
 }
 

@@ -27,6 +27,7 @@ import {
   emailSubmitted,
   formHandler,
 } from './authorize-page.ts';
+import { idempotentRegistration } from './idempotent-register.ts';
 import { issuesInWords } from './issues-in-words.ts';
 import { ipLimiter, mcpSubject, subjectLimiter } from './limits.ts';
 import { grantOf, PgOAuthProvider } from './provider.ts';
@@ -380,7 +381,14 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
     mediaTypeRequired('json'),
     // Parsed here (the SDK's own parser then leaves it), so bytes that are not UTF-8 are
     // refused rather than stored in the client's metadata as U+FFFD. The SDK's limit: 100 KB.
-    express.json({ limit: '100kb', verify: (_req, _res, buf) => assertUtf8(buf) }),
+    express.json({
+      limit: '100kb',
+      verify: (req, _res, buf) => {
+        assertUtf8(buf);
+        (req as Request).rawBody = buf;
+      },
+    }),
+    idempotentRegistration(deps, REGISTER_PATH),
     // Secrets do not expire (client_secret_expires_at 0, RFC 7591): there is no endpoint to
     // rotate one (RFC 7592), and an expired secret would strand every passenger's refresh
     // token (MCP_REFRESH_TOKEN_TTL_DAYS) until they signed in again. The SDK's default is 30 days.

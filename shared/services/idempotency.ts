@@ -12,6 +12,15 @@ export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
 export const IN_PROGRESS_LEASE_MS = 120_000;
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 
+/**
+ * Answers an Idempotency-Key replays: a refusal (4xx) is the answer to its request; a failure on
+ * our side (5xx), bad credentials (401) and a limit (429) are not, so the caller can retry with
+ * the same key once fixed or after waiting.
+ */
+export function replayable(status: number): boolean {
+  return status < 500 && status !== 401 && status !== 429;
+}
+
 export interface StoredResponse {
   status: number;
   headers: Record<string, string>;
