@@ -875,6 +875,33 @@ describe('limits and transport', () => {
     expect(await notices.text()).toBe('');
   });
 
+  it('answers each element of a batch that is not a JSON-RPC message with its own error, and runs the rest (JSON-RPC 2.0 section 6)', async () => {
+    const invalid = (id: unknown) => ({ jsonrpc: '2.0', error: { code: -32600, message: expect.any(String) }, id });
+    const mixed = await postMcp(ada.accessToken, [
+      { jsonrpc: '2.0', id: 1, method: 'ping' },
+      { foo: 'bar' },
+      { jsonrpc: '2.0', id: 'no-method' },
+      42,
+      { jsonrpc: '2.0', id: 'info', method: 'tools/call', params: { name: 'get_service_info', arguments: {} } },
+    ]);
+    expect(mixed.status).toBe(200);
+    const answers = (await mixed.json()) as Array<{ id: unknown; result?: CallToolResult }>;
+    expect(answers).toHaveLength(5);
+    expect(answers.slice(0, 2).map((a) => a.id)).toEqual([1, 'info']);
+    expect(answers[0]).toEqual({ jsonrpc: '2.0', id: 1, result: {} });
+    expect(okOf(answers[1]?.result as CallToolResult)).toHaveProperty('cancellation');
+    expect(answers.slice(2)).toEqual([invalid(null), invalid('no-method'), invalid(null)]);
+    // Beside notifications only, the errors are the answer (not 202 with nothing).
+    const beside = await postMcp(ada.accessToken, [{ jsonrpc: '2.0', method: 'notifications/initialized' }, 'hello']);
+    expect(beside.status).toBe(200);
+    expect(await beside.json()).toEqual([invalid(null)]);
+    // Nothing but such elements: one error each, counted against the general limit.
+    const none = await postMcp(ada.accessToken, [1, 2]);
+    expect(none.status).toBe(200);
+    expect(none.headers.get('ratelimit')).toMatch(/r=\d+/);
+    expect(await none.json()).toEqual([invalid(null), invalid(null)]);
+  });
+
   it('challenges a request without credentials with no error code (RFC 6750 section 3.1), a bad token with one', async () => {
     const metadata = `resource_metadata="${url}/.well-known/oauth-protected-resource/mcp"`;
     const none = await fetch(`${url}/mcp`, {

@@ -7,6 +7,7 @@ import { requireBearerAuth } from '@modelcontextprotocol/sdk/server/auth/middlew
 import { MAX_BATCH_SIZE } from '@modelcontextprotocol/sdk/server/requestBody.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { OAuthMetadata, OAuthProtectedResourceMetadata } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
 import cors from 'cors';
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { AppError } from '../../shared/errors.ts';
@@ -277,23 +278,64 @@ function repeatedRequestId(body: unknown): string | number | undefined {
 }
 
 /**
+ * The elements of a batch that are JSON-RPC messages (`valid`), and an Invalid Request error for
+ * each that is not (`answers`, JSON-RPC 2.0 section 6), carrying its id when one can be read
+ * (a string or a number), else null. A body that is not an array has none.
+ */
+function invalidBatchElements(body: unknown): { valid: unknown[]; answers: unknown[] } {
+  if (!Array.isArray(body)) return { valid: [], answers: [] };
+  const valid: unknown[] = [];
+  const answers: unknown[] = [];
+  for (const m of body) {
+    const parsed = JSONRPCMessageSchema.safeParse(m);
+    if (parsed.success) {
+      valid.push(m);
+      continue;
+    }
+    const id = typeof m === 'object' && m !== null ? (m as { id?: unknown }).id : undefined;
+    answers.push({
+      jsonrpc: '2.0',
+      error: {
+        code: -32600,
+        message:
+          'Invalid Request: not a JSON-RPC 2.0 message (needs "jsonrpc": "2.0", a "method" and, for a request, a string or integer "id")',
+      },
+      id: typeof id === 'string' || typeof id === 'number' ? id : null,
+    });
+  }
+  return { valid, answers };
+}
+
+/**
  * The transport's answer (JSON-response mode: `enableJsonResponse`, so never an event stream)
  * written to the Node response. A body that was a batch is answered with an array (JSON-RPC 2.0
  * section 6), as the transport does not: it counts the responses, and sends one (a batch holding
- * a single request) as the bare object. Only a 200 JSON answer is wrapped; the transport's
- * refusals of the whole request (400 with id null) and its 202 for notifications only pass as
- * they are.
+ * a single request) as the bare object. `refused`, the errors for a batch's elements that were
+ * not messages (`invalidBatchElements`), follow the transport's responses; when the rest were
+ * notifications only (the transport's 202), they are the answer. Otherwise only a 200 JSON
+ * answer is wrapped; the transport's refusals of the whole request (400 with id null) and its
+ * 202 for notifications only pass as they are.
  */
-async function writeAnswer(res: Response, answer: globalThis.Response, batch: boolean): Promise<void> {
+async function writeAnswer(
+  res: Response,
+  answer: globalThis.Response,
+  batch: boolean,
+  refused: readonly unknown[],
+): Promise<void> {
   if (res.headersSent || res.destroyed) return;
+  const type = answer.headers.get('content-type') ?? '';
+  const json = answer.status === 200 && /^application\/json\b/i.test(type);
+  if (refused.length > 0 && answer.status === 202) {
+    res.status(200).json(refused);
+    return;
+  }
   res.status(answer.status);
   answer.headers.forEach((value, name) => {
     res.setHeader(name, value);
   });
-  const type = answer.headers.get('content-type') ?? '';
-  if (batch && answer.status === 200 && /^application\/json\b/i.test(type)) {
+  if (batch && json) {
     const body = (await answer.json()) as unknown;
-    res.end(JSON.stringify(Array.isArray(body) ? body : [body]));
+    res.end(JSON.stringify([...(Array.isArray(body) ? body : [body]), ...refused]));
     return;
   }
   res.end(Buffer.from(await answer.arrayBuffer()));
@@ -483,6 +525,18 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
       });
       return;
     }
+    // JSON-RPC 2.0 section 6: an element of a batch that is not a JSON-RPC message is answered
+    // with its own Invalid Request error and the others run (the transport refuses the whole
+    // batch for one). A batch of nothing else is answered with those errors alone.
+    const invalid = invalidBatchElements(req.body);
+    if (invalid.answers.length > 0) {
+      if (invalid.valid.length === 0) {
+        await general(req, res, subject);
+        res.status(200).json(invalid.answers);
+        return;
+      }
+      req.body = invalid.valid;
+    }
     // Two requests of a batch with one id: refused whole, before any of them runs (the transport
     // would run both and answer one). Counted against the general limit, as an empty batch is.
     const repeated = repeatedRequestId(req.body);
@@ -580,7 +634,7 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
       new Request(new URL(req.originalUrl, baseUrlFor(req, config)), { method: req.method, headers }),
       { parsedBody: req.body, authInfo: req.auth },
     );
-    await writeAnswer(res, answer, Array.isArray(req.body));
+    await writeAnswer(res, answer, Array.isArray(req.body), invalid.answers);
   });
   router.all(MCP_PATH, bearer, (_req: Request, res: Response, _next: NextFunction) => {
     res
