@@ -1088,6 +1088,48 @@ describe('POST /api/public/v1/booking', () => {
     expect(later.json.error?.details).toEqual([{ field: '/departAt', problem: 'the quote is for a pickup now' }]);
   });
 
+  it('books a quote for now at the time the request states, when that is a few minutes ahead; at the moment of booking otherwise', async () => {
+    const email = `stated-${Date.now()}@example.org`;
+    const passenger = { passengerName: 'Ada', passengerEmail: email, passengerPhone: '+447700900123' };
+    const forNow = async () => {
+      const r = await post('/api/public/v1/quote', { pickup: 'Leeds station', dropoff: 'Leeds Bradford Airport' });
+      expect(r.status, r.text).toBe(200);
+      return r.json.quoteId as string;
+    };
+    // "In 8 minutes": booked for then (v1, and instant with a quote_id), not for now.
+    const inEight = new Date(Date.now() + 8 * 60_000);
+    inEight.setUTCSeconds(0, 0);
+    const v1 = await post('/api/public/v1/booking', {
+      ...passenger,
+      quote_id: await forNow(),
+      departAt: inEight.toISOString(),
+    });
+    expect(v1.status, v1.text).toBe(201);
+    expect(v1.json.pickupTime).toBe(inEight.toISOString());
+    expect(new Date((await bookingRow(v1.json.bookingReference as string)).pickup_time).toISOString()).toBe(
+      inEight.toISOString(),
+    );
+    const instant = await post('/api/public/bookings/instant', {
+      passenger_name: 'Stated Stan',
+      passenger_phone_whatsapp: '+447700900655',
+      quote_id: await forNow(),
+      depart_at: inEight.toISOString(),
+    });
+    expect(instant.status, instant.text).toBe(200);
+    expect(new Date((await bookingRow(instant.json.booking_reference as string)).pickup_time).toISOString()).toBe(
+      inEight.toISOString(),
+    );
+    // A time just past (an assistant's "now", filled in a moment ago) books now.
+    const before = Date.now();
+    const past = await post('/api/public/v1/booking', {
+      ...passenger,
+      quote_id: await forNow(),
+      departAt: new Date(before - 3 * 60_000).toISOString(),
+    });
+    expect(past.status, past.text).toBe(201);
+    expect(Date.parse(past.json.pickupTime as string)).toBeGreaterThanOrEqual(before - 1000);
+  });
+
   it('answers the quote errors on the prose shape as bookings/create does: 404, 410, 409 for another passenger; fields as that shape spells them', async () => {
     // An address of its own: the other tests' unconfirmed ada@ has its hourly limit to keep.
     const email = `prose-errors-${Date.now()}@example.org`;

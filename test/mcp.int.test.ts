@@ -319,6 +319,17 @@ describe('start_booking', () => {
     // A placeholder is not a quote.
     const error = errorOf(await call(client, 'start_booking', { ...args, quoteId: '<QUOTE_ID>' }));
     expect(error.code).toBe('quote_not_found');
+    // A quote for now booked "in 8 minutes" is booked for then, as on the REST bookings.
+    const forNow = okOf<{ quoteId: string }>(
+      await call(client, 'estimate_fare', { pickup: 'York station', dropoff: 'Leeds' }),
+    );
+    const inEight = new Date(Date.now() + 8 * 60_000);
+    inEight.setUTCSeconds(0, 0);
+    const stated = okOf<{ bookingReference: string }>(
+      await call(client, 'start_booking', { ...args, quoteId: forNow.quoteId, departAt: inEight.toISOString() }),
+    );
+    const statedRow = await env.rt.db('bookings').where({ reference: stated.bookingReference }).first();
+    expect(new Date(statedRow.pickup_time).toISOString()).toBe(inEight.toISOString());
   });
 
   it('books a quote sent with ride arguments only when they agree with it; otherwise names each that differs', async () => {

@@ -539,7 +539,9 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     if (quote) {
       await assertQuotedRide(deps, caller, base, quote, rideArguments(a));
     }
-    const view = await redeemQuote(deps, { ...common, quoteId: a.quoteId }, caller, base, { quote: quote ?? null });
+    const view = await redeemQuote(deps, { ...common, quoteId: a.quoteId, statedPickup: a.departAt }, caller, base, {
+      quote: quote ?? null,
+    });
     // A quote books once: its booking, cancelled since, is no booking to report as made (an
     // assistant reading only "repeat" would tell the passenger a taxi is coming). The ride
     // without the quote books anew, as a passenger who cancels and books again means it.

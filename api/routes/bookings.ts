@@ -402,6 +402,7 @@ async function redeemAliasQuote(
     flight_number?: string;
     notes?: string;
     agent?: string;
+    depart_at?: string;
   },
   check?: (quote: QuoteRow) => Promise<void>,
 ): Promise<{ status: 200; body: ReturnType<typeof aliasBody> }> {
@@ -418,6 +419,7 @@ async function redeemAliasQuote(
       flightNumber: body.flight_number,
       notes: body.notes,
       agent: body.agent,
+      statedPickup: body.depart_at,
     },
     bc,
     base,
@@ -725,7 +727,13 @@ export function bookingRoutes(): RouteDef[] {
                   meetAndGreet: given(b, 'meetAndGreet', 'meet_and_greet'),
                 });
               }
-              return redeemQuote(deps, { ...v1Input(passenger, emailVerified, fare), quoteId }, bc, base, preloaded);
+              return redeemQuote(
+                deps,
+                { ...v1Input(passenger, emailVerified, fare), quoteId, statedPickup: body.departAt ?? body.depart_at },
+                bc,
+                base,
+                preloaded,
+              );
             });
             // The quote redeemed is the one read with the passenger (a redemption books the quote it names).
             return { status: 201, body: v1Body(view, quote?.warnings ?? []) };

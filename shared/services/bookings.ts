@@ -235,6 +235,11 @@ export interface NewBooking {
   emailVerified?: boolean;
   /** A partner-set fare replacing the quote's (checked by the caller). */
   farePenceOverride?: number | null;
+  /**
+   * The departure time the request stated beside the quote it redeems (as sent): a quote for
+   * "now" books a pickup at it when it is a few minutes ahead (`redeemedPickup`).
+   */
+  statedPickup?: string;
   /** For repeat detection of instant and v1 bookings. */
   contentHash?: Buffer | null;
   /** Queue the confirmation e-mail with the tracking link (v1 bookings); for an unverified
@@ -331,7 +336,7 @@ export async function redeemQuote(
     }
     const write = bookingWrite(
       deps,
-      { ...quote, depart_at: redeemedPickup(quote, now.getTime()), redeemed: true },
+      { ...quote, depart_at: redeemedPickup(quote, now.getTime(), input.statedPickup), redeemed: true },
       input,
       caller,
       baseUrl,

@@ -81,9 +81,20 @@ export function isQuoteForNow(q: { depart_at: Date; created_at: Date }): boolean
   return q.depart_at.getTime() === q.created_at.getTime();
 }
 
-/** The pickup a redemption at `now` books: the quoted time, or for a quote for "now", the later of it and `now`. */
-export function redeemedPickup(q: { depart_at: Date; created_at: Date }, now: number): Date {
-  return isQuoteForNow(q) && q.depart_at.getTime() < now ? new Date(now) : q.depart_at;
+/** How far from now a time sent with a quote for "now" may be and still mean now. */
+const FOR_NOW_SLACK_MS = 10 * 60_000;
+
+/**
+ * The pickup a redemption at `now` books: the quoted time; for a quote for "now", the time the
+ * booking request stated when that is still ahead and within FOR_NOW_SLACK_MS (the times such a
+ * quote agrees with: `assertQuotedRide`), so "in 8 minutes" is booked for then, not for the
+ * moment of booking; else the later of the quote's time and `now`.
+ */
+export function redeemedPickup(q: { depart_at: Date; created_at: Date }, now: number, stated?: string): Date {
+  if (!isQuoteForNow(q)) return q.depart_at;
+  const at = stated === undefined ? Number.NaN : Date.parse(stated);
+  if (at > now && at - now <= FOR_NOW_SLACK_MS) return new Date(at);
+  return q.depart_at.getTime() < now ? new Date(now) : q.depart_at;
 }
 
 function departure(raw: string | undefined, now: Date): Date {
@@ -355,9 +366,6 @@ export type QuotedRide = Pick<
   | 'test_mode'
 >;
 
-/** How far from now a time sent with a quote for "now" may be and still mean now. */
-const FOR_NOW_SLACK_MS = 10 * 60_000;
-
 /**
  * What a booking that names a quote also says about the ride (instant, v1, MCP), against the quote: a
  * quote fixes its ride, so a field that says otherwise is refused rather than dropped (the
@@ -450,8 +458,9 @@ async function quotedRideConflicts(
   const { departAt, vehicleType, passengers, meetAndGreet } = ride;
   if (departAt.value !== undefined) {
     // The quote's time, to the minute. A quote for "now" books a pickup now: a time within
-    // FOR_NOW_SLACK_MS of now says so too (an assistant that fills in the current time), and so
-    // does the quote's own (the time its answer gave, echoed back later); another does not.
+    // FOR_NOW_SLACK_MS of now says so too (an assistant that fills in the current time; one a
+    // few minutes ahead is then the pickup booked: `redeemedPickup`), and so does the quote's
+    // own (the time its answer gave, echoed back later); another does not.
     const forNow = isQuoteForNow(quote);
     const at = Date.parse(departAt.value);
     const agrees =
