@@ -1,5 +1,6 @@
 import { validate } from '@readme/openapi-parser';
 import { Type } from '@sinclair/typebox';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineRoute } from '../api/route.ts';
 import { StringEnum } from '../shared/schemas/common.ts';
@@ -131,6 +132,43 @@ describe('OpenAPI documents', () => {
     expect(d.paths['/api/public/v1/whoami'].get.security).toContainEqual({ DriverToken: [] });
     // Partner job intake is not for drivers: not offered there.
     expect(d.paths['/api/public/v1/jobs'].post.security).not.toContainEqual({ DriverToken: [] });
+  });
+
+  it('says which fields the booking bodies require in each spelling and shape, as the service checks them', async () => {
+    const d = await doc('/api/public/openapi.json');
+    const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
+    const accepts = (path: string) => {
+      const schema = d.paths[path].post.requestBody.content['application/json'].schema;
+      const check = ajv.compile(schema);
+      return (body: Record<string, unknown>) => check(body);
+    };
+    const quoteId = '01930000-0000-7000-8000-000000000000';
+    const instant = accepts('/api/public/bookings/instant');
+    const who = { passenger_name: 'Ada', passenger_phone: '+447700900123' };
+    expect(instant({ ...who, pickup_address: 'Leeds', dropoff_address: 'York' })).toBe(true);
+    expect(instant({ ...who, quote_id: quoteId })).toBe(true);
+    expect(instant({ ...who, quoteId })).toBe(true);
+    expect(instant(who)).toBe(false);
+    expect(instant({ ...who, pickup_address: 'Leeds' })).toBe(false);
+    expect(instant({ passenger_name: 'Ada', quote_id: quoteId })).toBe(false);
+    const create = accepts('/api/public/bookings/create');
+    const paid = { quote_id: quoteId, passenger_name: 'Ada', payment_method: 'cash' };
+    expect(create({ ...paid, passenger_phone_whatsapp: '+447700900123' })).toBe(true);
+    expect(create({ ...paid, passenger_phone: '+447700900123' })).toBe(true);
+    expect(create(paid)).toBe(false);
+    for (const path of ['/api/public/v1/booking', '/api/public/v1/bookings']) {
+      const v1 = accepts(path);
+      const person = { passengerName: 'Ada', passengerEmail: 'ada@example.org', passengerPhone: '+447700900123' };
+      const prose = { passenger_name: 'Ada', passenger_email: 'ada@example.org', passenger_phone: '+447700900123' };
+      const ride = { pickup: 'Leeds', dropoff: 'York', departAt: '2030-01-01T10:00:00Z' };
+      expect(v1({ ...person, ...ride })).toBe(true);
+      expect(v1({ ...person, pickup: 'Leeds', dropoff: 'York', depart_at: '2030-01-01T10:00:00Z' })).toBe(true);
+      expect(v1({ ...prose, quote_id: quoteId })).toBe(true);
+      expect(v1({ ...person, quoteId })).toBe(true);
+      expect(v1({ ...person, pickup: 'Leeds', dropoff: 'York' })).toBe(false);
+      expect(v1({ ...ride, passengerName: 'Ada', passengerPhone: '+447700900123' })).toBe(false);
+      expect(v1({ quoteId })).toBe(false);
+    }
   });
 
   it("documents a partner job's fields, though each job is checked on its own", async () => {

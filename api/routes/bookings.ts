@@ -21,10 +21,13 @@ import {
   BookingRefParams,
   CancelRequest,
   CancelResponse,
+  CreateBookingDocumented,
   CreateBookingRequest,
+  InstantBookingDocumented,
   InstantBookingRequest,
   LookupQuery,
   PAYMENT_SPELLINGS,
+  V1BookingDocumented,
   V1BookingRequest,
   V1BookingResponse,
 } from '../../shared/schemas/bookings.ts';
@@ -650,6 +653,7 @@ export function bookingRoutes(): RouteDef[] {
       idempotencyPath: '/api/public/v1/booking',
       documented,
       body: V1BookingRequest,
+      documentedBody: V1BookingDocumented,
       errors: [...V1_ERRORS],
       responses: { 201: { description: 'The booking', schema: V1BookingResponse } },
       handler: async ({ body, deps, caller, req, res }) =>
@@ -834,6 +838,7 @@ export function bookingRoutes(): RouteDef[] {
       auth: 'public',
       idempotent: true,
       body: CreateBookingRequest,
+      documentedBody: CreateBookingDocumented,
       errors: [
         'content_rejected',
         'email_not_accepted',
@@ -870,6 +875,7 @@ export function bookingRoutes(): RouteDef[] {
       auth: 'public',
       idempotent: true,
       body: InstantBookingRequest,
+      documentedBody: InstantBookingDocumented,
       errors: [
         'content_rejected',
         'email_not_accepted',

@@ -164,6 +164,49 @@ export const V1BookingRequest = Type.Object({
   }),
 });
 
+/** Present in one of its spellings (JSON Schema: any of them required). */
+const eitherOf = (...names: string[]) => ({ anyOf: names.map((n) => ({ required: [n] })) });
+
+/**
+ * The booking bodies as the OpenAPI document shows them: which fields are required depends on
+ * the spelling sent and, for instant and v1, on the shape (a quote id, or the ride), which one
+ * schema's `required` list cannot say, so the service checks them itself (400 naming each
+ * missing field) and the document says them as `allOf`/`anyOf` of `required` lists. Not
+ * compiled by the validator: its refusals would name every alternative at once.
+ */
+export const CreateBookingDocumented = {
+  ...CreateBookingRequest,
+  allOf: [eitherOf('passenger_phone_whatsapp', 'passenger_phone')],
+};
+export const InstantBookingDocumented = {
+  ...InstantBookingRequest,
+  allOf: [
+    eitherOf('passenger_phone_whatsapp', 'passenger_phone'),
+    {
+      anyOf: [
+        { required: ['pickup_address', 'dropoff_address'] },
+        { required: ['quote_id'] },
+        { required: ['quoteId'] },
+      ],
+    },
+  ],
+};
+export const V1BookingDocumented = {
+  ...V1BookingRequest,
+  allOf: [
+    eitherOf('passengerName', 'passenger_name'),
+    eitherOf('passengerEmail', 'passenger_email'),
+    eitherOf('passengerPhone', 'passenger_phone'),
+    {
+      anyOf: [
+        { required: ['quoteId'] },
+        { required: ['quote_id'] },
+        { required: ['pickup', 'dropoff'], ...eitherOf('departAt', 'depart_at') },
+      ],
+    },
+  ],
+};
+
 export const BookingRefParams = Type.Object({ ref: Type.String({ minLength: 1, maxLength: 20 }) });
 /** The tracking token of the booking's tracking link (`/track/{t}`), for a booking made without an e-mail. */
 const TrackingTokenParam = Type.String({

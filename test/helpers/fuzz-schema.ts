@@ -137,6 +137,9 @@ export function arbitraryFor(schema: Schema, hints: Hints = {}, name?: string, d
 function fromSchema(s: Schema, hints: Hints, depth: number): fc.Arbitrary<unknown> {
   if ('const' in s) return fc.constant(s.const);
   if (Array.isArray(s.enum)) return fc.constantFrom(...(s.enum as unknown[]));
+  // An object's anyOf/allOf are constraints on its properties (which of the tolerant spellings
+  // are required): generated from its properties, the caller's `validBy` keeps those that hold.
+  if (s.type === 'object' && s.properties) return objectArb(s, hints, depth);
   const alternatives = (s.anyOf ?? s.oneOf) as Schema[] | undefined;
   if (alternatives) return fc.oneof(...alternatives.map((a) => fromSchema(a, hints, depth)));
   if (Array.isArray(s.type))
