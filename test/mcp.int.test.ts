@@ -285,6 +285,16 @@ describe('start_booking', () => {
     );
     expect(again.bookingReference).toBe(first.bookingReference);
     expect(again.repeat).toBe(true);
+    // A repeat is warned of what it asked (as on v1): naming the vehicle the first call left to
+    // us, it is not told it named none.
+    const party = { ...args, passengers: 5, departAt: inHours(4) };
+    const unnamed = okOf<{ bookingReference: string; warnings: string[] }>(await call(client, 'start_booking', party));
+    expect(unnamed.warnings).toContain('No vehicle type given: a 6seater was chosen to seat 5 passengers.');
+    const named = okOf<{ bookingReference: string; warnings: string[]; repeat: boolean }>(
+      await call(client, 'start_booking', { ...party, vehicleType: '6seater' }),
+    );
+    expect(named).toMatchObject({ bookingReference: unnamed.bookingReference, repeat: true });
+    expect(named.warnings.filter((w) => w.startsWith('No vehicle type given'))).toEqual([]);
     // Someone else's address is refused, not silently replaced by the token's.
     const forFriend = errorOf(await call(client, 'start_booking', { ...args, passengerEmail: 'friend@example.org' }));
     expect(forFriend.code).toBe('invalid_input');
@@ -292,7 +302,7 @@ describe('start_booking', () => {
       { field: '/passengerEmail', problem: "is not the signed-in passenger's e-mail" },
     ]);
     const count = await env.rt.db('bookings').where({ passenger_email: 'ada.lovelace@example.org' }).count('* as n');
-    expect(Number(count[0]?.n)).toBe(1);
+    expect(Number(count[0]?.n)).toBe(2);
 
     // The passenger gets the confirmation with the tracking link.
     const mail = await eventually(async () =>

@@ -438,7 +438,12 @@ async function estimateFare(ctx: ToolContext, a: z.infer<z.ZodObject<typeof esti
  * quote's warnings), read back from the booking and its quote, so an assistant booking in one
  * step can confirm them with the passenger as estimate_fare's answer would let it.
  */
-async function bookingOut(db: ToolContext['deps']['db'], v: BookingView) {
+async function bookingOut(
+  db: ToolContext['deps']['db'],
+  v: BookingView,
+  /** This request's own warnings, when it was priced (also on a repeat: they speak of what it asked). */
+  own?: readonly string[],
+) {
   const booked = await db('bookings as b').leftJoin('quotes as q', 'q.id', 'b.quote_id').where('b.id', v.id).first<{
     pickup: { name: string };
     dropoff: { name: string };
@@ -457,7 +462,7 @@ async function bookingOut(db: ToolContext['deps']['db'], v: BookingView) {
     vehicleType: booked?.vehicle_type ?? '',
     passengers: booked?.passengers ?? 0,
     warnings: [
-      ...(booked?.warnings ?? []),
+      ...(own ?? booked?.warnings ?? []),
       ...(email === null
         ? [
             'This quote was booked earlier without an e-mail address, so no confirmation e-mail was sent: give the passenger the trackingUrl (status, driver, cancellation).',
@@ -583,7 +588,8 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
   const pricing = await priceUnlessRepeated(deps.db, hash, () => priced);
   if (pricing.repeat) return bookingOut(deps.db, viewOf(pricing.repeat, base, deps.config.dataEncryptionKey, false));
   const view = await bookPricedQuote(deps, pricing.priced, { ...common, contentHash: hash }, caller, base);
-  return bookingOut(deps.db, view);
+  // This request's warnings, also when the write found the booking it repeats (as v1 answers).
+  return bookingOut(deps.db, view, pricing.priced.quote.warnings);
 }
 
 /**
