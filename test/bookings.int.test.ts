@@ -903,6 +903,28 @@ describe('POST /api/public/v1/booking', () => {
       vehicleType: 'saloon',
     });
     expect(seats.json.error?.details.map((d) => d.field)).toEqual(['/passenger_count']);
+    // The phone in the spelling bookings/create and instant use is read by v1 too, in both shapes;
+    // beside another spelling that says otherwise, it is refused like any other.
+    const whatsapp = {
+      ...v1,
+      departAt: inHours(7),
+      passengerPhone: undefined,
+      passenger_phone_whatsapp: '07700 900999',
+    };
+    const byWhatsapp = await post('/api/public/v1/booking', whatsapp);
+    expect(byWhatsapp.status, byWhatsapp.text).toBe(201);
+    expect((await bookingRow(byWhatsapp.json.bookingReference as string)).passenger_phone).toBe('+447700900999');
+    const prose = await post('/api/public/v1/booking', {
+      quote_id: await quote(8),
+      passenger_name: 'Prose Pat',
+      passenger_email: email,
+      passenger_phone_whatsapp: '+447700900998',
+      payment_method: 'cash',
+    });
+    expect(prose.status, prose.text).toBe(201);
+    const twoPhones = await post('/api/public/v1/booking', { ...whatsapp, passengerPhone: '+447700900997' });
+    expect(twoPhones.status).toBe(400);
+    expect(twoPhones.json.error?.details.map((d) => d.field)).toEqual(['/passengerPhone', '/passenger_phone_whatsapp']);
   });
 
   it('books again when the first of two identical requests was cancelled in between, on the v1 and instant paths', async () => {
@@ -1163,7 +1185,7 @@ describe('POST /api/public/v1/booking', () => {
     expect(other.status).toBe(409);
     expect(other.json.error?.code).toBe('quote_already_redeemed');
 
-    // A missing phone is named as this shape spells it (passenger_phone: v1 has no _whatsapp spelling).
+    // A missing phone is named as this shape spells it (passenger_phone; v1 reads passenger_phone_whatsapp too).
     const noPhone = await post('/api/public/v1/booking', {
       quote_id: await quote(),
       passenger_name: 'Ada',

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { TObject } from '@sinclair/typebox';
+import { type TObject, Type } from '@sinclair/typebox';
 import type { Request, Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import type { BookingRow } from '../../shared/db/bookings.ts';
@@ -583,8 +583,13 @@ const V1_ERRORS = [
 ] as const;
 
 /** The v1 booking's prose shape (a quote to redeem, snake_case passenger fields) or null for the camelCase one. */
+/**
+ * The prose shape's fields (CONTRACT.md section 0), for naming a missing one: its phone is
+ * `passenger_phone`, though v1 reads `passenger_phone_whatsapp` too.
+ */
+const V1_PROSE_SHAPE = Type.Omit(V1BookingRequest, ['passenger_phone_whatsapp']);
 const snakeShapeOf = (body: { quote_id?: unknown; quoteId?: unknown }): TObject | null =>
-  body.quote_id !== undefined || body.quoteId !== undefined ? V1BookingRequest : null;
+  body.quote_id !== undefined || body.quoteId !== undefined ? V1_PROSE_SHAPE : null;
 
 const proofGuards = new WeakMap<ApiDeps['redis'], BookingProofGuard>();
 
@@ -645,7 +650,7 @@ export function bookingRoutes(): RouteDef[] {
       operationId,
       summary: 'Book a ride: from pickup, dropoff and time, or by redeeming a quote_id',
       description:
-        'Two shapes: (1) pickup, dropoff, departAt, passengerName, passengerEmail, passengerPhone (priced on the published tariffs; partners allowed to set fares may send fareGBP); (2) quote_id (or quoteId) with passenger_name, passenger_email, passenger_phone and payment_method. A confirmation link is e-mailed. The same request repeated within 15 minutes, or with the same Idempotency-Key, returns the first booking.',
+        'Two shapes: (1) pickup, dropoff, departAt, passengerName, passengerEmail, passengerPhone (priced on the published tariffs; partners allowed to set fares may send fareGBP); (2) quote_id (or quoteId) with passenger_name, passenger_email, passenger_phone (or passenger_phone_whatsapp) and payment_method. A confirmation link is e-mailed. The same request repeated within 15 minutes, or with the same Idempotency-Key, returns the first booking.',
       tags: ['bookings'],
       auth: 'public',
       idempotent: true,
@@ -677,7 +682,7 @@ export function bookingRoutes(): RouteDef[] {
           const quoteId = body.quote_id ?? body.quoteId;
           const name = body.passengerName ?? body.passenger_name;
           const email = body.passengerEmail ?? body.passenger_email;
-          const phone = body.passengerPhone ?? body.passenger_phone;
+          const phone = body.passengerPhone ?? body.passenger_phone ?? body.passenger_phone_whatsapp;
           const departAt = body.departAt ?? body.depart_at;
           const method = payment(body.paymentMethod ?? body.payment_method);
           const emailPointer = body.passengerEmail !== undefined ? '/passengerEmail' : '/passenger_email';

@@ -44,7 +44,7 @@ export const SPELLINGS = {
   passengerName: { names: ['passengerName', 'passenger_name'], meaning: text },
   passengerEmail: { names: ['passengerEmail', 'passenger_email'], meaning: email },
   aliasPhone: { names: ['passenger_phone_whatsapp', 'passenger_phone'], camel: 'passengerPhone', meaning: phone },
-  v1Phone: { names: ['passengerPhone', 'passenger_phone'], meaning: phone },
+  v1Phone: { names: ['passengerPhone', 'passenger_phone', 'passenger_phone_whatsapp'], meaning: phone },
   departAt: { names: ['departAt', 'depart_at'], meaning: instant },
   vehicleType: { names: ['vehicleType', 'vehicle_type'], meaning: vehicle },
   meetAndGreet: { names: ['meetAndGreet', 'meet_and_greet'] },

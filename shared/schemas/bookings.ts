@@ -152,6 +152,10 @@ export const V1BookingRequest = Type.Object({
   passenger_name: Type.Optional(Name),
   passenger_email: Type.Optional(PassengerEmail),
   passenger_phone: Type.Optional(Phone),
+  passenger_phone_whatsapp: Type.Optional({
+    ...Phone,
+    description: 'Same as passengerPhone (the spelling bookings/create and instant use)',
+  }),
   payment_method: Type.Optional(Payment),
   depart_at: Type.Optional({ ...DateTime, description: 'Same as departAt (the spelling the alias endpoints use)' }),
   passenger_count: Type.Optional({
@@ -196,7 +200,7 @@ export const V1BookingDocumented = {
   allOf: [
     eitherOf('passengerName', 'passenger_name'),
     eitherOf('passengerEmail', 'passenger_email'),
-    eitherOf('passengerPhone', 'passenger_phone'),
+    eitherOf('passengerPhone', 'passenger_phone', 'passenger_phone_whatsapp'),
     {
       anyOf: [
         { required: ['quoteId'] },
