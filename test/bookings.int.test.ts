@@ -1593,6 +1593,34 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
       '/passenger_count',
     ]);
     expect(await env.rt.db('quotes').where({ id: q2.quote_id }).first('redeemed_at')).toEqual({ redeemed_at: null });
+    // bookings/create checks them the same way (in either spelling), rather than booking the
+    // quote's ride while the request asked for another.
+    const createDiffers = await post('/api/public/bookings/create', {
+      ...grace,
+      quote_id: q2.quote_id,
+      payment_method: 'cash',
+      departAt: inHours(6),
+      vehicle_type: 'mpv',
+    });
+    expect(createDiffers.status, createDiffers.text).toBe(400);
+    expect(createDiffers.json.error?.details.map((d) => d.field)).toEqual(['/departAt', '/vehicle_type']);
+    expect(await env.rt.db('quotes').where({ id: q2.quote_id }).first('redeemed_at')).toEqual({ redeemed_at: null });
+    const twoIds = await post('/api/public/bookings/create', {
+      ...grace,
+      quote_id: q2.quote_id,
+      quoteId: crypto.randomUUID(),
+      payment_method: 'cash',
+    });
+    expect(twoIds.status, twoIds.text).toBe(400);
+    expect(twoIds.json.error?.details.map((d) => d.field)).toEqual(['/quote_id', '/quoteId']);
+    const createAgrees = await post('/api/public/bookings/create', {
+      ...grace,
+      quote_id: q2.quote_id,
+      payment_method: 'cash',
+      pickup_address: 'Manchester Piccadilly',
+      passengers: 2,
+    });
+    expect(createAgrees.status, createAgrees.text).toBe(200);
     // An unknown quote is 404 as on bookings/create; without a quote the addresses are required.
     const unknown = await post('/api/public/bookings/instant', { ...grace, quote_id: crypto.randomUUID() });
     expect(unknown.status, unknown.text).toBe(404);

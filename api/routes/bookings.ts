@@ -468,6 +468,19 @@ function given<T>(body: Record<string, unknown>, ...names: string[]): Given<T> {
   return { field: `/${name}`, value: body[name] as T | undefined };
 }
 
+/** The ride an alias booking (create, instant) says beside its quote_id, in the alias spellings (`snakeFilled`). */
+function aliasQuotedRide(body: object): Parameters<typeof assertQuotedRide>[4] {
+  const b = body as Record<string, unknown>;
+  return {
+    pickup: given(b, 'pickup_address'),
+    dropoff: given(b, 'dropoff_address'),
+    departAt: given(b, 'depart_at'),
+    vehicleType: given(b, 'vehicle_type'),
+    passengers: given(b, 'passenger_count'),
+    meetAndGreet: given(b, 'meet_and_greet'),
+  };
+}
+
 /**
  * Whether meet and greet asked for (`asked`) is arranged, for the repeat rule: only at an
  * airport pickup (elsewhere it is not charged and the driver is not told), so asking for it at a
@@ -858,15 +871,29 @@ export function bookingRoutes(): RouteDef[] {
       responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
       handler: async ({ body: sent, deps, caller, req }) =>
         pointersAsSent(sent, CreateBookingRequest, async () => {
-          const spellings = [SPELLINGS.passengerEmail, SPELLINGS.flightNumber];
-          assertSpellingsAgree(sent, [SPELLINGS.aliasPhone, ...spellings]);
+          const spellings = [
+            SPELLINGS.passengerEmail,
+            SPELLINGS.flightNumber,
+            SPELLINGS.departAt,
+            SPELLINGS.vehicleType,
+            SPELLINGS.passengers,
+            SPELLINGS.meetAndGreet,
+          ];
+          assertSpellingsAgree(sent, [SPELLINGS.aliasPhone, SPELLINGS.quoteId, ...spellings]);
           const body = snakeFilled(sent, spellings);
           screen(req, [
+            { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
+            { pointer: '/dropoff_address', kind: 'address', value: body.dropoff_address },
             { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
             { pointer: '/notes', kind: 'notes', value: body.notes },
             { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
           ]);
-          return redeemAliasQuote(deps, bookingCaller(caller, req), baseUrlFor(req, deps.config), body);
+          const base = baseUrlFor(req, deps.config);
+          const bc = bookingCaller(caller, req);
+          // Ride fields sent beside the quote must agree with it, as on instant and v1.
+          return redeemAliasQuote(deps, bc, base, body, (quote) =>
+            assertQuotedRide(deps, bc, base, quote, aliasQuotedRide(body)),
+          );
         }),
     }),
     defineRoute({
@@ -921,16 +948,8 @@ export function bookingRoutes(): RouteDef[] {
           if (body.quote_id !== undefined) {
             // A quote named: it is redeemed as bookings/create redeems it (the same passenger
             // again gets the same booking), never priced again beside it.
-            const b = body as Record<string, unknown>;
             return redeemAliasQuote(deps, bc, base, { ...body, quote_id: body.quote_id }, (quote) =>
-              assertQuotedRide(deps, bc, base, quote, {
-                pickup: given(b, 'pickup_address'),
-                dropoff: given(b, 'dropoff_address'),
-                departAt: given(b, 'depart_at'),
-                vehicleType: given(b, 'vehicle_type'),
-                passengers: given(b, 'passenger_count'),
-                meetAndGreet: given(b, 'meet_and_greet'),
-              }),
+              assertQuotedRide(deps, bc, base, quote, aliasQuotedRide(body)),
             );
           }
           requireFields({ pickup_address: body.pickup_address, dropoff_address: body.dropoff_address });

@@ -45,6 +45,32 @@ const Payment = StringEnum(Object.keys(PAYMENT_SPELLINGS) as (keyof typeof PAYME
   description: 'In any case, with spaces for underscores ("Cash to driver")',
 });
 
+/** An alias booking's vehicle: one of the listed types, in any case. */
+const AliasVehicle = StringEnum(VEHICLE_TYPES, {
+  anyCase: true,
+  description: 'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav, in any case ("MPV")',
+});
+
+const MUST_AGREE = 'Optional: the quote fixes the ride, and sent, it must agree with the quote (else 400)';
+/**
+ * The ride fields bookings/create takes beside its quote_id, as instant does with one: not
+ * needed (the quote fixes the ride), but sent, they must agree with the quote, or the request
+ * is refused (an assistant that changed the time since would otherwise be told its ride was
+ * booked, and the alias answer carries no pickup time to show otherwise).
+ */
+const QuotedRideFields = {
+  pickup_address: Type.Optional({ ...Address, description: MUST_AGREE }),
+  dropoff_address: Type.Optional({ ...Address, description: MUST_AGREE }),
+  depart_at: Type.Optional({ ...DateTime, description: MUST_AGREE }),
+  vehicle_type: Type.Optional({ ...AliasVehicle, description: MUST_AGREE }),
+  passenger_count: Type.Optional({ ...Passengers, description: MUST_AGREE }),
+  meet_and_greet: Type.Optional(Type.Boolean({ description: MUST_AGREE })),
+  departAt: Type.Optional({ ...DateTime, description: 'Same as depart_at (the v1 spelling)' }),
+  vehicleType: Type.Optional({ ...AliasVehicle, description: 'Same as vehicle_type (the v1 spelling)' }),
+  passengers: Type.Optional({ ...Passengers, description: 'Same as passenger_count (the v1 spelling)' }),
+  meetAndGreet: Type.Optional(Type.Boolean({ description: 'Same as meet_and_greet (the v1 spelling)' })),
+};
+
 /** POST /api/public/bookings/create (SPEC.md 2.5), with the spellings its samples use. */
 export const CreateBookingRequest = Type.Object({
   quote_id: QuoteRef,
@@ -57,12 +83,8 @@ export const CreateBookingRequest = Type.Object({
   notes: Type.Optional(Notes),
   passengerEmail: Type.Optional({ ...PassengerEmail, description: 'Same as passenger_email (the v1 spelling)' }),
   flightNumber: Type.Optional({ ...FlightNumber, description: 'Same as flight_number (the v1 spelling)' }),
-});
-
-/** The instant booking's vehicle: one of the listed types, in any case. */
-const AliasVehicle = StringEnum(VEHICLE_TYPES, {
-  anyCase: true,
-  description: 'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav, in any case ("MPV")',
+  quoteId: Type.Optional({ ...QuoteRef, description: 'Same as quote_id (the v1 spelling)' }),
+  ...QuotedRideFields,
 });
 
 /**
