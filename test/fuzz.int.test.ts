@@ -157,7 +157,8 @@ beforeAll(async () => {
     fx.emails.push(b.email);
     fx.tokens.push(b.token);
   }
-  for (let i = 0; i < 3; i++) fx.quoteIds.push(await makeQuote());
+  // Enough that the routes run later in the sweep (bookings/create) still find one unbooked.
+  for (let i = 0; i < 8; i++) fx.quoteIds.push(await makeQuote());
   for (let i = 0; i < 3; i++) {
     const o = await offeredBooking({ driverId: driver.id });
     fx.refs.push(o.reference);
@@ -216,20 +217,36 @@ function oneSpelling(body: unknown): unknown {
   return out;
 }
 
+/** The fields that say the ride, which a body carrying a quote id must agree with the quote on. */
+const RIDE_FIELDS = [
+  'pickup',
+  'dropoff',
+  'pickup_address',
+  'dropoff_address',
+  'departAt',
+  'depart_at',
+  'vehicleType',
+  'vehicle_type',
+  'passengers',
+  'passenger_count',
+  'meetAndGreet',
+  'meet_and_greet',
+];
+
 /**
- * Half the bodies that carry a quote id beside an address of their own lose the quote id: such
- * a body books the quote, and ride fields drawn independently of it contradict it nearly always
- * (400 by design, `assertQuotedRide`). With the instant booking's two spellings of the quote id,
- * three bodies in four carried one and none priced its own ride; now about as many do as when
- * it took one spelling.
+ * A body that carries a quote id is sent as drawn, without its ride fields, or (when it has an
+ * address of its own, to be priced) without the quote id, each as often: ride fields drawn
+ * independently of the quote contradict it nearly always (400 by design, `assertQuotedRide`),
+ * and with a quote id in two spellings three bodies in four carried one, so few would book.
  */
 function lessOftenQuoted(body: unknown): fc.Arbitrary<unknown> {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return fc.constant(body);
   const b = body as Record<string, unknown>;
-  const quoted = b.quote_id !== undefined || b.quoteId !== undefined;
-  if (!quoted || (b.pickup === undefined && b.pickup_address === undefined)) return fc.constant(body);
+  if (b.quote_id === undefined && b.quoteId === undefined) return fc.constant(body);
+  const rideless = Object.fromEntries(Object.entries(b).filter(([k]) => !RIDE_FIELDS.includes(k)));
   const { quote_id: _a, quoteId: _b, ...unquoted } = b;
-  return fc.constantFrom(body, unquoted);
+  const priced = b.pickup !== undefined || b.pickup_address !== undefined;
+  return fc.constantFrom(body, rideless, ...(priced ? [unquoted] : []));
 }
 
 function bodyHints(): Hints {
