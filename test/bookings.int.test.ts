@@ -1365,10 +1365,17 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     const byEmail = await fetch(`${api.url}${statusUrl.pathname}?email=tom@example.org`);
     expect(byEmail.status).toBe(403);
     expect(((await byEmail.json()) as Json).error?.code).toBe('email_mismatch');
-    // Cancelled with the token too.
-    const cancelled = await post(`/api/public/v1/booking/${ref}`, { action: 'cancel', t: token });
+    // Cancelled with the token too: posted to the status_url itself (its ?t= is the proof),
+    // and with it in the body. Two different tokens are refused, naming both.
+    const two = await post(`${statusUrl.pathname}${statusUrl.search}`, { action: 'cancel', t: 'B'.repeat(43) });
+    expect(two.status, two.text).toBe(400);
+    expect(two.json.error?.details[0]?.field).toBe('/t');
+    expect((await bookingRow(ref)).status).not.toBe('cancelled');
+    const cancelled = await post(`${statusUrl.pathname}${statusUrl.search}`, { action: 'cancel' });
     expect(cancelled.status, cancelled.text).toBe(200);
     expect(cancelled.json.status).toBe('cancelled');
+    const again = await post(`/api/public/v1/booking/${ref}`, { action: 'cancel', t: token });
+    expect(again.status, again.text).toBe(200);
     // A booking with an e-mail keeps the plain lookup path (the caller adds the address).
     const withEmail = await post('/api/public/bookings/instant', {
       ...instant,

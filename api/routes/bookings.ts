@@ -215,6 +215,32 @@ function plusRestored(email: string | undefined): string | undefined {
   return email?.trim().replace(/ /g, '+');
 }
 
+/**
+ * A cancel's proof (the e-mail or the tracking token), from the body or the URL's query as the
+ * lookup takes it; given in both with different values, which one was meant cannot be known:
+ * 400 naming both.
+ */
+function cancelProof(
+  body: { email?: string; t?: string },
+  query: { email?: string; t?: string },
+): { email?: string; t?: string } {
+  const email = body.email ?? plusRestored(query.email);
+  const t = body.t ?? query.t;
+  const details: ErrorDetail[] = [];
+  const queryEmail = plusRestored(query.email);
+  if (
+    body.email !== undefined &&
+    queryEmail !== undefined &&
+    body.email.trim().toLowerCase() !== queryEmail.toLowerCase()
+  )
+    details.push({ field: '/email', problem: 'differs from the email in the query string: send one of them' });
+  if (body.t !== undefined && query.t !== undefined && body.t !== query.t)
+    details.push({ field: '/t', problem: 'differs from the t in the query string: send one of them' });
+  if (details.length > 0)
+    throw new AppError('invalid_input', `The request says two things: ${detailsText(details)}.`, details);
+  return { email, t };
+}
+
 /** A synchronous step's value or its error, to be thrown later than it happened. */
 function settle<T>(step: () => T): { ok: true; value: T } | { ok: false; error: unknown } {
   try {
@@ -1145,17 +1171,21 @@ export function bookingRoutes(): RouteDef[] {
       tags: ['bookings'],
       auth: 'public',
       params: BookingRefParams,
+      // The proof may come in the URL as the lookup takes it: the status_url an alias booking
+      // answers with carries `?t=`, and an assistant cancels by posting to it.
+      query: LookupQuery,
       body: CancelRequest,
       errors: ['booking_not_found', 'email_mismatch', 'forbidden', 'cannot_cancel', 'content_rejected'],
       responses: { 200: { description: 'The booking is cancelled', schema: CancelResponse } },
-      handler: async ({ deps, params, body, caller, req }) => {
+      handler: async ({ deps, params, body, query, caller, req }) => {
         // The reason is kept in the booking's history, which operators and partners read.
         screen(req, [{ pointer: '/reason', kind: 'notes', value: body.reason }]);
-        const row = await provenBooking(deps, caller, params.ref, body.email !== undefined, () =>
+        const { email, t } = cancelProof(body, query);
+        const row = await provenBooking(deps, caller, params.ref, email !== undefined, () =>
           bookingForPassenger(
             deps.db,
             params.ref,
-            { email: body.email, token: body.t },
+            { email, token: t },
             deps.config.bookings.referencePrefix,
             testModeOf(caller),
           ),
