@@ -1166,6 +1166,88 @@ describe('"<town> station" where the station has another name', () => {
   });
 });
 
+describe('"St" for Street and "X" for Cross in station names, and short forms of big stations', () => {
+  // "Liverpool Lime St", "Kings X", "Manchester Picc" and "Bristol TM" were 422
+  // address_not_found where the long forms resolve. "St" last (not "St Pancras": Saint) and "X"
+  // after the first word are read as Street and Cross when the text as written names nothing
+  // and the long form names a station; the short forms are STATION_SHORT_FORMS. Real-world
+  // points, not read from our data files.
+  const LIME_STREET = [53.4075, -2.977] as const;
+  const NEW_STREET = [52.4778, -1.899] as const;
+  const TEMPLE_MEADS = [51.4491, -2.5813] as const;
+  it.each([
+    ['Liverpool Lime St', 'station', 'Liverpool Lime Street', LIME_STREET, 1],
+    ['Liverpool Lime St.', 'station', 'Liverpool Lime Street', LIME_STREET, 1],
+    ['Liverpool Lime St station', 'station', 'Liverpool Lime Street', LIME_STREET, 1],
+    ['Lime St', 'station', 'Liverpool Lime Street', LIME_STREET, 1],
+    ['Lime St station, Liverpool', 'station', 'Liverpool Lime Street', LIME_STREET, 1],
+    ['Glasgow Queen St', 'station', 'Glasgow Queen Street', [55.8622, -4.2511], 1],
+    ['Birmingham New St', 'station', 'Birmingham New Street', NEW_STREET, 1],
+    ['New St station', 'station', 'Birmingham New Street', NEW_STREET, 1],
+    ['Liverpool St', 'station', 'London Liverpool Street', [51.5178, -0.0823], 1],
+    ['Liverpool St station, London', 'station', 'London Liverpool Street', [51.5178, -0.0823], 1],
+    ['Baker St', 'station', 'Baker Street', BAKER_STREET, 1],
+    ['Kings X', 'station', 'London Kings Cross', KINGS_CROSS, 1],
+    ["King's X", 'station', 'London Kings Cross', KINGS_CROSS, 1],
+    ['KINGS X', 'station', 'London Kings Cross', KINGS_CROSS, 1],
+    ['Kings X station', 'station', 'London Kings Cross', KINGS_CROSS, 1],
+    ['Kings X, London', 'station', 'London Kings Cross', KINGS_CROSS, 1],
+    ['Kings X St Pancras', 'station', 'London Kings Cross', KINGS_CROSS, 1],
+    ['Charing X', 'station', 'London Charing Cross', [51.508, -0.1247], 1],
+    ['Charing X, Glasgow', 'station', 'Charing Cross (Glasgow)', [55.8647, -4.2696], 1],
+    ['New X Gate', 'station', 'New Cross Gate', [51.4752, -0.0403], 1],
+    // As the long form ranks: "Chester-le-Street" is the town, its station only with the word.
+    ['Chester-le-St', 'place', 'Chester-le-Street', [54.8586, -1.5741], 5],
+    ['Chester-le-St station', 'station', 'Chester-Le-Street', [54.8546, -1.5779], 1],
+    // Short forms.
+    ['Manchester Picc', 'station', 'Manchester Piccadilly', PICCADILLY, 1],
+    ['Manchester Picc station', 'station', 'Manchester Piccadilly', PICCADILLY, 1],
+    ['Bristol TM', 'station', 'Bristol Temple Meads', TEMPLE_MEADS, 1],
+    ['Bristol T M', 'station', 'Bristol Temple Meads', TEMPLE_MEADS, 1],
+    ['Brum New St', 'station', 'Birmingham New Street', NEW_STREET, 1],
+    ["B'ham New St", 'station', 'Birmingham New Street', NEW_STREET, 1],
+    ['Bham New Street', 'station', 'Birmingham New Street', NEW_STREET, 1],
+    // Unchanged: "St" first or in the middle is Saint; the long forms; the towns.
+    ['St Pancras', 'station', 'London St Pancras International', [51.5319, -0.1263], 1],
+    ['Exeter St Davids', 'station', 'Exeter St Davids', [50.7292, -3.5434], 1],
+    ['St Albans', 'place', 'St Albans', [51.752, -0.336], 5],
+    ['Liverpool Lime Street', 'station', 'Liverpool Lime Street', LIME_STREET, 1],
+    ['Lime Street, Liverpool', 'station', 'Liverpool Lime Street', LIME_STREET, 1],
+    ['Bristol', 'place', 'Bristol', [51.4545, -2.5879], 5],
+    // A street "St" with its town after it stays the street there, an address in the town, as
+    // before: "Lime St, Liverpool" (the station is on it, but the text says no more), and
+    // streets whose long forms name a station far off ("Baker Street, St Albans" is the London
+    // station, 30 km away; "Park Street" a station in Hertfordshire). Without a postcode an
+    // address is at its town's point (the data has no streets).
+    ['Lime St, Liverpool', 'address', 'Lime St, Liverpool', LIME_STREET, 1],
+    ['12 Lime St, Liverpool', 'address', '12 Lime St, Liverpool', LIME_STREET, 1],
+    ['Liverpool St, London', 'address', 'Liverpool St, London', [51.5074, -0.1278], 1],
+    ['Baker St, St Albans', 'address', 'Baker St, St Albans', [51.752, -0.336], 5],
+    ['Park St, Bristol', 'address', 'Park St, Bristol', [51.4545, -2.5879], 5],
+    ['Queen St, Glasgow', 'address', 'Queen St, Glasgow', [55.8642, -4.2518], 5],
+    ['Bold St, Liverpool', 'address', 'Bold St, Liverpool', [53.4025, -2.979], 2],
+    ['Oxford St, London', 'address', 'Oxford St, London', [51.5074, -0.1278], 1],
+    // As "Kings Cross, London N1 9AL" (the area) beside its postcode: the postcode's address.
+    ['Kings X, London N1 9AL', 'address', 'Kings X, London N1 9AL', KINGS_CROSS, 3],
+  ] as const)('%j is the %s %j', async (q, kind, name, at, km) => {
+    await expectPlace(q, { kind, name }, at, km);
+  });
+
+  it.each([
+    // No station is named so: not read as one, nor matched fuzzily to one ("Bond Street").
+    'Oxford St',
+    'Bold St',
+    // Short forms that are not unambiguous stay unknown: Piccadilly Circus, nothing.
+    'Picc',
+    'TM',
+    // "X" alone or first is not Cross.
+    'X',
+    'X Gates',
+  ])('%j is still not found', async (q) => {
+    expect(await gazetteer.geocode(q)).toMatchObject({ ok: false, reason: 'not_found' });
+  });
+});
+
 describe('a county or region after a town picks the town of the name there', () => {
   // Real-world points (not read from our data files). Each was another place: Ashford, Kent
   // (98 km off); Inverness, as "Highland" (141 km); St Ives, Cornwall (444 km); Wellington,

@@ -12,6 +12,10 @@
  *     (Damerau-Levenshtein ≤ 1 for names of 5–11 characters, ≤ 2 from 12, none below 5, and
  *     the first letter must match; see text.ts);
  *     words such as "station", "airport", "terminal 5", "town centre" say which kind is wanted;
+ *     a name that names nothing as written is read with a last "St" as Street and an "X" as
+ *     Cross when that is a station's name ("Liverpool Lime St", "Kings X"; not "Lime St,
+ *     Liverpool", a street in its town: see keyCands), and big stations have a few short
+ *     forms ("Manchester Picc", "Bristol TM": see STATION_SHORT_FORMS);
  *     text after a comma (or in brackets) qualifies the name: a nation, county, council, post
  *     town, outward code or a nearby town; a county or council that no place of the name is in
  *     picks one just outside it ("Ashford, Surrey"), else a post town of the name in it
@@ -192,6 +196,24 @@ const STATION_ALIASES: Record<string, string> = {
   'kings cross st pancras': 'KGX',
   // The name people use for a station whose official name is the town's.
   'newcastle central': 'NCL',
+};
+
+/**
+ * Short forms of big stations' names, as tickets, departure boards and regular travellers
+ * write them ("BRISTOL T M" is on tickets), each naming one station and nothing else: no
+ * other station, town or street of note. Keep this short: the general abbreviations, "St" for
+ * Street at the end of a name and "X" for Cross, are read by rule (see expandAbbreviations in
+ * createGazetteer), so "Liverpool Lime St", "Glasgow Queen St" and "Kings X" need no entry,
+ * and "B'ham New St" needs only "bham new street". "Picc" and "TM" alone are not here:
+ * Piccadilly Circus, and nothing.
+ */
+const STATION_SHORT_FORMS: Record<string, string> = {
+  'manchester picc': 'MAN',
+  'bristol tm': 'BRI',
+  'bristol t m': 'BRI',
+  // Birmingham, as "B'ham" (normalised "bham") and "Brum"; "… New St" by the St rule.
+  'bham new street': 'BHM',
+  'brum new street': 'BHM',
 };
 
 /** "<city> station" for cities whose main station has another name (used only with "station"). */
@@ -557,6 +579,12 @@ interface Parsed {
    * full name ("Perth International Airport", abroad) is never read as a shorter one.
    */
   fallbackKeys: string[];
+  /**
+   * A final "St" stays as written, not read as Street of a station's name (see keyCands): set
+   * for a name a town or other qualifier follows, without the word station ("Lime St,
+   * Liverpool", "Baker St, St Albans" are the streets).
+   */
+  keepSt?: boolean;
 }
 
 function correctIntentWord(t: string): string {
@@ -872,7 +900,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
       rec.name.startsWith('London ') && !splitParen(rec.name) && !['bridge', 'fields'].includes(norm.slice(7));
     if (rec.source === 'rail' && (terminus || (city && norm.startsWith(`${city} `)))) cityStationNames.set(norm, rec);
   }
-  for (const [key, crs] of Object.entries(STATION_ALIASES)) {
+  for (const [key, crs] of [...Object.entries(STATION_ALIASES), ...Object.entries(STATION_SHORT_FORMS)]) {
     const rec = crsIndex.get(crs);
     if (rec) addKey(key, rec, 'alias');
   }
@@ -1168,9 +1196,45 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     });
   };
 
+  /**
+   * A name as written with the abbreviations people use in station names spelt out: "St" as
+   * its last word is Street ("Liverpool Lime St"; elsewhere it is Saint, "Kings Cross St
+   * Pancras", as normalizeName makes it), unless `keepSt`, and "X" after the first word is
+   * Cross ("Kings X", "Charing X", "New X Gate"); null when there is neither.
+   */
+  const expandAbbreviations = (key: string, keepSt: boolean): string | null => {
+    const toks = tokensOf(key);
+    let changed = false;
+    const out = toks.map((t, i) => {
+      if (i > 0 && (t === 'x' || (t === 'st' && !keepSt && i === toks.length - 1))) {
+        changed = true;
+        return t === 'x' ? 'cross' : 'street';
+      }
+      return t;
+    });
+    return changed ? out.join(' ') : null;
+  };
+
+  /**
+   * The candidates of one key: its own, else, when it names nothing, those of its spelt-out
+   * form (expandAbbreviations) when that names a station ("Liverpool Lime St" and "Kings X"
+   * were not found; "Liverpool Lime Street" and "Kings Cross" are the stations). All of that
+   * form's candidates, so it ranks as the long form does ("Chester-le-St" is the town, as
+   * "Chester-le-Street" is). Exact only: a street "St" that no station's name spells ("Bold
+   * St", "Oxford St") is left as it was, and is not matched fuzzily to one ("Bond Street").
+   */
+  const keyCands = (key: string, intent: Intent | null, keepSt: boolean): Cand[] => {
+    const own = refsToCands(key, 0, intent);
+    if (own.length > 0) return own;
+    const long = expandAbbreviations(key, keepSt);
+    if (long === null) return own;
+    const cands = refsToCands(long, 0, intent);
+    return cands.some((c) => c.rec.kind === 'station') ? cands : own;
+  };
+
   const exactCands = (p: Parsed): Cand[] =>
     dedupe(
-      p.keys.flatMap((k) => refsToCands(k, 0, p.intent)),
+      p.keys.flatMap((k) => keyCands(k, p.intent, p.keepSt === true)),
       compareCands(p.intent),
     );
 
@@ -1232,7 +1296,7 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
    */
   const memo = new Map<string, Cand[]>();
   const lookup = (p: Parsed, allowFuzzy = true): Cand[] => {
-    const memoKey = `${allowFuzzy ? 1 : 0}|${p.intent ?? ''}|${p.keys.join('|')}|${p.fallbackKeys.join('|')}`;
+    const memoKey = `${allowFuzzy ? 1 : 0}${p.keepSt ? 1 : 0}|${p.intent ?? ''}|${p.keys.join('|')}|${p.fallbackKeys.join('|')}`;
     const hit = memo.get(memoKey);
     if (hit) return hit;
     let exact = exactCands(p);
@@ -2103,10 +2167,16 @@ export function createGazetteer(dataDir: string = DEFAULT_DATA_DIR): Gazetteer {
     }
 
     if (!headHasNumber) {
-      const parsed = parseQuery(normalizeName(head));
-      const cands = lookup(parsed);
       const qualified = segments.slice(1).map((raw) => ({ raw, q: prepareQualifier(raw) }));
       const quals = qualified.map((x) => x.q).filter((q): q is Qualifier => q !== null);
+      // A name ending "St" with a town or other qualifier after it, and not the word station,
+      // is the street there: "Lime St, Liverpool" and "Baker St, St Albans" stay addresses in
+      // the town (as "Street" they are the stations, the second 30 km off; see
+      // matchesQualifier). "Lime St station, Liverpool" is the station.
+      const headParsed = parseQuery(normalizeName(head));
+      const parsed: Parsed =
+        quals.length > 0 && headParsed.intent !== 'station' ? { ...headParsed, keepSt: true } : headParsed;
+      const cands = lookup(parsed);
       // A post town named alone, when no name we have is it (see postTownPoints).
       if (quals.length === 0 && !atAirport && weakCands(cands)) {
         const pt = postTownOver(parsed, cands[0]);
