@@ -896,6 +896,53 @@ describe('limits and transport', () => {
     expect(await notices.text()).toBe('');
   });
 
+  it('answers JSON-RPC errors with their own codes: -32700 for a body that is not JSON, -32600 for JSON that is no message, -32602 in words for params the method cannot take', async () => {
+    const raw = await fetch(`${url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${ada.accessToken}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: '{"jsonrpc":"2.0","id":7,"method":"ping"',
+    });
+    expect(raw.status).toBe(400);
+    expect(await raw.json()).toEqual({
+      jsonrpc: '2.0',
+      error: { code: -32700, message: 'Parse error: the body is not valid JSON' },
+      id: null,
+    });
+    for (const [message, id] of [
+      [{ id: 7, method: 'ping' }, 7],
+      [{ jsonrpc: '1.0', id: 'a', method: 'ping' }, 'a'],
+      [{ jsonrpc: '2.0', id: null, method: 'ping' }, null],
+      ['ping', null],
+    ] as const) {
+      const res = await postMcp(ada.accessToken, message);
+      expect(res.status, JSON.stringify(message)).toBe(400);
+      expect(await res.json()).toEqual({
+        jsonrpc: '2.0',
+        error: { code: -32600, message: expect.stringMatching(/^Invalid Request: /) },
+        id,
+      });
+    }
+    // A method's params the SDK's schema refuses: Invalid params, in words (not -32603 and the
+    // schema library's issue list as JSON).
+    for (const message of [
+      { jsonrpc: '2.0', id: 7, method: 'tools/call' },
+      { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 5, arguments: {} } },
+      { jsonrpc: '2.0', id: 7, method: 'initialize' },
+    ]) {
+      const res = await postMcp(ada.accessToken, message);
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { id: unknown; error: { code: number; message: string } };
+      expect(body.id).toBe(7);
+      expect(body.error.code, JSON.stringify(message)).toBe(-32602);
+      expect(body.error.message).toMatch(/^Invalid params: params/);
+      expect(body.error.message).not.toContain('{');
+    }
+  });
+
   it('answers each element of a batch that is not a JSON-RPC message with its own error, and runs the rest (JSON-RPC 2.0 section 6)', async () => {
     const invalid = (id: unknown) => ({ jsonrpc: '2.0', error: { code: -32600, message: expect.any(String) }, id });
     const mixed = await postMcp(ada.accessToken, [

@@ -333,12 +333,34 @@ async function writeAnswer(
   answer.headers.forEach((value, name) => {
     res.setHeader(name, value);
   });
-  if (batch && json) {
-    const body = (await answer.json()) as unknown;
-    res.end(JSON.stringify([...(Array.isArray(body) ? body : [body]), ...refused]));
+  if (json) {
+    const text = await answer.text();
+    // Parsed only when it may hold a schema failure to reword (`paramsInWords`) or is a batch.
+    if (!batch && !text.includes('-32603')) {
+      res.end(text);
+      return;
+    }
+    const body = paramsInWords(JSON.parse(text) as unknown);
+    res.end(JSON.stringify(batch ? [...(Array.isArray(body) ? body : [body]), ...refused] : body));
     return;
   }
   res.end(Buffer.from(await answer.arrayBuffer()));
+}
+
+/**
+ * A request whose params fail the SDK's schema (a `tools/call` without `params`, an
+ * `initialize` without its fields) is answered by the SDK with -32603 Internal error and the
+ * schema library's issue list as JSON for its message: rewritten as -32602 Invalid params with
+ * the issues in words (`issuesInWords`), as JSON-RPC 2.0 section 5.1 has it. Any other answer,
+ * or one of a batch, is left as it is.
+ */
+function paramsInWords(body: unknown): unknown {
+  if (Array.isArray(body)) return body.map(paramsInWords);
+  const error = (body as { error?: { code?: unknown; message?: unknown } } | null)?.error;
+  if (error?.code !== -32603 || typeof error.message !== 'string') return body;
+  const words = issuesInWords(error.message);
+  if (words === null) return body;
+  return { ...(body as object), error: { code: -32602, message: `Invalid params: ${words}` } };
 }
 
 /**
@@ -529,6 +551,16 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
     // with its own Invalid Request error and the others run (the transport refuses the whole
     // batch for one). A batch of nothing else is answered with those errors alone.
     const invalid = invalidBatchElements(req.body);
+    // A single message that is JSON but not a JSON-RPC message is an Invalid Request too
+    // (-32600; the transport answered -32700 Parse error, which is for text that is not JSON).
+    if (!Array.isArray(req.body)) {
+      const [single] = invalidBatchElements([req.body]).answers;
+      if (single !== undefined) {
+        await general(req, res, subject);
+        res.status(400).json(single);
+        return;
+      }
+    }
     if (invalid.answers.length > 0) {
       if (invalid.valid.length === 0) {
         await general(req, res, subject);
@@ -635,6 +667,25 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
       { parsedBody: req.body, authInfo: req.auth },
     );
     await writeAnswer(res, answer, Array.isArray(req.body), invalid.answers);
+  });
+  // A body that is not JSON (or not UTF-8) is a JSON-RPC Parse error (-32700, id null), as
+  // the transport answers an empty body, not the REST API's error envelope, which an MCP client
+  // does not read. Too large (413) and another media type (415) stay the API's answers.
+  router.use(MCP_PATH, (err: unknown, _req: Request, res: Response, next: NextFunction) => {
+    const type = (err as { type?: unknown } | null)?.type;
+    if (res.headersSent || (type !== 'entity.parse.failed' && type !== NOT_UTF8)) {
+      next(err);
+      return;
+    }
+    res.status(400).json({
+      jsonrpc: '2.0',
+      error: {
+        code: -32700,
+        message:
+          type === NOT_UTF8 ? 'Parse error: the body is not UTF-8 text' : 'Parse error: the body is not valid JSON',
+      },
+      id: null,
+    });
   });
   router.all(MCP_PATH, bearer, (_req: Request, res: Response, _next: NextFunction) => {
     res
