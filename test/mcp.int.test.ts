@@ -941,6 +941,16 @@ describe('limits and transport', () => {
       expect(body.error.message).toMatch(/^Invalid params: params/);
       expect(body.error.message).not.toContain('{');
     }
+    // In a batch as well.
+    const batch = await postMcp(ada.accessToken, [
+      { jsonrpc: '2.0', id: 1, method: 'ping' },
+      { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'estimate_fare', arguments: 'Leeds to York' } },
+    ]);
+    const answers = (await batch.json()) as Array<{ id: unknown; error?: { code: number; message: string } }>;
+    const refused = answers.find((a) => a.id === 2);
+    expect(refused?.error?.code).toBe(-32602);
+    expect(refused?.error?.message).toMatch(/^Invalid params: /);
+    expect(refused?.error?.message).not.toContain('{');
   });
 
   it('answers each element of a batch that is not a JSON-RPC message with its own error, and runs the rest (JSON-RPC 2.0 section 6)', async () => {
