@@ -406,6 +406,22 @@ describe('POST /api/public/quotes/estimate', () => {
       vehicleType: 'saloon',
     });
     expect(seats.status).toBe(400);
+    // The count in the v1 spelling too: alone it is the count, beside another it must agree.
+    const party = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Leeds',
+      dropoff_address: 'York',
+      passengers: 3,
+    });
+    expect(party.status, JSON.stringify(party.json)).toBe(200);
+    expect(party.json.passenger_count).toBe(3);
+    const twoCounts = await post('/api/public/quotes/estimate', {
+      pickup_address: 'Leeds',
+      dropoff_address: 'York',
+      passenger_count: 2,
+      passengers: 3,
+    });
+    expect(twoCounts.status).toBe(400);
+    expect(twoCounts.json.error?.details.map((d) => d.field)).toEqual(['/passengers', '/passenger_count']);
     // The saloon it names is read: it cannot seat 6 (unnamed, a 6-seater would be chosen).
     expect(seats.json.error?.message).toMatch(/saloon/i);
   });

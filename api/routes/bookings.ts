@@ -479,7 +479,7 @@ function payment(raw: keyof typeof PAYMENT_SPELLINGS | undefined) {
   return raw ? PAYMENT_SPELLINGS[raw] : 'cash';
 }
 
-function requireFields(fields: Record<string, unknown>): void {
+export function requireFields(fields: Record<string, unknown>): void {
   const missing: ErrorDetail[] = Object.entries(fields)
     .filter(([, v]) => v === undefined || v === null || v === '')
     .map(([k]) => ({ field: `/${k}`, problem: 'is required' }));

@@ -1,5 +1,11 @@
 import { AppError } from '../../shared/errors.ts';
-import { EstimateRequest, EstimateResponse, V1QuoteRequest, V1QuoteResponse } from '../../shared/schemas/quotes.ts';
+import {
+  EstimateDocumented,
+  EstimateRequest,
+  EstimateResponse,
+  V1QuoteRequest,
+  V1QuoteResponse,
+} from '../../shared/schemas/quotes.ts';
 import {
   createQuote,
   gbp,
@@ -13,7 +19,7 @@ import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { type Caller, callerTestMode } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
-import { pointersAsSent, screen } from './bookings.ts';
+import { pointersAsSent, requireFields, screen } from './bookings.ts';
 import { assertSpellingsAgree, SPELLINGS, snakeFilled } from './spellings.ts';
 
 /** Pricing names fields as the v1 quote does; the snake_case alias routes' own names for them. */
@@ -167,14 +173,16 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
       tags: ['quotes'],
       auth: 'public',
       body: EstimateRequest,
+      documentedBody: EstimateDocumented,
       errors: [...QUOTE_ERRORS],
       responses: { 200: { description: 'The estimate', schema: EstimateResponse } },
       handler: async ({ body: sent, deps, caller, req }) =>
         // An error names the field as the caller spelt it (`departAt` for a v1 spelling).
         pointersAsSent(sent, EstimateRequest, async () => {
-          const spellings = [SPELLINGS.vehicleType, SPELLINGS.meetAndGreet, SPELLINGS.departAt];
+          const spellings = [SPELLINGS.vehicleType, SPELLINGS.meetAndGreet, SPELLINGS.departAt, SPELLINGS.passengers];
           assertSpellingsAgree(sent, spellings);
           const body = snakeFilled(sent, spellings);
+          requireFields({ passenger_count: body.passenger_count });
           screen(req, [
             { pointer: '/pickup_address', kind: 'address', value: body.pickup_address },
             { pointer: '/dropoff_address', kind: 'address', value: body.dropoff_address },
@@ -186,7 +194,7 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
                 pickup: body.pickup_address,
                 dropoff: body.dropoff_address,
                 departAt: body.depart_at,
-                passengers: body.passenger_count,
+                passengers: body.passenger_count as number,
                 vehicleType: body.vehicle_type,
                 meetAndGreet: body.meet_and_greet ?? false,
                 worldwide: body.worldwide ?? false,

@@ -43,7 +43,10 @@ export type V1QuoteRequest = Static<typeof V1QuoteRequest>;
 export const EstimateRequest = Type.Object({
   pickup_address: Address('Address, station, postcode, airport or town'),
   dropoff_address: Address('Same kinds as pickup'),
-  passenger_count: Passengers,
+  passenger_count: Type.Optional({
+    ...Passengers,
+    description: 'Passengers, 1 to 8 (required, in this or the v1 spelling)',
+  }),
   depart_at: Type.Optional({ ...DateTime, description: 'Planned departure, UTC; default now' }),
   vehicle_type: Type.Optional(Vehicle),
   meet_and_greet: Type.Optional(Type.Boolean()),
@@ -51,7 +54,13 @@ export const EstimateRequest = Type.Object({
   departAt: Type.Optional({ ...DateTime, description: 'Same as depart_at (the v1 spelling)' }),
   vehicleType: Type.Optional({ ...Vehicle, description: 'Same as vehicle_type (the v1 spelling)' }),
   meetAndGreet: Type.Optional(Type.Boolean({ description: 'Same as meet_and_greet (the v1 spelling)' })),
+  passengers: Type.Optional({ ...Passengers, description: 'Same as passenger_count (the v1 spelling)' }),
 });
+/** As the OpenAPI document shows it: the passenger count is required, in either spelling. */
+export const EstimateDocumented = {
+  ...EstimateRequest,
+  anyOf: [{ required: ['passenger_count'] }, { required: ['passengers'] }],
+};
 export type EstimateRequest = Static<typeof EstimateRequest>;
 
 export const QuotePlace = Type.Object({
