@@ -313,6 +313,19 @@ describe('Idempotency-Key on the quote endpoints', () => {
     const a2 = await post('/api/public/quotes/estimate', alias, aliasHeaders);
     expect(a2.headers.get('idempotency-replayed')).toBe('true');
     expect(a2.json.quote_id).toBe(a1.json.quote_id);
+    // A key may hold spaces inside it (printable ASCII, as the document says); one that is not
+    // printable ASCII, or longer than 255, is refused naming the header.
+    const spaced = { 'x-api-key': key, 'idempotency-key': 'order 42 retry' };
+    const s1 = await post('/api/public/quotes/estimate', alias, spaced);
+    expect(s1.status, JSON.stringify(s1.json)).toBe(200);
+    const s2 = await post('/api/public/quotes/estimate', alias, spaced);
+    expect(s2.headers.get('idempotency-replayed')).toBe('true');
+    expect(s2.json.quote_id).toBe(s1.json.quote_id);
+    for (const bad of ['k'.repeat(256), 'caf\u00e9']) {
+      const refused = await post('/api/public/quotes/estimate', alias, { 'x-api-key': key, 'idempotency-key': bad });
+      expect(refused.status).toBe(400);
+      expect(refused.json.error?.details[0]?.field).toBe('/headers/idempotency-key');
+    }
     // One stored quote per key: the retries priced and stored nothing.
     expect(
       await env.rt
@@ -321,7 +334,7 @@ describe('Idempotency-Key on the quote endpoints', () => {
         .count({ n: '*' }),
     ).toEqual([{ n: 2 }]);
     const apiKeyId = (await env.rt.db('api_keys').where({ name: 'idempotent quotes' }).first('id')).id;
-    expect(await env.rt.db('quotes').where({ api_key_id: apiKeyId }).count({ n: '*' })).toEqual([{ n: 2 }]);
+    expect(await env.rt.db('quotes').where({ api_key_id: apiKeyId }).count({ n: '*' })).toEqual([{ n: 3 }]);
   });
 });
 

@@ -10,7 +10,8 @@ export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
  * request runs (a partner batch of 100 jobs, each priced, takes seconds).
  */
 export const IN_PROGRESS_LEASE_MS = 120_000;
-const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+/** 1 to 255 printable ASCII characters; spaces inside (HTTP trims them at the ends). */
+const KEY_PATTERN = /^[\x21-\x7e](?:[\x20-\x7e]{0,253}[\x21-\x7e])?$/;
 
 /**
  * Answers an Idempotency-Key replays: a refusal (4xx) is the answer to its request; a failure on
@@ -153,7 +154,7 @@ export async function beginIdempotent(
 ): Promise<IdempotencyStart> {
   if (!KEY_PATTERN.test(key)) {
     throw new AppError('invalid_input', `The ${label.name} header must be 1 to 255 printable ASCII characters.`, [
-      { field: label.pointer, problem: 'must be 1 to 255 printable characters' },
+      { field: label.pointer, problem: 'must be 1 to 255 printable ASCII characters' },
     ]);
   }
   const { requestHash, asSentHash } = requestHashes(method, path, rawBody);
