@@ -915,6 +915,12 @@ describe('resource indicators (RFC 8707)', () => {
       }),
     );
     expect(errorShown(evil).searchParams.get('error')).toBe('invalid_target');
+    // This server's own resource with a fragment is refused too (RFC 8707: it MUST NOT carry one).
+    const fragment = await new Browser().get(
+      authorizeUrl({ url, clientId: reg.json.client_id, challenge: pkce().challenge, resource: `${url}/mcp#x` }),
+    );
+    expect(errorShown(fragment).searchParams.get('error')).toBe('invalid_target');
+    expect(errorShown(fragment).searchParams.get('error_description')).toMatch(/fragment/);
   });
 });
 

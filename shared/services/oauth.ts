@@ -640,6 +640,10 @@ export async function findAccessToken(db: Queryable, token: string, now = new Da
  */
 export function resolveResource(requested: URL | undefined, base: string, bases: readonly string[]): string {
   if (requested === undefined) return `${base}/mcp`;
+  // RFC 8707 section 2: a resource "MUST NOT include a fragment component".
+  if (String(requested).includes('#')) {
+    throw new InvalidTargetError(`The resource must not carry a fragment (RFC 8707): send ${base}/mcp.`);
+  }
   const wanted = normaliseResource(requested);
   const known = bases.map((b) => `${b}/mcp`).find((r) => normaliseResource(r) === wanted);
   if (!known) {
