@@ -1152,6 +1152,32 @@ describe('POST /api/public/v1/booking', () => {
     expect(Date.parse(past.json.pickupTime as string)).toBeGreaterThanOrEqual(before - 1000);
   });
 
+  it('says so when a v1 redemption returns the booking its passenger made earlier without an e-mail', async () => {
+    const quoteId = await quote(9);
+    const first = await post('/api/public/bookings/create', {
+      quote_id: quoteId,
+      passenger_name: 'Noemail Nora',
+      passenger_phone_whatsapp: '+447700900661',
+      payment_method: 'cash',
+    });
+    expect(first.status, first.text).toBe(200);
+    const again = await post('/api/public/v1/booking', {
+      quote_id: quoteId,
+      passenger_name: 'Noemail Nora',
+      passenger_email: `nora-${Date.now()}@example.org`,
+      passenger_phone: '+447700900661',
+      payment_method: 'cash',
+    });
+    expect(again.status, again.text).toBe(201);
+    expect(again.json.bookingReference).toBe(first.json.booking_reference);
+    expect(again.json.warnings).toContain(
+      'This quote was booked earlier without an e-mail address, so no confirmation e-mail was sent: give the passenger the trackingUrl (status, driver, cancellation).',
+    );
+    // Its links open it; the address given does not.
+    const statusUrl = new URL(again.json.statusUrl as string);
+    expect((await fetch(`${api.url}${statusUrl.pathname}${statusUrl.search}`)).status).toBe(200);
+  });
+
   it('answers the quote errors on the prose shape as bookings/create does: 404, 410, 409 for another passenger; fields as that shape spells them', async () => {
     // An address of its own: the other tests' unconfirmed ada@ has its hourly limit to keep.
     const email = `prose-errors-${Date.now()}@example.org`;

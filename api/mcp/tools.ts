@@ -16,6 +16,7 @@ import {
 } from '../../shared/errors.ts';
 import { type ApiKeyIdentity, assertMayBook } from '../../shared/services/api-keys.ts';
 import {
+  BOOKED_WITHOUT_EMAIL,
   type BookingCaller,
   type BookingView,
   bookPricedQuote,
@@ -461,14 +462,7 @@ async function bookingOut(
     dropoff: booked?.dropoff.name ?? '',
     vehicleType: booked?.vehicle_type ?? '',
     passengers: booked?.passengers ?? 0,
-    warnings: [
-      ...(own ?? booked?.warnings ?? []),
-      ...(email === null
-        ? [
-            'This quote was booked earlier without an e-mail address, so no confirmation e-mail was sent: give the passenger the trackingUrl (status, driver, cancellation).',
-          ]
-        : []),
-    ],
+    warnings: [...(own ?? booked?.warnings ?? []), ...(email === null ? [BOOKED_WITHOUT_EMAIL] : [])],
   };
 }
 

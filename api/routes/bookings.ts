@@ -35,6 +35,7 @@ import { assertMayBook } from '../../shared/services/api-keys.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import {
   assertNotBlocked,
+  BOOKED_WITHOUT_EMAIL,
   type BookingCaller,
   type BookingView,
   bookingForPassenger,
@@ -784,7 +785,12 @@ export function bookingRoutes(): RouteDef[] {
               );
             });
             // The quote redeemed is the one read with the passenger (a redemption books the quote it names).
-            return { status: 201, body: v1Body(view, quote?.warnings ?? []) };
+            // A booking returned that was made without an e-mail says so: nothing was e-mailed
+            // to the address given, and it does not open the booking (its links do).
+            return {
+              status: 201,
+              body: v1Body(view, [...(quote?.warnings ?? []), ...(view.withoutEmail ? [BOOKED_WITHOUT_EMAIL] : [])]),
+            };
           }
           requireFields({
             pickup: body.pickup,

@@ -54,7 +54,17 @@ export interface BookingView {
   payDriverUrl: string;
   /** false when an earlier identical booking (or redemption) was returned. */
   created: boolean;
+  /** Made without an e-mail (a quote booked on an alias route first): nothing was e-mailed. */
+  withoutEmail: boolean;
 }
+
+/**
+ * What a booking answer says when it returns a booking made earlier without an e-mail to a
+ * request that gave one (the same passenger by name and phone redeeming the quote again):
+ * no confirmation was sent, and the address does not open the booking; its links do.
+ */
+export const BOOKED_WITHOUT_EMAIL =
+  'This quote was booked earlier without an e-mail address, so no confirmation e-mail was sent: give the passenger the trackingUrl (status, driver, cancellation).';
 
 type BookingDeps = { db: Db; config: Pick<Config, 'bookings' | 'dispatch' | 'dataEncryptionKey' | 'serviceName'> };
 
@@ -163,6 +173,7 @@ export function viewOf(
     trackingUrl: `${baseUrl}/track/${token}`,
     payDriverUrl: `${baseUrl}/pay/${payToken(row.id, key)}`,
     created,
+    withoutEmail: !row.passenger_email,
   };
 }
 
