@@ -495,6 +495,9 @@ function given<T>(body: Record<string, unknown>, ...names: string[]): Given<T> {
   return { field: `/${name}`, value: body[name] as T | undefined };
 }
 
+/** The ride fields the alias bookings (create, instant) take in their v1 spelling too (`snakeFilled`). */
+const ALIAS_RIDE_SPELLINGS = [SPELLINGS.departAt, SPELLINGS.vehicleType, SPELLINGS.passengers, SPELLINGS.meetAndGreet];
+
 /** The ride an alias booking (create, instant) says beside its quote_id, in the alias spellings (`snakeFilled`). */
 function aliasQuotedRide(body: object): Parameters<typeof assertQuotedRide>[4] {
   const b = body as Record<string, unknown>;
@@ -903,14 +906,7 @@ export function bookingRoutes(): RouteDef[] {
       responses: { 200: { description: 'The booking', schema: AliasBookingResponse } },
       handler: async ({ body: sent, deps, caller, req }) =>
         pointersAsSent(sent, CreateBookingRequest, async () => {
-          const spellings = [
-            SPELLINGS.passengerEmail,
-            SPELLINGS.flightNumber,
-            SPELLINGS.departAt,
-            SPELLINGS.vehicleType,
-            SPELLINGS.passengers,
-            SPELLINGS.meetAndGreet,
-          ];
+          const spellings = [SPELLINGS.passengerEmail, SPELLINGS.flightNumber, ...ALIAS_RIDE_SPELLINGS];
           assertSpellingsAgree(sent, [SPELLINGS.aliasPhone, SPELLINGS.quoteId, ...spellings]);
           const body = snakeFilled(sent, spellings);
           screen(req, [
@@ -957,13 +953,10 @@ export function bookingRoutes(): RouteDef[] {
         pointersAsSent(sent, InstantBookingRequest, async () => {
           const spellings = [
             SPELLINGS.quoteId,
-            SPELLINGS.passengers,
             SPELLINGS.passengerEmail,
-            SPELLINGS.departAt,
-            SPELLINGS.vehicleType,
             SPELLINGS.paymentMethod,
             SPELLINGS.flightNumber,
-            SPELLINGS.meetAndGreet,
+            ...ALIAS_RIDE_SPELLINGS,
           ];
           assertSpellingsAgree(sent, [SPELLINGS.aliasPhone, ...spellings]);
           const body = snakeFilled(sent, spellings);
