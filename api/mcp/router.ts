@@ -351,8 +351,8 @@ async function writeAnswer(
  * A request whose params fail the SDK's schema (a `tools/call` without `params`, an
  * `initialize` without its fields) is answered by the SDK with -32603 Internal error and the
  * schema library's issue list as JSON for its message: rewritten as -32602 Invalid params with
- * the issues in words (`issuesInWords`), as JSON-RPC 2.0 section 5.1 has it. Any other answer,
- * or one of a batch, is left as it is.
+ * the issues in words (`issuesInWords`), as JSON-RPC 2.0 section 5.1 has it, alone or in a
+ * batch. Any other answer is left as it is.
  */
 function paramsInWords(body: unknown): unknown {
   if (Array.isArray(body)) return body.map(paramsInWords);
