@@ -1374,6 +1374,9 @@ export async function processJobs(
   const source = sourceOf(caller);
   const results: PartnerJobResult[] = new Array(jobs.length);
   const valid: { index: number; job: NormJob }[] = [];
+  // Jobs refused before they were read (their schema, the content screen, the e-mail check)
+  // whose jobRef could be one: a job already received under it is named in the result.
+  const refusedEarly: { index: number; jobRef: string }[] = [];
   await Promise.all(
     jobs.map(async (raw, index) => {
       try {
@@ -1393,12 +1396,13 @@ export async function processJobs(
               ? 'new'
               : null;
         results[index] = rejected(index, jobRef, action, err);
+        if (jobRef !== null) refusedEarly.push({ index, jobRef });
       }
     }),
   );
   valid.sort((a, b) => a.index - b.index);
 
-  const refs = [...new Set(valid.map((v) => v.job.jobRef))];
+  const refs = [...new Set([...valid.map((v) => v.job.jobRef), ...refusedEarly.map((r) => r.jobRef)])];
   const intake = new Intake(deps, caller, baseUrl);
   const hasNew = valid.some((v) => v.job.action === 'new');
   // The lookups a batch needs go out together: the jobs already received, the day's allowance
@@ -1409,6 +1413,12 @@ export async function processJobs(
     hasNew && caller.partner ? dailyAllowance(deps, caller.partner, caller.testMode) : null,
     hasNew ? intake.lookups(valid.filter((v) => v.job.action === 'new')) : null,
   ]);
+  // A refused job of a jobRef already received names its booking, as a refusal raised later does.
+  for (const { index, jobRef } of refusedEarly) {
+    const known = existing.get(jobRef);
+    const result = results[index];
+    if (known && result) results[index] = { ...result, bookingReference: known.reference };
+  }
   const seen = new Set(existing.keys());
   // Daily allowance for new jobs with jobRefs not seen before.
   const fresh: string[] = [];
