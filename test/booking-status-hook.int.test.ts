@@ -530,9 +530,10 @@ describe('booking-status hook', () => {
       name: 'Ola Nordmann-Berg',
       vehicle: { make: 'Skoda', model: 'Octavia', colour: 'Blue', registration: 'XY70 ABC' },
     };
-    expect(
-      (await send(operator, { bookingReference: b.reference, status: 'driver_assigned', driver: fixed })).status,
-    ).toBe(200);
+    const corrected = await send(operator, { bookingReference: b.reference, status: 'driver_assigned', driver: fixed });
+    expect(corrected.status).toBe(200);
+    // Its answer says the status the booking has, not one it did not take.
+    expect(corrected.body).toEqual({ bookingReference: b.reference, status: 'passenger_on_board' });
     const row = await booking(b.id);
     expect(row.status).toBe('passenger_on_board');
     expect(row.operator_driver).toEqual(fixed);

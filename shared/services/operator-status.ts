@@ -39,7 +39,11 @@ export interface OperatorUpdate {
 export interface AppliedUpdate {
   bookingId: string;
   reference: string;
-  status: OperatorStatus;
+  /**
+   * The status the update applied; for a driver named once the passenger is on board (a
+   * correction of the details shown, not an assignment), the booking's own status.
+   */
+  status: string;
   /** false when the update repeated the booking's current state (nothing written). */
   changed: boolean;
 }
@@ -117,7 +121,9 @@ export async function applyOperatorUpdate(
       if (holds && booking.status !== 'dispatching') {
         // Already ours: a repeat changes nothing; another driver replaces the one shown.
         const replaced = update.driver ? await changeDriver(deps.db, booking.id, partnerId, update.driver) : false;
-        return { bookingId: booking.id, reference: booking.reference, status: 'driver_assigned', changed: replaced };
+        // Past pickup (or cancelled) it assigns nothing: the answer says the status the booking has.
+        const status = REASSIGNABLE.has(booking.status) ? 'driver_assigned' : booking.status;
+        return { bookingId: booking.id, reference: booking.reference, status, changed: replaced };
       }
       const accepted = await acceptOffer(deps, holder, booking.reference, prefix, now, update.driver);
       // Accepted at the same moment by another update of ours (one without the driver, say):
