@@ -126,8 +126,9 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
           }
         : {}),
       responses,
-      security:
-        route.auth === 'key'
+      security: route.partnerSigned
+        ? [...keySchemes, { PartnerSignature: [] }]
+        : route.auth === 'key'
           ? keySchemes
           : route.auth === 'public'
             ? [{}, ...keySchemes, ...(route.refusesDriverToken ? [] : [{ DriverToken: [] }])]
@@ -153,6 +154,13 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
         ApiKeyHeader: { type: 'apiKey', in: 'header', name: opts.apiKeyHeader },
         BearerAuth: { type: 'http', scheme: 'bearer', description: 'The API key as a bearer token' },
         XApiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+        PartnerSignature: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'x-signature',
+          description:
+            "A partner's HMAC-SHA256 of the raw body (or of `<x-timestamp>.<raw body>`) with its signing secret, hex (a `sha256=` prefix is accepted), sent with `x-partner: <partner id>`",
+        },
         DriverToken: {
           type: 'http',
           scheme: 'bearer',

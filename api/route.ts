@@ -109,6 +109,12 @@ export interface RouteDef<
    * alone): `body` then bounds only the envelope. Default `body`.
    */
   documentedBody?: TSchema;
+  /**
+   * For the OpenAPI document: the route takes a partner's key or its HMAC signature (x-partner,
+   * x-signature) and nothing else, so its security lists those, not the anonymous `{}` of a
+   * `public` route (whose auth middleware lets the signature through to `verify`).
+   */
+  partnerSigned?: boolean;
   query?: Q;
   params?: P;
   /**

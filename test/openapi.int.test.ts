@@ -132,6 +132,14 @@ describe('OpenAPI documents', () => {
     expect(d.paths['/api/public/v1/whoami'].get.security).toContainEqual({ DriverToken: [] });
     // Partner job intake is not for drivers: not offered there.
     expect(d.paths['/api/public/v1/jobs'].post.security).not.toContainEqual({ DriverToken: [] });
+    // Job intake needs a partner's key or signature (SPEC.md section 7): no anonymous `{}`.
+    expect(d.paths['/api/public/v1/jobs'].post.security).toEqual([
+      { ApiKeyHeader: [] },
+      { BearerAuth: [] },
+      { XApiKey: [] },
+      { PartnerSignature: [] },
+    ]);
+    expect(d.components.securitySchemes.PartnerSignature).toMatchObject({ type: 'apiKey', name: 'x-signature' });
   });
 
   it('says which fields the booking bodies require in each spelling and shape, as the service checks them', async () => {

@@ -52,6 +52,7 @@ export function partnerJobRoutes(): RouteDef[] {
         'Every job gets its own outcome (created 201, amended, cancelled, unchanged 200, rejected 4xx with an error); an array answers 200 when all succeeded, else 207; a single object answers with its own status. New jobs count against a daily limit per partner (Europe/London day): a new job over it is rejected 429 daily_limit_reached with retryAfterSeconds; a request all of whose jobs are refused so answers 429 (with Retry-After and RateLimit headers), in the same {results, summary} shape.',
       tags: ['partners'],
       auth: 'public',
+      partnerSigned: true,
       refusesDriverToken: 'Job intake is for partners: a driver token cannot submit jobs.',
       body: PartnerJobsRequest,
       documentedBody: PartnerJobsDocumented,
