@@ -315,6 +315,19 @@ describe('GET /api/public/v1/booking/{ref}/events', () => {
     expect(seqs).toEqual(['1', '2', '3', '4', '5', '6', '7']);
   });
 
+  it('says on a no_driver_available event whether dispatch asks again before pickup', async () => {
+    const b = await book();
+    await advance(b.id, 'dispatching');
+    await advance(b.id, 'no_driver_available', { dispatch_retry_at: new Date(Date.now() + 5 * 60_000) });
+    const s = await open(b.ref, b.token);
+    expect(await s.nextEvent()).toMatchObject({ id: '1' });
+    const dispatching = await s.nextEvent();
+    expect(dispatching).toMatchObject({ id: '2', data: { status: 'dispatching' } });
+    expect(dispatching === 'end' ? null : dispatching.data).not.toHaveProperty('retrying');
+    expect(await s.nextEvent()).toMatchObject({ id: '3', data: { status: 'no_driver_available', retrying: true } });
+    s.close();
+  });
+
   it('resumes after Last-Event-ID', async () => {
     const b = await book();
     await advance(b.id, 'dispatching');
@@ -322,7 +335,8 @@ describe('GET /api/public/v1/booking/{ref}/events', () => {
     const s = await open(b.ref, b.token, { lastEventId: '1' });
     expect(s.res.status).toBe(200);
     expect(await s.nextEvent()).toMatchObject({ id: '2', data: { status: 'dispatching' } });
-    expect(await s.nextEvent()).toMatchObject({ id: '3', data: { status: 'no_driver_available' } });
+    // No driver, and no next try due: the event says dispatch has stopped.
+    expect(await s.nextEvent()).toMatchObject({ id: '3', data: { status: 'no_driver_available', retrying: false } });
     await advance(b.id, 'cancelled');
     expect(await s.nextEvent()).toMatchObject({ id: '4', data: { status: 'cancelled' } });
     expect(await s.next()).toBe('end');

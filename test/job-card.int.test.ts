@@ -162,7 +162,7 @@ describe('GET /o/{code}', () => {
       offer: { state: 'offered', expiresAt: o.expiresAt.toISOString(), tier: 1 },
       job: {
         bookingReference: o.reference,
-        pickupArea: 'Manchester Piccadilly',
+        pickupArea: 'Manchester Piccadilly station',
         // The address's district and post town, found at its point: nothing of its text.
         dropoffArea: 'Leeds LS1',
         pickupTime: o.pickupTime.toISOString(),
@@ -259,8 +259,9 @@ describe('GET /o/{code}', () => {
     expect(html).toMatch(/^<!doctype html>/);
     // Only our own countdown script; nothing the places carried.
     expect(html).not.toMatch(/<img|<script>/i);
-    expect(html).toContain('<dd>&lt;img src=x onerror=alert(1)&gt;&quot;&amp;&#39;Lime St&#39;</dd>');
-    expect(html).toContain('<dd>&lt;script&gt;alert(1)&lt;/script&gt;</dd>');
+    // A station is named as one; past 40 characters the area is cut.
+    expect(html).toContain('<dd>&lt;img src=x onerror=alert(1)&gt;&quot;&amp;&#39;Lime S...</dd>');
+    expect(html).toContain('<dd>&lt;script&gt;alert(1)&lt;/script&gt; station</dd>');
     expect(html).toContain(`Job offer ${o.reference}`);
     expect(html).toContain(`<time datetime="${o.pickupTime.toISOString()}">`);
     // Not signed in: the driver signs in with their token to accept or decline (website-driver.int.test.ts).

@@ -116,9 +116,11 @@ describe('offer codes', () => {
 
 describe('pickupArea', () => {
   it('keeps the name of a station, airport or named place', () => {
+    // A station is named as one (the rail data names many by their town alone: "Leeds").
     expect(pickupArea({ name: 'Manchester Piccadilly', kind: 'station', postcodeDistrict: 'M1' })).toBe(
-      'Manchester Piccadilly',
+      'Manchester Piccadilly station',
     );
+    expect(pickupArea({ name: 'Leeds', kind: 'station' })).toBe('Leeds station');
     expect(pickupArea({ name: 'London Heathrow Airport, Terminal 5', kind: 'airport' })).toBe(
       'London Heathrow Airport, Terminal 5',
     );

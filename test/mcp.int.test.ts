@@ -248,8 +248,9 @@ describe('start_booking', () => {
       passengerEmail: 'ada.lovelace@example.org',
       trackingUrl: expect.stringMatching(new RegExp(`^${url}/track/`)),
       repeat: false,
-      // What was booked as resolved, for the assistant to confirm with the passenger.
-      pickup: 'Leeds',
+      // What was booked as resolved, for the assistant to confirm with the passenger (a station
+      // named as one).
+      pickup: 'Leeds station',
       dropoff: 'Leeds Bradford Airport',
       vehicleType: 'saloon',
       passengers: 2,

@@ -91,7 +91,9 @@ describe('GET /book/{quoteId}', () => {
     expectSafePage(p, { script: false });
     expect(p.headers.get('content-security-policy')).toContain("form-action 'self'");
     expect(p.html).toContain('<h1>Book your taxi</h1>');
-    expect(p.html).toContain(`<dd>${escaped(q.pickup.name)}</dd>`);
+    // A station is named as one (its data name is "Manchester Piccadilly").
+    expect(q.pickup.kind).toBe('station');
+    expect(p.html).toContain(`<dd>${escaped(`${q.pickup.name} station`)}</dd>`);
     expect(p.html).toContain(`<dd>${escaped(q.dropoff.name)}</dd>`);
     const london = new Intl.DateTimeFormat('en-GB', {
       timeZone: 'Europe/London',

@@ -404,7 +404,7 @@ describe('the offer page from the job card link', () => {
     expectSafePage(p);
     expect(p.headers.get('vary')).toMatch(/Accept/);
     expect(p.html).toContain(`<h1>Job offer ${o.ref}</h1>`);
-    expect(p.html).toContain('<dt>Pickup</dt><dd>Manchester Piccadilly</dd>');
+    expect(p.html).toContain('<dt>Pickup</dt><dd>Manchester Piccadilly station</dd>');
     // Not booked with meet and greet: nothing said of it.
     expect(p.html).not.toMatch(/meet and greet|name board/i);
     expect(p.html).toMatch(/<div class="countdown" data-countdown="(29\d|300)">/);

@@ -54,7 +54,8 @@ describe('GET /track/{token}', () => {
     expect(p.html).toContain(
       '<p class="status" id="status" role="status">Booked: a driver is found shortly before pickup</p>',
     );
-    expect(p.html).toContain('<dd>Manchester Piccadilly</dd>');
+    // A station is named as one (the rail data's name is the town's for many).
+    expect(p.html).toContain('<dd>Manchester Piccadilly station</dd>');
     expect(p.html).toMatch(/<dt>Pickup<\/dt><dd><time datetime="[^"]+">[^<]+<\/time> \(UK time\)<\/dd>/);
     expect(p.html).toContain('<dt>Payment</dt><dd>Cash to the driver</dd>');
     expect(p.html).toMatch(
@@ -144,6 +145,23 @@ describe('GET /track/{token}', () => {
     expect(p.html).toContain(`<p id="pay"><a class="button" href="${b.payPath}">Pay your driver</a></p>`);
     expect(p.html).not.toContain('/cancel');
     expect(p.html).not.toContain('id="live"');
+  });
+
+  it('no driver found: says whether we ask again before pickup or the passenger should make other plans', async () => {
+    const b = await book();
+    await advance(b.id, 'dispatching');
+    await advance(b.id, 'no_driver_available', { dispatch_retry_at: new Date(Date.now() + 5 * 60_000) });
+    const retrying = await getPage(api.url, b.trackPath);
+    expect(retrying.html).toContain(
+      'id="status" role="status">No driver found yet: we ask drivers again every few minutes until your pickup time</p>',
+    );
+    // Dispatch has stopped (pickup too soon to try again): waiting is no use.
+    await env.rt.db('bookings').where({ id: b.id }).update({ dispatch_retry_at: null });
+    const stopped = await getPage(api.url, b.trackPath);
+    expect(stopped.html).toContain(
+      'id="status" role="status">No driver was found: please make other plans (cancelling is free)</p>',
+    );
+    expect(stopped.html).not.toContain('Still looking');
   });
 
   it('an unknown, altered or malformed token is a 404 page', async () => {

@@ -5,6 +5,7 @@ import * as z from 'zod';
 import type { BookingRow } from '../../shared/db/bookings.ts';
 import { FIELD_LIMITS } from '../../shared/domain/content-screen.ts';
 import { normaliseEmail } from '../../shared/domain/email-acceptance.ts';
+import { placeLabel } from '../../shared/domain/place-label.ts';
 import { VEHICLE_SEATS, VEHICLE_TYPES, type VehicleType } from '../../shared/domain/tariffs/types.ts';
 import {
   AppError,
@@ -446,8 +447,8 @@ async function bookingOut(
   own?: readonly string[],
 ) {
   const booked = await db('bookings as b').leftJoin('quotes as q', 'q.id', 'b.quote_id').where('b.id', v.id).first<{
-    pickup: { name: string };
-    dropoff: { name: string };
+    pickup: { name: string; kind?: string };
+    dropoff: { name: string; kind?: string };
     vehicle_type: string;
     passengers: number;
     warnings: string[] | null;
@@ -458,8 +459,8 @@ async function bookingOut(
   const email = booked?.passenger_email ?? null;
   return {
     ...bookingView(v, email),
-    pickup: booked?.pickup.name ?? '',
-    dropoff: booked?.dropoff.name ?? '',
+    pickup: booked ? placeLabel(booked.pickup) : '',
+    dropoff: booked ? placeLabel(booked.dropoff) : '',
     vehicleType: booked?.vehicle_type ?? '',
     passengers: booked?.passengers ?? 0,
     warnings: [...(own ?? booked?.warnings ?? []), ...(email === null ? [BOOKED_WITHOUT_EMAIL] : [])],

@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import { screenFields } from '../../shared/domain/content-screen.ts';
+import { placeLabel } from '../../shared/domain/place-label.ts';
 import type { AppliedRule, TariffSource, VehicleType } from '../../shared/domain/tariffs/types.ts';
 import { AppError } from '../../shared/errors.ts';
 import { PAYMENT_SPELLINGS } from '../../shared/schemas/bookings.ts';
@@ -154,8 +155,8 @@ function journey(q: QuoteRow): string[] {
     '<section aria-labelledby="journey-h">',
     '<h2 id="journey-h">Your journey</h2>',
     '<dl>',
-    `<dt>From</dt><dd>${escapeHtml(q.pickup.name)}</dd>`,
-    `<dt>To</dt><dd>${escapeHtml(q.dropoff.name)}</dd>`,
+    `<dt>From</dt><dd>${escapeHtml(placeLabel(q.pickup))}</dd>`,
+    `<dt>To</dt><dd>${escapeHtml(placeLabel(q.dropoff))}</dd>`,
     `<dt>Pickup</dt><dd>${timeElement(q.depart_at)} (UK time)</dd>`,
     `<dt>Vehicle</dt><dd>${escapeHtml(vehicle)}</dd>`,
     `<dt>Passengers</dt><dd>${q.passengers}</dd>`,

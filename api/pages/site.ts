@@ -137,8 +137,17 @@ export const STATUS_LABELS: Record<string, string> = {
   passenger_on_board: 'On board',
   completed: 'Completed',
   cancelled: 'Cancelled',
-  no_driver_available: 'Still looking for a driver',
+  no_driver_available: 'No driver found yet',
 };
+
+/**
+ * `no_driver_available` as the passenger must read it: while dispatch will ask again before
+ * pickup, or once it has stopped (pickup too soon to try again), when waiting is no use.
+ */
+export const NO_DRIVER_LABELS = {
+  retrying: 'No driver found yet: we ask drivers again every few minutes until your pickup time',
+  stopped: 'No driver was found: please make other plans (cancelling is free)',
+} as const;
 
 export const statusLabel = (status: string): string => STATUS_LABELS[status] ?? status.replace(/_/g, ' ');
 

@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
+import { placeLabel } from '../../shared/domain/place-label.ts';
 import { AppError } from '../../shared/errors.ts';
 import {
   type BookingTimeline,
@@ -14,6 +15,7 @@ import type { ApiDeps } from '../deps.ts';
 import { formToken, formTokenValid } from './csrf.ts';
 import { escapeHtml, pageHeaders, sendPage } from './layout.ts';
 import {
+  NO_DRIVER_LABELS,
   PAYMENT_LABELS,
   pounds,
   sendMessagePage,
@@ -87,8 +89,8 @@ function journey(b: TrackRow): string[] {
     '<h2 id="journey-h">Your journey</h2>',
     '<dl>',
     `<dt>Pickup</dt><dd>${timeElement(b.pickup_time)} (UK time)</dd>`,
-    `<dt>From</dt><dd>${escapeHtml(b.pickup.name)}</dd>`,
-    `<dt>To</dt><dd>${escapeHtml(b.dropoff.name)}</dd>`,
+    `<dt>From</dt><dd>${escapeHtml(placeLabel(b.pickup))}</dd>`,
+    `<dt>To</dt><dd>${escapeHtml(placeLabel(b.dropoff))}</dd>`,
     `<dt>Passengers</dt><dd>${b.passengers}</dd>`,
     `<dt>Vehicle</dt><dd>${escapeHtml(VEHICLE_LABELS[b.vehicle_type] ?? b.vehicle_type)}</dd>`,
     `<dt>Fare</dt><dd>${b.fare_pence === null ? 'to be confirmed' : escapeHtml(pounds(b.fare_pence))}</dd>`,
@@ -113,6 +115,9 @@ interface TrackView {
 function trackPage(v: TrackView): string {
   const { booking: b, timeline: t } = v;
   const status = t.status;
+  // No driver: whether waiting is any use (dispatch asks again before pickup) or not.
+  const nowLabel =
+    status === 'no_driver_available' ? NO_DRIVER_LABELS[t.retrying ? 'retrying' : 'stopped'] : statusLabel(status);
   const token = encodeURIComponent(v.token);
   const events = timelineEvents(t);
   const latest = events[events.length - 1];
@@ -127,7 +132,7 @@ function trackPage(v: TrackView): string {
     `<h1>Booking ${escapeHtml(b.reference)}</h1>`,
     ...(b.test_mode ? [testModeNotice('booking')] : []),
     ...(v.alert ? [`<div class="alert" role="alert"><p>${escapeHtml(v.alert)}</p></div>`] : []),
-    `<p class="status" id="status" role="status">${escapeHtml(statusLabel(status))}</p>`,
+    `<p class="status" id="status" role="status">${escapeHtml(nowLabel)}</p>`,
     `<p id="eta"${eta === null ? ' hidden' : ''}>${eta === null ? '' : `Your driver is about ${eta} ${eta === 1 ? 'minute' : 'minutes'} away.`}</p>`,
     ...(status === 'cancelled' ? ['<p>This booking is cancelled. There is nothing to pay.</p>'] : []),
     ...(finished
@@ -169,7 +174,7 @@ function trackPage(v: TrackView): string {
     `<p class="note">${escapeHtml(v.serviceName)} takes no commission and never takes payment: the fare goes to your driver.</p>`,
   );
   const footer = finished ? [] : [`<script src="${trackScriptPath()}" integrity="${script.integrity}" defer></script>`];
-  return sitePage(v.serviceName, `Booking ${b.reference}: ${statusLabel(status)}`, body, footer);
+  return sitePage(v.serviceName, `Booking ${b.reference}: ${nowLabel}`, body, footer);
 }
 
 function confirmPage(serviceName: string, token: string, b: TrackRow, csrf: string, alert?: string): string {

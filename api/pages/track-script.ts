@@ -1,6 +1,6 @@
 import { CANCELLABLE } from '../../shared/services/bookings.ts';
 import { type Asset, JS, makeAsset } from './assets.ts';
-import { STATUS_LABELS } from './site.ts';
+import { NO_DRIVER_LABELS, STATUS_LABELS } from './site.ts';
 
 /** Statuses in which the tracking page links to the pay-the-driver page (a driver is on the job, or it is done). */
 export const PAYABLE_STATUSES: readonly string[] = [
@@ -31,6 +31,7 @@ export function trackScriptSource(): string {
   var live = document.getElementById('live');
   if (!live || !window.EventSource || !window.JSON) return;
   var LABELS = ${JSON.stringify(STATUS_LABELS)};
+  var NO_DRIVER_LABELS = ${JSON.stringify(NO_DRIVER_LABELS)};
   var CANCELLABLE = ${JSON.stringify([...CANCELLABLE])};
   var PAYABLE = ${JSON.stringify(PAYABLE_STATUSES)};
   var TERMINAL = ['completed', 'cancelled'];
@@ -86,7 +87,9 @@ export function trackScriptSource(): string {
     if (finished) { over = true; source.close(); }
     if (ev.seq <= seen) return;
     seen = ev.seq;
-    setText('status', label(ev.status));
+    // No driver: whether dispatch asks again before pickup (the event says), or has stopped.
+    setText('status', ev.status === 'no_driver_available' && typeof ev.retrying === 'boolean'
+      ? NO_DRIVER_LABELS[ev.retrying ? 'retrying' : 'stopped'] : label(ev.status));
     var history = el('history');
     if (history) {
       var item = document.createElement('li');

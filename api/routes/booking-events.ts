@@ -247,7 +247,8 @@ export function bookingEventRoutes(overrides: Partial<BookingEventStreamLimits> 
         'A `text/event-stream` for EventSource. Each status change of the booking, from the first, is one event: ' +
         '`id: <seq>`, `event: status`, `data: {"status", "at", "seq"}`; while a driver is on the job the data also carries ' +
         '`driver: {name}` (first name and initial) and `vehicle: {make, model, colour, registration}`, and while the driver ' +
-        'is on the way `etaMinutes` (from their last known position; null when unknown). While the driver is on the way, a ' +
+        'is on the way `etaMinutes` (from their last known position; null when unknown). The `no_driver_available` event that is the ' +
+        "booking's status now carries `retrying`: true while dispatch will ask drivers again before pickup, false once it has stopped. While the driver is on the way, a " +
         'changed ETA is sent as its own event, `event: eta`, `data: {"etaMinutes", "at"}` (null when the position is stale), without an id, checked every ' +
         `${Math.round(limits.recheckMs / 1000)} s. ` +
         'A client that reconnects with ' +

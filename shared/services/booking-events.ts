@@ -110,6 +110,8 @@ export interface BookingTimeline {
   driver: TimelineDriver | null;
   /** Minutes from the driver's last known position to the pickup; null when not known. */
   etaMinutes: number | null;
+  /** `no_driver_available` now: whether a next try is due (`dispatch_retry_at` set), else false. */
+  retrying: boolean;
 }
 
 /** One `status` event of the stream (the `data:` of an SSE frame whose `id:` is `seq`). */
@@ -120,6 +122,11 @@ export interface BookingStatusEvent {
   driver?: { name: string };
   vehicle?: TimelineDriver['vehicle'];
   etaMinutes?: number | null;
+  /**
+   * On the `no_driver_available` entry that is the booking's status now: whether dispatch will
+   * ask drivers again before pickup (the booking's `dispatch_retry_at`), or has stopped.
+   */
+  retrying?: boolean;
 }
 
 /** "Samuel Adebayo Okafor" → "Samuel O."; a single name is shown as it is. */
@@ -139,6 +146,7 @@ export function etaMinutes(from: { lat: number; lng: number }, to: { lat: number
 
 interface BookingDriverRow {
   status: string;
+  dispatch_retry_at: Date | null;
   status_seq: number;
   pickup: { lat?: unknown; lng?: unknown } | null;
   driver_id: string | null;
@@ -172,7 +180,7 @@ export async function bookingTimeline(
     .orderBy('seq')
     .select<TimelineEntry[]>('seq', 'status', 'at');
   const { rows } = await db.raw<{ rows: BookingDriverRow[] }>(
-    `select b.status, b.status_seq, b.pickup, b.driver_id, d.name as driver_name, b.operator_driver,
+    `select b.status, b.status_seq, b.dispatch_retry_at, b.pickup, b.driver_id, d.name as driver_name, b.operator_driver,
             d.last_lat, d.last_lng, d.last_seen_at,
             v.make, v.model, v.colour, v.registration
        from bookings b
@@ -215,7 +223,14 @@ export async function bookingTimeline(
     const named = operatorDriverOf(row.operator_driver);
     if (named) driver = { name: shortDriverName(named.name), vehicle: named.vehicle ?? null };
   }
-  return { status: row.status, statusSeq: row.status_seq, entries, driver, etaMinutes: eta };
+  return {
+    status: row.status,
+    statusSeq: row.status_seq,
+    entries,
+    driver,
+    etaMinutes: eta,
+    retrying: row.status === 'no_driver_available' && row.dispatch_retry_at !== null,
+  };
 }
 
 /**
@@ -229,6 +244,9 @@ export function timelineEvents(t: BookingTimeline): BookingStatusEvent[] {
       event.driver = { name: t.driver.name };
       event.vehicle = t.driver.vehicle;
       if (ETA_STATUSES.has(e.status)) event.etaMinutes = t.etaMinutes;
+    }
+    if (e.status === 'no_driver_available' && t.status === 'no_driver_available' && e.seq === t.statusSeq) {
+      event.retrying = t.retrying;
     }
     return event;
   });

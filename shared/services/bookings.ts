@@ -8,6 +8,7 @@ import { enqueueJob, outboxRow } from '../db/outbox.ts';
 import { rawNamed } from '../db/prepared.ts';
 import { dispatchTimeMs, leadTimesOf } from '../domain/dispatch/dispatch-time.ts';
 import { isWellFormedEmail, mailboxKey, normaliseEmail } from '../domain/email-acceptance.ts';
+import { placeLabel } from '../domain/place-label.ts';
 import { newReference, normaliseReference, referenceForMessage } from '../domain/reference.ts';
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
@@ -766,7 +767,7 @@ function confirmation(
     body: [
       `Hello ${row.passenger_name},`,
       '',
-      `Your booking ${row.reference} is confirmed: ${row.pickup.name} to ${row.dropoff.name}, ${when} (UK time).`,
+      `Your booking ${row.reference} is confirmed: ${placeLabel(row.pickup)} to ${placeLabel(row.dropoff)}, ${when} (UK time).`,
       `Fare: £${((row.fare_pence ?? 0) / 100).toFixed(2)}, paid to your driver. We take no commission.`,
       ...(meetAndGreet ? ['Meet and greet: your driver meets you in the arrivals hall with a name board.'] : []),
       '',

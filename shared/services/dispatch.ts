@@ -18,6 +18,7 @@ import {
   SERVES,
   vehicleMismatch,
 } from '../domain/dispatch/matching.ts';
+import { placeLabel } from '../domain/place-label.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { AppError } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
@@ -557,7 +558,7 @@ async function tellPassengerNoDriverYet(
     body: [
       `Hello ${booking.passenger_name},`,
       '',
-      `We have not found a driver for your booking ${booking.reference}: ${booking.pickup.name} to ${booking.dropoff.name}, ${LONDON_WHEN.format(booking.pickup_time)} (UK time).`,
+      `We have not found a driver for your booking ${booking.reference}: ${placeLabel(booking.pickup)} to ${placeLabel(booking.dropoff)}, ${LONDON_WHEN.format(booking.pickup_time)} (UK time).`,
       retryAt
         ? `We keep asking drivers every ${deps.config.dispatch.retryMinutes} minutes until your pickup time; the tracking page shows when one accepts.`
         : 'Your pickup is too soon for us to ask again: please make other plans. We are sorry.',
@@ -593,8 +594,8 @@ async function noDriver(trx: Tx, deps: DispatchDeps, booking: DispatchBooking, n
       subject: `No driver for ${booking.reference}`,
       body: [
         `Booking ${booking.reference} found no driver in any tier.`,
-        `Pickup: ${booking.pickup.name}, ${booking.pickup_time.toISOString()} (UTC).`,
-        `Dropoff: ${booking.dropoff.name}. Passengers: ${booking.passengers}, ${booking.vehicle_type}.`,
+        `Pickup: ${placeLabel(booking.pickup)}, ${booking.pickup_time.toISOString()} (UTC).`,
+        `Dropoff: ${placeLabel(booking.dropoff)}. Passengers: ${booking.passengers}, ${booking.vehicle_type}.`,
         retryAt
           ? `Dispatch tries again every ${deps.config.dispatch.retryMinutes} minutes until pickup time.`
           : 'Pickup is too soon to try again: dispatch has stopped.',

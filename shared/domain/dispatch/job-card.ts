@@ -16,6 +16,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { findPostcode, OUTWARD_RE } from '../../geo/text.ts';
+import { placeLabel } from '../place-label.ts';
 
 // ----- the short link -----
 
@@ -138,7 +139,8 @@ function outwardOf(text: string | null | undefined): string | null {
 export function pickupArea(place: CardPlace, opts: AreaOptions = {}): string {
   const kind = place.kind ?? '';
   if (PUBLIC_KINDS.has(kind)) {
-    const name = clean(place.name ?? '').replace(/,\s*(UK|United Kingdom)$/i, '');
+    // Named as people read it (a station as one: `placeLabel`), once cleaned.
+    const name = placeLabel({ kind, name: clean(place.name ?? '').replace(/,\s*(UK|United Kingdom)$/i, '') });
     if (name !== '') return shorten(name, AREA_MAX);
   }
   let district = outwardOf(place.postcodeDistrict) ?? outwardOf(place.name);

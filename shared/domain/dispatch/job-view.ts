@@ -1,3 +1,4 @@
+import { placeLabel } from '../place-label.ts';
 import { hasMeetAndGreet } from './job-card.ts';
 
 /**
@@ -8,6 +9,8 @@ import { hasMeetAndGreet } from './job-card.ts';
 
 interface PlaceColumn {
   name: string;
+  /** The place's kind (station, airport, …): a station is shown as one (`placeLabel`). */
+  kind?: string;
   lat: number;
   lng: number;
 }
@@ -28,7 +31,7 @@ export interface JobColumns {
   applied_rules?: unknown;
 }
 
-const place = (p: PlaceColumn) => ({ name: p.name, lat: p.lat, lng: p.lng });
+const place = (p: PlaceColumn) => ({ name: placeLabel(p), lat: p.lat, lng: p.lng });
 
 /** What anyone offered the job sees: the journey and the fare, no passenger. */
 export function offeredJob(b: JobColumns) {
