@@ -3114,6 +3114,11 @@ describe('cancellation reaches whoever holds the job', () => {
       email: row.passenger_email,
     });
     expect(cancel.status, cancel.text).toBe(200);
+    // The lookup of the cancelled booking shows no driver, as its tracking page does not.
+    const looked = await fetch(
+      `${api.url}/api/public/v1/booking/${made.json.bookingReference}?email=${encodeURIComponent(row.passenger_email)}`,
+    );
+    expect(((await looked.json()) as Json).driver).toBeNull();
     const sms = await eventually(async () =>
       env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'job_cancelled', channel: 'sms' }).first(),
     );

@@ -1076,7 +1076,8 @@ export function bookingRoutes(): RouteDef[] {
               created_at: Date;
             }>
           >('kind', 'method', 'amount_pence', 'processor_fee_pence', 'created_at'),
-          row.driver_id
+          // A cancelled booking has no driver to show (the tracking and pay pages show none either).
+          row.driver_id && row.status !== 'cancelled'
             ? deps
                 .db('drivers as d')
                 .leftJoin('vehicles as v', 'v.id', deps.db.raw('?', [row.vehicle_id]))
@@ -1096,7 +1097,7 @@ export function bookingRoutes(): RouteDef[] {
         ]);
         const state = paymentState(row, records);
         // A partner operator's own driver (no driver of ours on the booking), as it named them.
-        const operatorDriver = driver ? null : operatorDriverOf(row.operator_driver);
+        const operatorDriver = driver || row.status === 'cancelled' ? null : operatorDriverOf(row.operator_driver);
         return {
           status: 200,
           // Personal data and the tracking link (a bearer link): stored by no browser or proxy.
