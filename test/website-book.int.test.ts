@@ -106,6 +106,10 @@ describe('GET /book/{quoteId}', () => {
     });
     expect(p.html).toContain(`<time datetime="${q.departAt}">${london.format(new Date(q.departAt))}</time> (UK time)`);
     expect(p.html).toContain(`<time datetime="${q.expiresAt}">${london.format(new Date(q.expiresAt))}</time>`);
+    // A quote for "now" shows its pickup as now, not the moment it was priced.
+    const forNow = await quote({ departAt: undefined });
+    const nowPage = await getPage(api.url, pathOf(forNow.bookingUrl));
+    expect(nowPage.html).toContain('<dt>Pickup</dt><dd>Now: as soon as you book</dd>');
     expect(p.html).toContain('<dt>Vehicle</dt><dd>Saloon</dd>');
     expect(p.html).toContain('<dt>Passengers</dt><dd>2</dd>');
     expect(p.html).toContain(`Fixed fare: <span class="fare">${pounds(q.fareGBP)}</span>`);

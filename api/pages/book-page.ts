@@ -157,7 +157,11 @@ function journey(q: QuoteRow): string[] {
     '<dl>',
     `<dt>From</dt><dd>${escapeHtml(placeLabel(q.pickup))}</dd>`,
     `<dt>To</dt><dd>${escapeHtml(placeLabel(q.dropoff))}</dd>`,
-    `<dt>Pickup</dt><dd>${timeElement(q.depart_at)} (UK time)</dd>`,
+    // A quote for "now" books a pickup when it is booked (`redeemedPickup`): not the moment it
+    // was priced, which is in the past by the time the page is read.
+    isQuoteForNow(q)
+      ? '<dt>Pickup</dt><dd>Now: as soon as you book</dd>'
+      : `<dt>Pickup</dt><dd>${timeElement(q.depart_at)} (UK time)</dd>`,
     `<dt>Vehicle</dt><dd>${escapeHtml(vehicle)}</dd>`,
     `<dt>Passengers</dt><dd>${q.passengers}</dd>`,
     `<dt>Distance</dt><dd>about ${miles} miles, ${q.duration_minutes} minutes</dd>`,
