@@ -383,6 +383,8 @@ describe('dispatch', () => {
     expect(after.json.error).toMatchObject({
       code: 'offer_unavailable',
       message: 'This job was cancelled by the passenger.',
+      // Its detail says the same, not what the offer's row says ("accepted", "expired").
+      details: [{ field: '/ref', problem: 'job cancelled' }],
     });
     await offline(a.token, b.token);
   });

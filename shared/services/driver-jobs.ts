@@ -166,7 +166,16 @@ export async function acceptOffer(
               ? 'This offer has expired and gone to another driver.'
               : 'This offer has expired.'
             : `This offer is no longer open (${offer.state}).`,
-        [{ field: '/ref', problem: `offer ${offer.state === 'offered' ? 'expired' : offer.state}` }],
+        // The detail says what the message says: a job the passenger cancelled is not "expired".
+        [
+          {
+            field: '/ref',
+            problem:
+              booking.status === 'cancelled'
+                ? 'job cancelled'
+                : `offer ${offer.state === 'offered' ? 'expired' : offer.state}`,
+          },
+        ],
       );
     }
     if (holder.kind === 'partner') {
