@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appendStatus } from '../shared/db/bookings.ts';
+import { enqueueJob } from '../shared/db/outbox.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { suspendDriver } from '../shared/services/drivers.ts';
 import { createPartner } from '../shared/services/partners.ts';
@@ -641,6 +642,33 @@ describe('dispatch', () => {
       const stored = await env.rt.db('outbound_messages').where({ id: told[0].id }).first('body', 'state');
       return stored?.state === 'sent' && stored.body === REDACTED_BODY;
     });
+    // The last try before pickup finds nobody either: told we would keep asking, Lara is told
+    // we have stopped (a try that comes while a next one is still due tells her nothing).
+    await env.rt.db.transaction(async (trx) => {
+      await trx('bookings')
+        .where({ id: row.id })
+        .update({ pickup_time: new Date(Date.now() + 60_000) });
+      await enqueueJob(trx, 'dispatch-booking', { bookingId: row.id }, { jobId: `dispatch-${row.id}-last-try` });
+    });
+    const final = await eventually(async () =>
+      env.rt.db('outbound_messages').where({ booking_id: row.id, purpose: 'no_driver_final' }).first(),
+    );
+    expect(final).toMatchObject({
+      channel: 'email',
+      recipient: 'lara@example.org',
+      subject: `Your taxi ${ref}: no driver found`,
+    });
+    expect((await env.rt.db('bookings').where({ id: row.id }).first('dispatch_retry_at')).dispatch_retry_at).toBeNull();
+    const finalMail = await eventually(async () =>
+      smtp.mails.find((m) => m.to.includes('lara@example.org') && mailText(m).includes('none could take it')),
+    );
+    expect(mailText(finalMail)).toContain('please make other plans');
+    expect(
+      await env.rt
+        .db('outbound_messages')
+        .where({ booking_id: row.id })
+        .whereIn('purpose', ['no_driver_yet', 'no_driver_final']),
+    ).toHaveLength(2);
 
     // A partner's customer hears from the partner: their booking gets the operators' alert, and
     // no e-mail from us (we never sent them a confirmation).

@@ -544,6 +544,8 @@ async function tellPassengerNoDriverYet(
   deps: DispatchDeps,
   booking: DispatchBooking,
   retryAt: Date | null,
+  /** `no_driver_final`: the retries promised in the first e-mail have run out, nobody found. */
+  purpose: 'no_driver_yet' | 'no_driver_final' = 'no_driver_yet',
 ): Promise<void> {
   if (!booking.passenger_email) return;
   const confirmed = await trx('outbound_messages')
@@ -561,14 +563,16 @@ async function tellPassengerNoDriverYet(
       `We have not found a driver for your booking ${booking.reference}: ${placeLabel(booking.pickup)} to ${placeLabel(booking.dropoff)}, ${LONDON_WHEN.format(booking.pickup_time)} (UK time).`,
       retryAt
         ? `We keep asking drivers every ${deps.config.dispatch.retryMinutes} minutes until your pickup time; the tracking page shows when one accepts.`
-        : 'Your pickup is too soon for us to ask again: please make other plans. We are sorry.',
+        : purpose === 'no_driver_final'
+          ? 'We asked drivers again until shortly before your pickup, and none could take it: please make other plans. We are sorry.'
+          : 'Your pickup is too soon for us to ask again: please make other plans. We are sorry.',
       '',
       `Track your ride: ${view.trackingUrl}`,
       `${retryAt ? 'If you would rather make other plans, cancel' : 'Cancel'} free of charge: ${view.trackingUrl}`,
       '',
       deps.config.serviceName,
     ].join('\n'),
-    purpose: 'no_driver_yet',
+    purpose,
     bookingId: booking.id,
     testMode: booking.test_mode,
   });
@@ -606,6 +610,12 @@ async function noDriver(trx: Tx, deps: DispatchDeps, booking: DispatchBooking, n
     });
   }
   if (!alerted) await tellPassengerNoDriverYet(trx, deps, booking, retryAt);
+  // The last try before pickup found nobody either: the passenger, told we would keep asking,
+  // is told we have stopped, so nobody waits at the kerb for a taxi no driver was offered.
+  // Once: the row's retry time is cleared below, and a repeated job sees it cleared.
+  else if (!retryAt && booking.status === 'no_driver_available' && booking.dispatch_retry_at !== null) {
+    await tellPassengerNoDriverYet(trx, deps, booking, null, 'no_driver_final');
+  }
   // The row says when the next try is due (or that none is), so the check for lost dispatch
   // jobs can queue a try Redis lost under the id it had, and not start a second chain of tries.
   await trx('bookings').where({ id: booking.id }).update({ dispatch_retry_at: retryAt });

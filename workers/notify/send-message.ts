@@ -23,7 +23,13 @@ interface MessageRow {
  * removed from our record, so the secret lives only in the recipient's inbox. Test-mode
  * messages keep their text: showing it is how sandbox integrators read them.
  */
-export const SECRET_PURPOSES = new Set(['verification', 'confirmation', 'driver_token', 'no_driver_yet']);
+export const SECRET_PURPOSES = new Set([
+  'verification',
+  'confirmation',
+  'driver_token',
+  'no_driver_yet',
+  'no_driver_final',
+]);
 export const REDACTED_BODY = '[removed after delivery: it contained a one-time code or link]';
 
 /**
