@@ -886,7 +886,7 @@ export function bookingRoutes(): RouteDef[] {
       operationId: 'createBookingFromQuote',
       summary: 'Book by redeeming a quote_id (agent alias, snake_case)',
       description:
-        'Redeems a quote within 24 hours. Redeeming it again for the same passenger returns the same booking; for another passenger it is 409.',
+        "Redeems a quote within 24 hours. Redeeming it again for the same passenger returns the same booking; for another passenger it is 409. Ride fields are not needed (the quote fixes the ride), but sent, they must agree with the quote's (else 400 naming each that differs).",
       tags: ['bookings'],
       auth: 'public',
       idempotent: true,

@@ -65,6 +65,10 @@ const QuotedRideFields = {
   vehicle_type: Type.Optional({ ...AliasVehicle, description: MUST_AGREE }),
   passenger_count: Type.Optional({ ...Passengers, description: MUST_AGREE }),
   meet_and_greet: Type.Optional(Type.Boolean({ description: MUST_AGREE })),
+};
+
+/** The alias bookings' ride fields in their v1 (camelCase) spelling, read as the snake_case ones (`snakeFilled`). */
+const RideV1Spellings = {
   departAt: Type.Optional({ ...DateTime, description: 'Same as depart_at (the v1 spelling)' }),
   vehicleType: Type.Optional({ ...AliasVehicle, description: 'Same as vehicle_type (the v1 spelling)' }),
   passengers: Type.Optional({ ...Passengers, description: 'Same as passenger_count (the v1 spelling)' }),
@@ -85,6 +89,7 @@ export const CreateBookingRequest = Type.Object({
   flightNumber: Type.Optional({ ...FlightNumber, description: 'Same as flight_number (the v1 spelling)' }),
   quoteId: Type.Optional({ ...QuoteRef, description: 'Same as quote_id (the v1 spelling)' }),
   ...QuotedRideFields,
+  ...RideV1Spellings,
 });
 
 /**
@@ -116,13 +121,10 @@ export const InstantBookingRequest = Type.Object({
     Type.Boolean({ description: 'Airport meet and greet: £25 at an airport pickup, as quotes/estimate prices it' }),
   ),
   quoteId: Type.Optional({ ...QuoteRef, description: 'Same as quote_id (the v1 spelling)' }),
-  passengers: Type.Optional({ ...Passengers, description: 'Same as passenger_count (the v1 spelling)' }),
   passengerEmail: Type.Optional({ ...PassengerEmail, description: 'Same as passenger_email (the v1 spelling)' }),
-  departAt: Type.Optional({ ...DateTime, description: 'Same as depart_at (the v1 spelling)' }),
-  vehicleType: Type.Optional({ ...AliasVehicle, description: 'Same as vehicle_type (the v1 spelling)' }),
   paymentMethod: Type.Optional({ ...Payment, description: 'Same as payment_method (the v1 spelling)' }),
   flightNumber: Type.Optional({ ...FlightNumber, description: 'Same as flight_number (the v1 spelling)' }),
-  meetAndGreet: Type.Optional(Type.Boolean({ description: 'Same as meet_and_greet (the v1 spelling)' })),
+  ...RideV1Spellings,
 });
 
 /** Free text here (SPEC.md 2.7), read by `parseVehicleType`: any case, spaces and hyphens. */

@@ -367,7 +367,7 @@ export type QuotedRide = Pick<
 >;
 
 /**
- * What a booking that names a quote also says about the ride (instant, v1, MCP), against the quote: a
+ * What a booking that names a quote also says about the ride (create, instant, v1, MCP), against the quote: a
  * quote fixes its ride, so a field that says otherwise is refused rather than dropped (the
  * caller would be booked a ride it did not ask for, or a second one beside the quote's). An
  * address is the quote's when it is the text the quote was asked with or the place it found,
