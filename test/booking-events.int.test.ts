@@ -148,6 +148,15 @@ async function open(
 
 const book = () => bookThroughApi(api.url, env.rt.db);
 
+/** The next frame of the named event, skipping comments, the retry frame and other events; fails at the end. */
+async function nextNamed(s: SseReader, event: string): Promise<Frame> {
+  for (;;) {
+    const f = await s.next();
+    if (f === 'end') throw new Error(`the stream ended before an \`${event}\` event`);
+    if (f.event === event) return f;
+  }
+}
+
 /** A status appended the way the workers do it: in a transaction, then the wake-up after commit. */
 async function advance(
   bookingId: string,
@@ -326,6 +335,26 @@ describe('GET /api/public/v1/booking/{ref}/events', () => {
     expect(dispatching === 'end' ? null : dispatching.data).not.toHaveProperty('retrying');
     expect(await s.nextEvent()).toMatchObject({ id: '3', data: { status: 'no_driver_available', retrying: true } });
     s.close();
+  });
+
+  it('says so on its own event when dispatch stops asking with no new status, and to a client resuming at that status', async () => {
+    const b = await book();
+    await advance(b.id, 'dispatching');
+    await advance(b.id, 'no_driver_available', { dispatch_retry_at: new Date(Date.now() + 5 * 60_000) });
+    const s = await open(b.ref, b.token);
+    for (const id of ['1', '2']) expect(await s.nextEvent()).toMatchObject({ id });
+    expect(await s.nextEvent()).toMatchObject({ id: '3', data: { retrying: true } });
+    // The last try before pickup found nobody: the row's next try is cleared, no status is appended.
+    await env.rt.db('bookings').where({ id: b.id }).update({ dispatch_retry_at: null });
+    await publishBookingEvent(env.rt.redis, env.config.queuePrefix, b.id);
+    const stopped = await nextNamed(s, 'dispatch');
+    expect(stopped.id).toBeUndefined();
+    expect(JSON.parse(stopped.data ?? '')).toEqual({ retrying: false, at: expect.any(String) });
+    s.close();
+    // A client that had event 3 (saying it was retrying) and reconnects is told where dispatch stands.
+    const resumed = await open(b.ref, b.token, { lastEventId: '3' });
+    expect(JSON.parse((await nextNamed(resumed, 'dispatch')).data ?? '')).toMatchObject({ retrying: false });
+    resumed.close();
   });
 
   it('resumes after Last-Event-ID', async () => {

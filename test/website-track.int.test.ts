@@ -69,7 +69,7 @@ describe('GET /track/{token}', () => {
 
     // The live part: the API's event stream of this booking, and our own script.
     const eventsUrl = `/api/public/v1/booking/${b.ref}/events?t=${b.token}`;
-    expect(p.html).toContain(`<p id="live" class="note" hidden data-events="${eventsUrl}" data-seq="1">`);
+    expect(p.html).toContain(`<p id="live" class="note" hidden data-events="${eventsUrl}" data-seq="1" data-status="pending">`);
     const csp = p.headers.get('content-security-policy') ?? '';
     expect(csp).toContain("script-src 'self'");
     expect(csp).toContain("connect-src 'self'");

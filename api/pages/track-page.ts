@@ -138,7 +138,7 @@ function trackPage(v: TrackView): string {
     ...(finished
       ? []
       : [
-          `<p id="live" class="note" hidden data-events="${escapeHtml(eventsUrl)}" data-seq="${t.statusSeq}">This page updates by itself.</p>`,
+          `<p id="live" class="note" hidden data-events="${escapeHtml(eventsUrl)}" data-seq="${t.statusSeq}" data-status="${escapeHtml(t.status)}">This page updates by itself.</p>`,
         ]),
     `<p><a href="/track/${token}">Refresh this page</a> to see the latest status.</p>`,
     `<section id="driver" aria-labelledby="driver-h"${driver ? '' : ' hidden'}>`,

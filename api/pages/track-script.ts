@@ -18,7 +18,8 @@ const NO_DRIVER_STATUSES: readonly string[] = ['pending', 'dispatching', 'no_dri
  * The tracking page's only script, served from our own origin (`script-src 'self'`): it
  * follows the booking's server-sent events (`data-events` of `#live`, the same stream as the
  * API's) and updates the server-rendered page in place: status, history, driver and vehicle,
- * ETA (and its `eta` events as the driver moves), the pay link, and it removes the cancel
+ * ETA (and its `eta` events as the driver moves), whether dispatch still asks drivers (its
+ * `dispatch` events), the pay link, and it removes the cancel
  * button once cancelling is no longer allowed.
  * Events up to the `seq` the page was rendered with are skipped. Text goes in through
  * `textContent` only (never HTML). Without it (or without EventSource) the page is what the
@@ -37,6 +38,7 @@ export function trackScriptSource(): string {
   var TERMINAL = ['completed', 'cancelled'];
   var when = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/London', weekday: 'short', day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit' });
   var seen = Number(live.getAttribute('data-seq')) || 0;
+  var current = live.getAttribute('data-status');
   function el(id) { return document.getElementById(id); }
   function setText(id, text) { var e = el(id); if (e) e.textContent = text; }
   function show(id, on) { var e = el(id); if (e) e.hidden = !on; }
@@ -55,6 +57,7 @@ export function trackScriptSource(): string {
     source.addEventListener('open', function () { delay = 3000; refused = 0; });
     source.addEventListener('status', onStatus);
     source.addEventListener('eta', onEta);
+    source.addEventListener('dispatch', onDispatch);
     source.onerror = function () {
       if (over || source.readyState !== 2) return;
       refused += 1;
@@ -79,6 +82,13 @@ export function trackScriptSource(): string {
     if (typeof ev.etaMinutes === 'number') showEta(ev.etaMinutes);
     else show('eta', false);
   }
+  // No driver: dispatch stopped asking (or asks again) with no new status; the stream says so on its own.
+  function onDispatch(message) {
+    var ev;
+    try { ev = JSON.parse(message.data); } catch (e) { return; }
+    if (!ev || typeof ev.retrying !== 'boolean' || current !== 'no_driver_available') return;
+    setText('status', NO_DRIVER_LABELS[ev.retrying ? 'retrying' : 'stopped']);
+  }
   function onStatus(message) {
     var ev;
     try { ev = JSON.parse(message.data); } catch (e) { return; }
@@ -87,6 +97,7 @@ export function trackScriptSource(): string {
     if (finished) { over = true; source.close(); }
     if (ev.seq <= seen) return;
     seen = ev.seq;
+    current = ev.status;
     // No driver: whether dispatch asks again before pickup (the event says), or has stopped.
     setText('status', ev.status === 'no_driver_available' && typeof ev.retrying === 'boolean'
       ? NO_DRIVER_LABELS[ev.retrying ? 'retrying' : 'stopped'] : label(ev.status));

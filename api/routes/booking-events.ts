@@ -90,6 +90,7 @@ async function openStream(
   let reading = true; // the first read below; wake-ups meanwhile are remembered in `again`
   let again = false;
   let etaSent: number | null = null;
+  let retryingSent: boolean | null = null;
 
   const subscription = hub.listen(
     bookingId,
@@ -128,10 +129,19 @@ async function openStream(
       res.write(`id: ${event.seq}\nevent: status\ndata: ${JSON.stringify(event)}\n\n`);
       lastSeq = event.seq;
       if (event.etaMinutes !== undefined) etaSent = event.etaMinutes;
+      if (event.retrying !== undefined) retryingSent = event.retrying;
       if (TERMINAL_STATUSES.has(event.status)) {
         finish();
         return;
       }
+    }
+    // No driver, and dispatch has since stopped asking (the last try before pickup found
+    // nobody) or a try was queued again: no status is appended for that, so it is its own
+    // event, `dispatch`, with no id, as `eta` is. Also sent first thing to a client resuming at
+    // a `no_driver_available` it already has, which may have missed the change.
+    if (!done && t.status === 'no_driver_available' && t.retrying !== retryingSent) {
+      retryingSent = t.retrying;
+      res.write(`event: dispatch\ndata: ${JSON.stringify({ retrying: t.retrying, at: new Date().toISOString() })}\n\n`);
     }
     // The driver moved since: while they are on the way, a changed ETA is its own event, `eta`,
     // with no id (it is not history: a reconnecting client gets the latest with the next one);
@@ -248,7 +258,8 @@ export function bookingEventRoutes(overrides: Partial<BookingEventStreamLimits> 
         '`id: <seq>`, `event: status`, `data: {"status", "at", "seq"}`; while a driver is on the job the data also carries ' +
         '`driver: {name}` (first name and initial) and `vehicle: {make, model, colour, registration}`, and while the driver ' +
         'is on the way `etaMinutes` (from their last known position; null when unknown). The `no_driver_available` event that is the ' +
-        "booking's status now carries `retrying`: true while dispatch will ask drivers again before pickup, false once it has stopped. While the driver is on the way, a " +
+        "booking's status now carries `retrying`: true while dispatch will ask drivers again before pickup, false once it has stopped; when that changes with no new status (the last try before pickup found nobody), " +
+        'it is sent as its own event, `event: dispatch`, `data: {"retrying", "at"}`, without an id. While the driver is on the way, a ' +
         'changed ETA is sent as its own event, `event: eta`, `data: {"etaMinutes", "at"}` (null when the position is stale), without an id, checked every ' +
         `${Math.round(limits.recheckMs / 1000)} s. ` +
         'A client that reconnects with ' +
