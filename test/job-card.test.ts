@@ -329,6 +329,7 @@ describe('meet and greet from the applied rules', () => {
       passengers: 2,
       vehicle_type: 'saloon',
       fare_pence: 6260,
+      payment_method: 'pay_link',
       passenger_name: 'Ada Lovelace',
       passenger_phone: null,
     };
@@ -336,5 +337,7 @@ describe('meet and greet from the applied rules', () => {
     expect(heldJob({ ...columns, applied_rules: rules('flag_fall', 'meet_and_greet') }).meetAndGreet).toBe(true);
     expect(offeredJob({ ...columns, applied_rules: rules('flag_fall') }).meetAndGreet).toBe(false);
     expect(heldJob(columns).meetAndGreet).toBe(false);
+    // How the passenger pays, as the job card says it.
+    expect(offeredJob(columns).paymentMethod).toBe('pay_link');
   });
 });

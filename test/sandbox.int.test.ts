@@ -234,6 +234,7 @@ describe('sandbox: test keys and the simulator', () => {
         passenger_phone_whatsapp: i.phone,
         depart_at: inMinutes(10),
         agent: 'sandbox-test',
+        payment_method: 'direct_to_driver',
       },
     });
     expect(instant.status, JSON.stringify(instant.json)).toBe(200);
@@ -275,6 +276,8 @@ describe('sandbox: test keys and the simulator', () => {
       const row = await bookingOf(ref);
       expect(row.test_mode, ref).toBe(true);
     }
+    expect((await bookingOf(refs.instant as string)).payment_method).toBe('pay_link');
+    expect((await bookingOf(refs.batch1 as string)).payment_method).toBe('account');
     await Promise.all(Object.values(refs).map((ref) => reaches(ref, 'completed')));
 
     const fleet = await env.rt.db('drivers').where({ simulated: true }).select('id', 'test_mode');
@@ -293,7 +296,11 @@ describe('sandbox: test keys and the simulator', () => {
       ).toEqual(PROGRESS);
       const settlement = await env.rt.db('settlement_records').where({ booking_id: row.id });
       expect(settlement, ref).toHaveLength(1);
-      expect(['cash', 'card', 'pay_link']).toContain(settlement[0].method);
+      // The simulated passenger pays as booked: a partner's job on account is charged to it,
+      // a booking for the driver's payment link pays by it, a booking for cash or card is paid either way at the kerb.
+      if (row.payment_method === 'account' || row.payment_method === 'pay_link') {
+        expect(settlement[0].method, ref).toBe(row.payment_method);
+      } else expect(['cash', 'card'], ref).toContain(settlement[0].method);
       expect(settlement[0].amount_pence).toBe(row.fare_pence);
     }
   }, 180_000);

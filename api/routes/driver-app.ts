@@ -85,6 +85,10 @@ const FeedJob = Type.Object({
   passengers: Type.Integer(),
   vehicleType: Type.String(),
   fareGBP: Type.Union([Type.Number(), Type.Null()]),
+  paymentMethod: StringEnum(['cash', 'card', 'pay_link', 'bank_transfer', 'account'], {
+    description:
+      "How the passenger pays the driver, as the job card says it: pay_link is the driver's own payment link, account is charged to the booker's account",
+  }),
   meetAndGreet: Type.Boolean({
     description:
       'The passenger booked (and paid for) meet and greet: meet them inside the terminal, in arrivals, with a name board',

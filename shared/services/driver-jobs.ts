@@ -1,7 +1,7 @@
 import { appendStatus } from '../db/bookings.ts';
 import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
-import { heldJob, offeredJob } from '../domain/dispatch/job-view.ts';
+import { heldJob, type JobPaymentMethod, offeredJob } from '../domain/dispatch/job-view.ts';
 import { type OperatorDriver, operatorDriverOf } from '../domain/operator-driver.ts';
 import { normaliseReference, referenceForMessage } from '../domain/reference.ts';
 import { isTestScenario, type SandboxMove, sandboxMove, type TestScenario } from '../domain/sandbox.ts';
@@ -531,6 +531,8 @@ export interface FeedJob {
   passengers: number;
   vehicleType: string;
   fareGBP: number | null;
+  /** How the passenger pays the driver: cash, card, pay_link (the driver's payment link), bank_transfer, account. */
+  paymentMethod: JobPaymentMethod;
   /** The passenger booked meet and greet: meet them inside the terminal with a name board. */
   meetAndGreet: boolean;
   /** Once accepted: who to pick up. */

@@ -54,6 +54,8 @@ interface FeedJob {
   pickup: LatLng;
   dropoff: LatLng;
   fareGBP: number | null;
+  /** How the passenger pays (as booked). */
+  paymentMethod?: string;
   sandbox?: { scenario: string | null; move: 'accept' | 'decline' | 'hand_back' | null };
 }
 
@@ -194,8 +196,14 @@ export function startSimulator(deps: SimulatorDeps): RunningSimulator {
       }
       case 'passenger_on_board': {
         if (!arrived) return;
-        const methods = ['cash', 'card', 'pay_link'] as const;
-        const method = methods[Math.floor(random() * methods.length)] ?? 'cash';
+        // The passenger pays as booked: on account, by bank transfer, or by the driver's
+        // payment link as chosen; a booking for cash or card is paid either way at the kerb.
+        const booked = job.paymentMethod;
+        const atKerb = ['cash', 'card'] as const;
+        const method =
+          booked === 'account' || booked === 'bank_transfer' || booked === 'pay_link'
+            ? booked
+            : (atKerb[Math.floor(random() * atKerb.length)] ?? 'cash');
         const amountGBP = Math.round((job.fareGBP ?? 0) * 100) / 100;
         const payment =
           method === 'card'

@@ -15,6 +15,9 @@ interface PlaceColumn {
   lng: number;
 }
 
+/** How a passenger pays the driver: the `bookings.payment_method` column's check constraint holds it to these. */
+export type JobPaymentMethod = 'cash' | 'card' | 'pay_link' | 'bank_transfer' | 'account';
+
 /** The booking columns a job view is made of. */
 export interface JobColumns {
   pickup: PlaceColumn;
@@ -23,6 +26,8 @@ export interface JobColumns {
   passengers: number;
   vehicle_type: string;
   fare_pence: number | null;
+  /** How the passenger pays the driver (cash, card, pay_link, bank_transfer, account). */
+  payment_method: string;
   passenger_name: string;
   passenger_phone: string | null;
   notes?: string | null;
@@ -42,6 +47,8 @@ export function offeredJob(b: JobColumns) {
     passengers: b.passengers,
     vehicleType: b.vehicle_type,
     fareGBP: b.fare_pence === null ? null : b.fare_pence / 100,
+    /** How the passenger pays the driver, as the job card says it: cash, card, pay_link, bank_transfer, account. */
+    paymentMethod: b.payment_method as JobPaymentMethod,
     /** Meet the passenger inside the terminal with a name board (charged to the passenger). */
     meetAndGreet: hasMeetAndGreet(b.applied_rules),
   };
