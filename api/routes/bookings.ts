@@ -915,6 +915,7 @@ export function bookingRoutes(): RouteDef[] {
             { pointer: '/passenger_name', kind: 'name', value: body.passenger_name },
             { pointer: '/notes', kind: 'notes', value: body.notes },
             { pointer: '/flight_number', kind: 'flightNumber', value: body.flight_number },
+            { pointer: '/agent', kind: 'agent', value: body.agent },
           ]);
           const base = baseUrlFor(req, deps.config);
           const bc = bookingCaller(caller, req);

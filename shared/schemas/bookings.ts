@@ -85,6 +85,7 @@ export const CreateBookingRequest = Type.Object({
   passenger_email: Type.Optional(PassengerEmail),
   flight_number: Type.Optional(FlightNumber),
   notes: Type.Optional(Notes),
+  agent: Type.Optional(ScreenedText('agent', { description: 'Name of the calling assistant' })),
   passengerEmail: Type.Optional({ ...PassengerEmail, description: 'Same as passenger_email (the v1 spelling)' }),
   flightNumber: Type.Optional({ ...FlightNumber, description: 'Same as flight_number (the v1 spelling)' }),
   quoteId: Type.Optional({ ...QuoteRef, description: 'Same as quote_id (the v1 spelling)' }),
