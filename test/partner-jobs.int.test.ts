@@ -348,6 +348,14 @@ describe('POST /api/public/v1/jobs batches', () => {
     expect(
       await env.rt.db('partner_jobs').where({ partner_id: partner.id }).whereRaw("job_ref ~ '^(L|NL-|TAB|ZW-|JR-1)'"),
     ).toHaveLength(0);
+    // Hashes and vendor ids look like encoded data, and are ordinary jobRefs (found refused in a probe).
+    const hashes = await asPartner([
+      job('da39a3ee5e6b4b0d3255bfef95601890afd80709'),
+      job('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'),
+      job('cus_NffrFeUfNV2Hib_2aZ9kLmN0pQrStUvWxYz12345'),
+    ]);
+    expect(hashes.status, hashes.text).toBe(200);
+    expect(hashes.json.results.map((x) => x.outcome)).toEqual(['created', 'created', 'created']);
     // The limit is documented where integrators read it: the OpenAPI schema and the description.
     const doc = (await (await fetch(`${api.url}/api/public/v1/openapi.json`)).json()) as {
       paths: Record<string, { post?: { description?: string; requestBody?: unknown } }>;

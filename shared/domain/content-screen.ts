@@ -146,7 +146,9 @@ function screenOne(kind: FieldKind, value: unknown): Refusal | null {
 
   const matched = injectionRules(value);
   if (matched.length > 0) return { problem: PROBLEM.instructions, reason: `injection ${matched.join(',')}` };
-  if (hasEncodedBlob(value)) return { problem: PROBLEM.encoded, reason: 'encoded_blob' };
+  // A reference is an identifier, and hashes and vendor ids ("da39a3ee…", "cus_Nffr…") look
+  // like encoded data: a partner numbering its jobs so must be able to send them.
+  if (kind !== 'reference' && hasEncodedBlob(value)) return { problem: PROBLEM.encoded, reason: 'encoded_blob' };
   if ((kind === 'name' || kind === 'address') && hasLink(value)) return { problem: PROBLEM.link, reason: 'link' };
   return null;
 }
@@ -182,6 +184,7 @@ const HIDDEN_RANGES: ReadonlyArray<readonly [number, number]> = [
   [0x200b, 0x200f], // zero-width space, ZWNJ, ZWJ, LRM, RLM
   [0x2028, 0x202e], // line and paragraph separators, bidi embeddings and overrides
   [0x2060, 0x206f], // word joiner, invisible operators, bidi isolates, deprecated format controls
+  [0x2800, 0x2800], // Braille pattern blank (shows as a space)
   [0x3164, 0x3164], // Hangul filler
   [0xfeff, 0xfeff], // zero-width no-break space (BOM)
   [0xffa0, 0xffa0], // half-width Hangul filler
