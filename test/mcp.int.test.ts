@@ -616,8 +616,8 @@ describe('start_booking', () => {
     expect((await fetch(again.statusUrl)).status).toBe(200);
   });
 
-  it('answers a repeat past the start_booking limit with its booking, and anything new with rate_limited', async () => {
-    // A passenger of its own: the limit (20 calls an hour) is spent here.
+  it('counts only new bookings against the start_booking limit; past it, a repeat is answered with its booking and anything new is rate_limited', async () => {
+    // A passenger of its own: the limit (20 new bookings an hour) is spent here.
     const hedy = await obtainTokens({ url, email: 'hedy.lamarr@example.org', mails, clientName: 'Booking Buddy' });
     const client = await connect(hedy.accessToken);
     const who = { passengerName: 'Hedy Lamarr', passengerPhone: '+447700900344' };
@@ -627,11 +627,22 @@ describe('start_booking', () => {
     const redeemed = okOf<{ bookingReference: string }>(
       await call(client, 'start_booking', { ...who, quoteId: quote.quoteId }),
     );
-    // Spend the rest of the hour's 20 calls on refusals (they count, as every call does).
-    for (let i = 2; i < 20; i++) {
+    // An assistant's retries (its answers lost) and refused calls book nothing: they keep no count.
+    for (let i = 0; i < 25; i++) {
+      expect(okOf(await call(client, 'start_booking', ride))).toMatchObject({
+        bookingReference: booked.bookingReference,
+        repeat: true,
+      });
       expect(errorOf(await call(client, 'start_booking', { ...who, quoteId: '<QUOTE_ID>' })).code).toBe(
         'quote_not_found',
       );
+    }
+    // So the hour's 20 new bookings are all there: 18 more.
+    for (let i = 0; i < 18; i++) {
+      const more = okOf<{ repeat: boolean }>(
+        await call(client, 'start_booking', { ...ride, departAt: inHours(12 + i) }),
+      );
+      expect(more.repeat).toBe(false);
     }
     // Past the limit: the lost answers come back, nothing new is booked.
     expect(okOf(await call(client, 'start_booking', { ...ride, passengerName: 'hedy  LAMARR' }))).toMatchObject({
@@ -644,6 +655,7 @@ describe('start_booking', () => {
     });
     const other = errorOf(await call(client, 'start_booking', { ...ride, departAt: inHours(11) }));
     expect(other.code).toBe('rate_limited');
+    expect(errorOf(await call(client, 'start_booking', { ...who, quoteId: '<QUOTE_ID>' })).code).toBe('rate_limited');
     // The quote for another passenger is no repeat (under the limit it would be 409): not answered with it.
     const someoneElse = errorOf(
       await call(client, 'start_booking', { ...who, passengerName: 'Somebody Else', quoteId: quote.quoteId }),
@@ -654,7 +666,7 @@ describe('start_booking', () => {
       await call(client, 'start_booking', { ...who, quoteId: quote.quoteId, dropoff: 'Glasgow' }),
     );
     expect(elsewhere.code).toBe('rate_limited');
-    expect(await env.rt.db('bookings').where({ passenger_email: 'hedy.lamarr@example.org' })).toHaveLength(2);
+    expect(await env.rt.db('bookings').where({ passenger_email: 'hedy.lamarr@example.org' })).toHaveLength(20);
   });
 
   it('books meet and greet in one step at an airport pickup (£25), as estimate_fare prices it', async () => {

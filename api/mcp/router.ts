@@ -16,7 +16,7 @@ import { authenticateClient, MCP_SCOPES } from '../../shared/services/oauth.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { assertFormUtf8, assertUtf8, jsonBody, NOT_UTF8 } from '../middleware/body.ts';
-import type { RateLimits } from '../middleware/rate-limit.ts';
+import { countReleaser, type RateLimits } from '../middleware/rate-limit.ts';
 import {
   AUTHORIZE_CODE_PATH,
   AUTHORIZE_DECISION_PATH,
@@ -33,6 +33,9 @@ import { issuesInWords } from './issues-in-words.ts';
 import { ipLimiter, mcpSubject, subjectLimiter } from './limits.ts';
 import { grantOf, PgOAuthProvider } from './provider.ts';
 import { buildMcpServer, callWithArgumentsNotAnObject, TOOL_SCOPES, type ToolName, toolCallsOf } from './tools.ts';
+
+/** start_booking's own limit: new bookings a passenger makes through assistants in an hour. */
+const MCP_BOOKINGS_LIMIT = { name: 'mcp-bookings', points: 20, durationSeconds: 3600 } as const;
 
 export const MCP_PATH = '/mcp';
 export const TOKEN_PATH = '/token';
@@ -493,8 +496,18 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
       { name: 'quotes', points: config.pricing.quoteLimitPerHour, durationSeconds: 3600 },
     ]),
     get_service_info: general,
-    start_booking: subjectLimiter(limits, [{ name: 'mcp-bookings', points: 20, durationSeconds: 3600 }]),
+    start_booking: subjectLimiter(limits, [MCP_BOOKINGS_LIMIT]),
   };
+  // A start_booking that booked nothing new (a repeat answered with its booking, a refusal)
+  // gives its count back, as the v1 booking gives back an unconfirmed address's: a passenger's
+  // hour is their bookings, not an assistant's retries. The window's full length as the time
+  // left: only a window that began after this call's (it outlived its window) is left alone.
+  const releaseCount = countReleaser(deps.redis);
+  const giveBackBooking = (subject: string) =>
+    releaseCount(
+      [`${config.queuePrefix}:rl:${MCP_BOOKINGS_LIMIT.name}:key:${subject}`],
+      [MCP_BOOKINGS_LIMIT.durationSeconds * 1000],
+    );
 
   router.use(
     MCP_PATH,
@@ -646,6 +659,7 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
       base: baseUrlFor(req, config),
       grant,
       limit: (tool) => counted.get(tool)?.shift() ?? toolLimits[tool](req, res, subject),
+      giveBack: () => giveBackBooking(subject),
     });
     // The web-standard transport (the SDK's Node transport is this one behind a Request/Response
     // adapter), so its answer can be read before it is written: `writeAnswer`.

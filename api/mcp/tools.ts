@@ -71,6 +71,8 @@ export interface ToolContext {
   grant: McpGrant & { clientId: string };
   /** Count the call against the passenger's limits; throws 429 rate_limited. */
   limit(tool: ToolName): Promise<void>;
+  /** Give back start_booking's count for a call that booked nothing new (a repeat, a refusal). Never throws. */
+  giveBack(): Promise<void>;
   /**
    * The API key sent beside the token in the service's key header (X-…-AI-Key), if any: a test
    * key (`dtn_test_…`) makes the tools' quotes and bookings test-mode (sandbox), and attributes them to it.
@@ -498,6 +500,21 @@ async function startBooking(ctx: ToolContext, a: z.infer<z.ZodObject<typeof book
     if (!earlier) throw limited;
     return bookingOut(ctx.deps.db, viewOf(earlier, ctx.base, ctx.deps.config.dataEncryptionKey, false));
   }
+  // Counted: only a new booking keeps the count (`giveBack`), so retries of a booking (the
+  // assistant's answer lost) and refused calls never use up the passenger's hour.
+  let out: Awaited<ReturnType<typeof book>>;
+  try {
+    out = await book(ctx, a);
+  } catch (err) {
+    await ctx.giveBack();
+    throw err;
+  }
+  if (out.repeat) await ctx.giveBack();
+  return out;
+}
+
+/** start_booking past its limit check: the booking made, or the one this call repeats. */
+async function book(ctx: ToolContext, a: z.infer<z.ZodObject<typeof bookingInput>>) {
   screen(ctx.req, [
     { pointer: '/pickup', kind: 'address', value: a.pickup },
     { pointer: '/dropoff', kind: 'address', value: a.dropoff },
