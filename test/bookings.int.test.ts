@@ -1380,8 +1380,20 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(((await looked.json()) as Json).bookingReference).toBe(ref);
     // Another token, or none and no e-mail: refused.
     const wrong = await fetch(`${api.url}${statusUrl.pathname}?t=${'A'.repeat(43)}`);
-    expect(wrong.status).toBe(403);
-    expect(((await wrong.json()) as Json).error?.code).toBe('forbidden');
+    expect(wrong.status).toBe(404);
+    const wrongError = ((await wrong.json()) as Json).error;
+    // A token proof is not under the failed-proof limits: a wrong token answers as an unknown
+    // reference does, so made-up tokens cannot tell which references exist.
+    const unknownRef = await fetch(`${api.url}/api/public/v1/booking/DTN-ZZZZZ2?t=${'A'.repeat(43)}`);
+    expect(unknownRef.status).toBe(404);
+    const unknownError = ((await unknownRef.json()) as Json).error;
+    for (const e of [wrongError, unknownError]) {
+      expect(e).toMatchObject({
+        code: 'booking_not_found',
+        details: [{ field: '/ref', problem: 'unknown booking reference or tracking token' }],
+      });
+    }
+    expect(wrongError?.message.replace(ref, 'X')).toBe(unknownError?.message.replace('DTN-ZZZZZ2', 'X'));
     const neither = await fetch(`${api.url}${statusUrl.pathname}`);
     expect(neither.status).toBe(400);
     const neitherError = ((await neither.json()) as Json).error;

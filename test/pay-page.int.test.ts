@@ -161,8 +161,8 @@ describe('pay-the-driver page', () => {
     // The pay token is not a tracking token anywhere a tracking token is taken.
     expect((await page(`/track/${pay}`)).status).toBe(404);
     const lookup = await fetch(`${srv.url}/api/public/v1/booking/${b.ref}?t=${pay}`);
-    expect(lookup.status).toBe(403);
-    expect(((await lookup.json()) as Json).error.code).toBe('forbidden');
+    expect(lookup.status).toBe(404);
+    expect(((await lookup.json()) as Json).error.code).toBe('booking_not_found');
     const events = await fetch(`${srv.url}/api/public/v1/booking/${b.ref}/events?t=${pay}`, {
       headers: { accept: 'text/event-stream' },
     });
@@ -174,8 +174,8 @@ describe('pay-the-driver page', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ action: 'cancel', t: pay }),
     });
-    expect(cancel.status).toBe(403);
-    expect(((await cancel.json()) as Json).error.code).toBe('forbidden');
+    expect(cancel.status).toBe(404);
+    expect(((await cancel.json()) as Json).error.code).toBe('booking_not_found');
     const row = await env.rt.db('bookings').where({ id: b.id }).first('status');
     expect(row.status).not.toBe('cancelled');
     // The tracking page links to the pay page by the pay token, never by its own.

@@ -812,10 +812,21 @@ export async function bookingForPassenger(
   }
   const ref = normaliseReference(rawRef, prefix);
   const row = ref ? await findBookingByRef(db, ref) : undefined;
-  if (!row || row.test_mode !== testMode)
+  // Proved by token, an unknown reference and a wrong token are one answer, as the event
+  // stream's: a token proof is not under the failed-proof limits (a token cannot be guessed),
+  // so two answers would let anyone test which references exist at speed.
+  const noSuchOrWrongToken = () =>
+    new AppError(
+      'booking_not_found',
+      `No booking ${referenceForMessage(rawRef)}, or the tracking token does not match it.`,
+      [{ field: '/ref', problem: 'unknown booking reference or tracking token' }],
+    );
+  if (!row || row.test_mode !== testMode) {
+    if (email === undefined) throw noSuchOrWrongToken();
     throw new AppError('booking_not_found', `No booking ${referenceForMessage(rawRef)}.`, [
       { field: '/ref', problem: 'unknown booking reference' },
     ]);
+  }
   if (email !== undefined) {
     if (normaliseEmail(row.passenger_email ?? '') !== normaliseEmail(email)) {
       throw new AppError('email_mismatch', 'That e-mail address does not match the booking.', [
@@ -830,9 +841,7 @@ export async function bookingForPassenger(
   const stored = (row as BookingRow & { tracking_token_hash: Buffer }).tracking_token_hash;
   const presented = sha256(token as string);
   if (!stored || stored.length !== presented.length || !timingSafeEqual(stored, presented)) {
-    throw new AppError('forbidden', 'That tracking token does not match the booking.', [
-      { field: '/t', problem: 'does not match the booking' },
-    ]);
+    throw noSuchOrWrongToken();
   }
   return row;
 }
