@@ -6,7 +6,7 @@ import { type LevelWithSilent, pino } from 'pino';
 import type { Config } from '../shared/config.ts';
 import { createDb, type Db } from '../shared/db/knex.ts';
 import { type BillingWeek, parseWeek } from '../shared/domain/billing/week.ts';
-import { mailboxKey } from '../shared/domain/email-acceptance.ts';
+import { isWellFormedEmail, mailboxKey } from '../shared/domain/email-acceptance.ts';
 import { nameProblem } from '../shared/domain/names.ts';
 import { referenceForMessage } from '../shared/domain/reference.ts';
 import { VEHICLE_TYPES, type VehicleType } from '../shared/domain/tariffs/types.ts';
@@ -213,8 +213,13 @@ function contactArg(v: Record<string, unknown>): { kind: 'email' | 'phone'; valu
   if ((email === null) === (phone === null))
     throw new CliError('invalid_input', 'give exactly one of --email or --phone');
   if (email !== null) {
-    if (!/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(email))
-      throw new CliError('invalid_input', '--email must be an e-mail address');
+    // By the bookings' own rules: a spelling no booking can carry (`<a@b.com>`, `mailto:…`, a
+    // trailing dot or comma, as pasted from a mail client) would be blocked and match nobody.
+    if (!isWellFormedEmail(email))
+      throw new CliError(
+        'invalid_input',
+        '--email must be an e-mail address as a booking gives it, such as name@example.com (no <>, quotes, mailto: or trailing punctuation)',
+      );
     return { kind: 'email', value: mailboxKey(email) };
   }
   try {

@@ -201,6 +201,23 @@ describe('blocks by mailbox and by number', () => {
     expect((await book('adal@example.net', '+447700900203')).status).toBe(201);
   });
 
+  it('refuses to block an e-mail spelling no booking can carry (it would block nobody)', async () => {
+    for (const pasted of [
+      '<mal@example.com>',
+      'mailto:mal@example.com',
+      'Mal@Example.com.',
+      'mal@example.com,',
+      '"mal@example.com"',
+    ]) {
+      const r = await runTs('bin/admin.ts', ['block', '--email', pasted], env.childEnv);
+      expect(r.code, pasted).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(JSON.parse(r.stderr.trim()), pasted).toMatchObject({ error: { code: 'invalid_input' } });
+    }
+    expect(await env.rt.db('blocked_contacts').where('value', 'like', '%mal@%')).toEqual([]);
+    // Five CLI processes: more than the default time on a busy machine.
+  }, 90_000);
+
   it('refuses a blocked phone number however it is written', async () => {
     expect(await admin(['block', '--phone', '+44 (0)7700 900456'])).toEqual({
       blocked: { kind: 'phone', value: '+447700900456' },
