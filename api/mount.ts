@@ -1,7 +1,7 @@
 import type { Express, NextFunction, Request, Response } from 'express';
 import { AppError, contentRejected, detailsText, errorBody } from '../shared/errors.ts';
 import { assertStorableText } from '../shared/schemas/text.ts';
-import { compileSchema, type Validator } from '../shared/schemas/validate.ts';
+import { compileSchema, type Findings, type Validator } from '../shared/schemas/validate.ts';
 import { beginIdempotent, replayable } from '../shared/services/idempotency.ts';
 import type { ApiDeps } from './deps.ts';
 import { authenticate, type Caller } from './middleware/auth.ts';
@@ -13,9 +13,24 @@ function validator(schema: RouteDef['body'], coerce: boolean): Validator | null 
   return schema ? compileSchema(schema, { coerce }) : null;
 }
 
-function check(v: Validator | null, data: unknown, where: string, req: Request): void {
+function check(
+  v: Validator | null,
+  data: unknown,
+  where: string,
+  req: Request,
+  alsoRequired?: RouteDef['alsoRequired'],
+): void {
   if (!v) return;
-  const details = v(data);
+  const found = v(data);
+  const missing =
+    alsoRequired && data !== null && typeof data === 'object' && !Array.isArray(data)
+      ? alsoRequired(data as Record<string, unknown>)
+          .map((name) => `/${name}`)
+          .filter((field) => !found.some((d) => d.field === field))
+          .map((field) => ({ field, problem: 'is required' }))
+      : [];
+  // With a field missing too, over-long text is one fault among others: invalid_input listing all.
+  const details: Findings = missing.length > 0 ? [...found, ...missing] : found;
   if (details.length > 0) {
     if (details.contentRejected) {
       // Over-long free text is refused as the content screen refuses it, and logged as it logs.
@@ -78,7 +93,7 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
       if (!route.textCheckedPerJob) assertStorableText(b, 'request body');
       check(params, p, 'path', req);
       check(query, q, 'query string', req);
-      check(body, b, 'request body', req);
+      check(body, b, 'request body', req, route.alsoRequired);
       const idemKey = route.idempotent === true ? req.get('idempotency-key') : undefined;
       const idem =
         idemKey !== undefined

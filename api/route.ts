@@ -104,6 +104,12 @@ export interface RouteDef<
    */
   textCheckedPerJob?: boolean;
   /**
+   * Fields the body needs that its schema cannot say without an `anyOf` (one of two spellings;
+   * addresses unless a quote is named): checked with the schema, so one 400 names every field
+   * missing, not the schema's first and then the rest. Given the body when it is an object.
+   */
+  alsoRequired?: (body: Record<string, unknown>) => string[];
+  /**
    * The body as the OpenAPI document shows it, when the route checks parts of it itself with a
    * schema of their own (partner jobs, each checked against PartnerJob so a bad job is rejected
    * alone): `body` then bounds only the envelope. Default `body`.

@@ -383,7 +383,11 @@ describe('POST /api/public/bookings/create', () => {
     const bad = await post('/api/public/bookings/create', { quote_id: q });
     expect(bad.status).toBe(400);
     expect(bad.json.error?.code).toBe('invalid_input');
-    expect(bad.json.error?.details.map((d) => d.field).sort()).toEqual(['/passenger_name', '/payment_method']);
+    expect(bad.json.error?.details.map((d) => d.field).sort()).toEqual([
+      '/passenger_name',
+      '/passenger_phone_whatsapp',
+      '/payment_method',
+    ]);
   });
 
   it('books a quote asked for without a time as a pickup now, hours later within its 24 hours; a stated time that passed is 400 pickup_in_past', async () => {
@@ -1704,6 +1708,20 @@ describe('POST /api/public/bookings/instant and idempotency', () => {
     expect(missing.status).toBe(400);
     expect(missing.json.error?.code).toBe('invalid_input');
     expect(missing.json.error?.details.map((d) => d.field)).toContain('/dropoff_address');
+    // Nothing sent: one 400 names every required field, not the schema's first and then the rest.
+    const empty = await post('/api/public/bookings/instant', {});
+    expect(empty.status).toBe(400);
+    expect(empty.json.error?.details).toEqual([
+      { field: '/passenger_name', problem: expect.any(String) },
+      { field: '/pickup_address', problem: 'is required' },
+      { field: '/dropoff_address', problem: 'is required' },
+      { field: '/passenger_phone_whatsapp', problem: 'is required' },
+    ]);
+    const emptyCreate = await post('/api/public/bookings/create', {});
+    expect(emptyCreate.status).toBe(400);
+    expect(emptyCreate.json.error?.details.map((d) => d.field).sort()).toEqual(
+      ['/passenger_name', '/passenger_phone_whatsapp', '/payment_method', '/quote_id'].sort(),
+    );
     const noPhone = await post('/api/public/bookings/instant', {
       pickup_address: 'Leeds',
       dropoff_address: 'York',

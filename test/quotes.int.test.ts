@@ -443,6 +443,12 @@ describe('POST /api/public/quotes/estimate', () => {
     const noCount = await post('/api/public/quotes/estimate', { pickup_address: 'Leeds', dropoff_address: 'York' });
     expect(noCount.status).toBe(400);
     expect(noCount.json.error?.details).toContainEqual({ field: '/passenger_count', problem: 'is required' });
+    // With the addresses missing too, one 400 names all three.
+    const empty = await post('/api/public/quotes/estimate', {});
+    expect(empty.status).toBe(400);
+    expect(empty.json.error?.details.map((d) => d.field).sort()).toEqual(
+      ['/dropoff_address', '/passenger_count', '/pickup_address'].sort(),
+    );
     const lost = await post('/api/public/quotes/estimate', {
       pickup_address: 'Qwxyzzy',
       dropoff_address: 'York',

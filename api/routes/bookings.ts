@@ -480,6 +480,17 @@ function payment(raw: keyof typeof PAYMENT_SPELLINGS | undefined) {
   return raw ? PAYMENT_SPELLINGS[raw] : 'cash';
 }
 
+/** The alias routes' phone: either spelling, named by the one SPEC.md gives. */
+const ALIAS_PHONE = ['passenger_phone_whatsapp', 'passenger_phone'];
+
+/**
+ * For a route's `alsoRequired`: of each group of spellings of one field, the first, when none
+ * of them was sent.
+ */
+export function missingOf(body: Record<string, unknown>, groups: readonly (readonly string[])[]): string[] {
+  return groups.filter((names) => names.every((n) => body[n] === undefined)).map((names) => names[0] as string);
+}
+
 export function requireFields(fields: Record<string, unknown>): void {
   const missing: ErrorDetail[] = Object.entries(fields)
     .filter(([, v]) => v === undefined || v === null || v === '')
@@ -892,6 +903,7 @@ export function bookingRoutes(): RouteDef[] {
       idempotent: true,
       body: CreateBookingRequest,
       documentedBody: CreateBookingDocumented,
+      alsoRequired: (b) => missingOf(b, [ALIAS_PHONE]),
       errors: [
         'content_rejected',
         'email_not_accepted',
@@ -937,6 +949,12 @@ export function bookingRoutes(): RouteDef[] {
       idempotent: true,
       body: InstantBookingRequest,
       documentedBody: InstantBookingDocumented,
+      // The addresses unless a quote is named (either spelling), and a phone in either spelling.
+      alsoRequired: (b) =>
+        missingOf(b, [
+          ...(b.quote_id === undefined && b.quoteId === undefined ? [['pickup_address'], ['dropoff_address']] : []),
+          ALIAS_PHONE,
+        ]),
       errors: [
         'content_rejected',
         'email_not_accepted',

@@ -19,7 +19,7 @@ import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
 import { type Caller, callerTestMode } from '../middleware/auth.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
-import { pointersAsSent, requireFields, screen } from './bookings.ts';
+import { missingOf, pointersAsSent, requireFields, screen } from './bookings.ts';
 import { assertSpellingsAgree, SPELLINGS, snakeFilled } from './spellings.ts';
 
 /** Pricing names fields as the v1 quote does; the snake_case alias routes' own names for them. */
@@ -174,6 +174,7 @@ export function quoteRoutes(config: ApiDeps['config']): RouteDef[] {
       auth: 'public',
       body: EstimateRequest,
       documentedBody: EstimateDocumented,
+      alsoRequired: (b) => missingOf(b, [['passenger_count', 'passengers']]),
       errors: [...QUOTE_ERRORS],
       responses: { 200: { description: 'The estimate', schema: EstimateResponse } },
       handler: async ({ body: sent, deps, caller, req }) =>
