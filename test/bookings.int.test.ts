@@ -336,6 +336,54 @@ describe('POST /api/public/bookings/create', () => {
     expect(JSON.stringify(row)).not.toContain(String(first.json.tracking_url).split('/track/')[1]);
   });
 
+  it('answers a redemption again only with the same details for the driver; another payment method, note or flight number is 409 naming it', async () => {
+    const quoteId = await quote(5);
+    const first = await post('/api/public/bookings/create', {
+      ...ada,
+      quote_id: quoteId,
+      notes: 'Ring  the bell',
+      flight_number: 'BA 123',
+    });
+    expect(first.status, first.text).toBe(200);
+    const ref = first.json.booking_reference;
+    // The same request, spaced and spelt differently (cash_to_driver is cash): the same booking.
+    const again = await post('/api/public/bookings/create', {
+      ...ada,
+      payment_method: 'Cash',
+      quote_id: quoteId,
+      notes: ' Ring the bell ',
+      flight_number: 'ba123',
+    });
+    expect(again.status, again.text).toBe(200);
+    expect(again.json.booking_reference).toBe(ref);
+    // Other details: the booking would not change, so the caller is not told it did.
+    const card = await post('/api/public/bookings/create', {
+      ...ada,
+      quote_id: quoteId,
+      payment_method: 'card_to_driver',
+      notes: 'Ring the bell',
+      flight_number: 'BA123',
+    });
+    expect(card.status, card.text).toBe(409);
+    expect(card.json.error).toMatchObject({
+      code: 'quote_already_redeemed',
+      details: [{ field: '/payment_method', problem: "differs from its booking's (cash)" }],
+    });
+    expect(card.json.error?.message).toContain(ref);
+    const v1 = await post('/api/public/v1/booking', {
+      quoteId,
+      passengerName: ada.passenger_name,
+      passengerPhone: ada.passenger_phone_whatsapp,
+      passengerEmail: ada.passenger_email,
+      notes: 'Gate code 4411',
+      flightNumber: 'BA123',
+    });
+    expect(v1.status, v1.text).toBe(409);
+    expect(v1.json.error?.details.map((d) => d.field)).toEqual(['/notes']);
+    const row = await bookingRow(ref as string);
+    expect([row.payment_method, row.notes]).toEqual(['cash', 'Ring  the bell']);
+  });
+
   it('answers 409, 404 and 410 for the quote cases of SPEC.md section 7', async () => {
     const q = await quote();
     await post('/api/public/bookings/create', { ...ada, quote_id: q });

@@ -21,6 +21,9 @@ export interface BookingRow {
   fare_pence: number | null;
   currency: string;
   payment_method: string;
+  /** For the driver: the passenger's notes and flight number, as given. */
+  notes?: string | null;
+  flight_number?: string | null;
   driver_id: string | null;
   vehicle_id: string | null;
   /** A tier-3 operator's driver on a booking it holds (shared/domain/operator-driver.ts). */

@@ -11,7 +11,7 @@ import { isWellFormedEmail, mailboxKey, normaliseEmail } from '../domain/email-a
 import { placeLabel } from '../domain/place-label.ts';
 import { newReference, normaliseReference, referenceForMessage } from '../domain/reference.ts';
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
-import { AppError } from '../errors.ts';
+import { AppError, type ErrorDetail } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
 import { BOOKING_LINK_TTL_MS, bookingVerifyToken, SANDBOX_PURPOSES } from './email-verification.ts';
 import { messageRows, type NewMessage } from './messages.ts';
@@ -149,6 +149,36 @@ export function samePassenger(
     norm(row.passenger_name) === norm(p.name) &&
     (row.passenger_phone ?? '') === p.phone &&
     (booked === '' || booked === norm(p.email))
+  );
+}
+
+/**
+ * A quote redeemed again by its passenger is answered with its booking only when the request
+ * asks for that booking: with another payment method, note or flight number for the driver it
+ * would be told its change was booked, and the booking (redeemed once) is not changed by it.
+ * So it is 409 naming what differs, as the 15-minute rule treats such a request as a new ride.
+ * Unsent notes or flight number match a booking without them; the method defaults to cash.
+ */
+function assertSameDetails(
+  row: Pick<BookingRow, 'reference' | 'payment_method' | 'notes' | 'flight_number'>,
+  input: Pick<NewBooking, 'paymentMethod' | 'notes' | 'flightNumber'>,
+): void {
+  const text = (s: string | null | undefined) => (s ?? '').trim().replace(/\s+/g, ' ');
+  const flight = (s: string | null | undefined) => (s ?? '').normalize('NFKC').replace(/\s+/g, '').toUpperCase();
+  const differ: ErrorDetail[] = [];
+  if (row.payment_method !== input.paymentMethod)
+    differ.push({
+      field: '/paymentMethod',
+      problem: `differs from its booking's (${row.payment_method.replace('_', ' ')})`,
+    });
+  if (text(row.notes) !== text(input.notes)) differ.push({ field: '/notes', problem: "differs from its booking's" });
+  if (flight(row.flight_number) !== flight(input.flightNumber))
+    differ.push({ field: '/flightNumber', problem: "differs from its booking's" });
+  if (differ.length === 0) return;
+  throw new AppError(
+    'quote_already_redeemed',
+    `This quote is already booked as ${row.reference}, with other details (${differ.map((d) => d.field.slice(1)).join(', ')}); a quote books once and booking it again does not change its booking. Look up or cancel ${row.reference}, and ask for a new quote to book the ride differently.`,
+    differ,
   );
 }
 
@@ -320,8 +350,10 @@ export async function redeemQuote(
     if (!quote || (!caller.followsQuoteMode && quote.test_mode !== caller.testMode)) throw quoteNotFound(input.quoteId);
     if (quote.redeemed_at) {
       const existing = await db<BookingRow>('bookings').where({ quote_id: quote.id }).first();
-      if (existing && samePassenger(existing, input.passenger))
+      if (existing && samePassenger(existing, input.passenger)) {
+        assertSameDetails(existing, input);
         return viewOf(existing, baseUrl, config.dataEncryptionKey, false);
+      }
       throw new AppError(
         'quote_already_redeemed',
         'This quote has already been booked by another passenger; ask for a new quote.',
