@@ -666,6 +666,9 @@ describe('start_booking', () => {
       await call(client, 'start_booking', { ...who, quoteId: quote.quoteId, dropoff: 'Glasgow' }),
     );
     expect(elsewhere.code).toBe('rate_limited');
+    // Nor with another note for the driver: redeeming it so is refused, not its booking answered.
+    const noted = errorOf(await call(client, 'start_booking', { ...who, quoteId: quote.quoteId, notes: 'Gate 4' }));
+    expect(noted.code).toBe('rate_limited');
     expect(await env.rt.db('bookings').where({ passenger_email: 'hedy.lamarr@example.org' })).toHaveLength(20);
   });
 

@@ -178,6 +178,12 @@ describe('POST /book/{quoteId}', () => {
     expect(second.status).toBe(303);
     expect(second.location).toBe(post.location);
     expect(await bookingsOfQuote(q.quoteId)).toHaveLength(1);
+    // Sent again choosing cash: not landed on the booking as if it were changed; the form says
+    // how it was booked and that booking it again does not change that.
+    const cash = await postForm(api.url, bookPath, { ...fields, payment: 'cash', csrf }, jar);
+    expect(cash.status).toBe(409);
+    expect(cash.html).toContain('You have booked this ride already (payment: the driver&#39;s own payment link)');
+    expect((await bookingsOfQuote(q.quoteId))[0].payment_method).toBe('pay_link');
 
     // The tracking page it leads to exists.
     const track = await getPage(api.url, post.location as string);

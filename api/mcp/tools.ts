@@ -21,6 +21,7 @@ import {
   type BookingCaller,
   type BookingView,
   bookPricedQuote,
+  detailsDiffer,
   normalisePhone,
   type PaymentMethod,
   passengerStanding,
@@ -622,7 +623,9 @@ async function earlierBookingOf(
     const rows = await db<BookingRow>('bookings')
       .where({ quote_id: a.quoteId, test_mode: callerOf(ctx).testMode })
       .whereNot('status', 'cancelled');
-    const row = rows.find((r) => samePassenger(r, passenger));
+    // …and the same details for the driver, else redeeming it again is refused (409), no repeat.
+    const details = { paymentMethod: a.paymentMethod ?? 'cash', notes: a.notes, flightNumber: a.flightNumber };
+    const row = rows.find((r) => samePassenger(r, passenger) && detailsDiffer(r, details).length === 0);
     // Not when the ride arguments say otherwise than the quote: that is no repeat of it.
     const quote = row?.quote_id ? await db<QuoteRow>('quotes').where({ id: row.quote_id }).first() : undefined;
     if (quote) await assertQuotedRide(ctx.deps, callerOf(ctx), ctx.base, quote, rideArguments(a));

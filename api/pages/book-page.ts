@@ -549,6 +549,24 @@ export function bookHandlers(deps: ApiDeps, limits: { page: Limit; book: Limit; 
         if (!(err instanceof AppError)) throw err;
         if (err.code === 'quote_not_found') return sendQuoteNotFound(res, serviceName);
         if (err.code === 'quote_expired') return renderUnavailable(req, res, quote, 'expired');
+        // This passenger booked the quote already, paying another way: the form again, saying
+        // so (booking it again would not change how they pay), not "booked by someone".
+        const paid = err.details.find((d) => d.field === '/paymentMethod');
+        if (err.code === 'quote_already_redeemed' && paid) {
+          const booked = await deps
+            .db('bookings')
+            .where({ quote_id: quote.id })
+            .first<{ payment_method: string } | undefined>('payment_method');
+          const was = PAYMENT_LABELS[booked?.payment_method ?? '']?.toLowerCase() ?? 'another way';
+          return render(req, res, err.status, {
+            quote,
+            values,
+            errors: {
+              payment: `You have booked this ride already (payment: ${was}). Booking it again does not change that: to pay another way, cancel it from the tracking link in your confirmation e-mail, then book again.`,
+            },
+            general: [],
+          });
+        }
         if (err.code === 'quote_already_redeemed') return renderUnavailable(req, res, quote, 'redeemed');
         if (err.code === 'pickup_in_past') return renderUnavailable(req, res, quote, 'past');
         for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);

@@ -158,13 +158,18 @@ export function samePassenger(
  * would be told its change was booked, and the booking (redeemed once) is not changed by it.
  * So it is 409 naming what differs, as the 15-minute rule treats such a request as a new ride.
  * Unsent notes or flight number match a booking without them; the method defaults to cash.
+ * `detailsDiffer` names what differs; `assertSameDetails` refuses it.
  */
-function assertSameDetails(
+export function detailsDiffer(
   row: Pick<BookingRow, 'reference' | 'payment_method' | 'notes' | 'flight_number'>,
   input: Pick<NewBooking, 'paymentMethod' | 'notes' | 'flightNumber'>,
-): void {
+): ErrorDetail[] {
   const text = (s: string | null | undefined) => (s ?? '').trim().replace(/\s+/g, ' ');
-  const flight = (s: string | null | undefined) => (s ?? '').normalize('NFKC').replace(/\s+/g, '').toUpperCase();
+  const flight = (s: string | null | undefined) =>
+    (s ?? '')
+      .normalize('NFKC')
+      .replace(/[\s-]+/g, '')
+      .toUpperCase();
   const differ: ErrorDetail[] = [];
   if (row.payment_method !== input.paymentMethod)
     differ.push({
@@ -174,6 +179,14 @@ function assertSameDetails(
   if (text(row.notes) !== text(input.notes)) differ.push({ field: '/notes', problem: "differs from its booking's" });
   if (flight(row.flight_number) !== flight(input.flightNumber))
     differ.push({ field: '/flightNumber', problem: "differs from its booking's" });
+  return differ;
+}
+
+function assertSameDetails(
+  row: Pick<BookingRow, 'reference' | 'payment_method' | 'notes' | 'flight_number'>,
+  input: Pick<NewBooking, 'paymentMethod' | 'notes' | 'flightNumber'>,
+): void {
+  const differ = detailsDiffer(row, input);
   if (differ.length === 0) return;
   throw new AppError(
     'quote_already_redeemed',
