@@ -147,7 +147,11 @@ export const secretHeaderAdapter: SupplierAdapter = {
         message: 'Expected {"event": "booking.created|booking.updated|booking.cancelled", "booking": {...}}.',
       };
     }
-    const action = typeof body.event === 'string' ? SECRET_HEADER_EVENTS[body.event] : undefined;
+    // Own keys only: "constructor" or "toString" would otherwise find Object's methods.
+    const action =
+      typeof body.event === 'string' && Object.hasOwn(SECRET_HEADER_EVENTS, body.event)
+        ? SECRET_HEADER_EVENTS[body.event]
+        : undefined;
     if (!action) {
       return { ok: false, message: 'event must be one of booking.created, booking.updated, booking.cancelled.' };
     }
