@@ -105,7 +105,12 @@ describe('GET /book/{quoteId}', () => {
       minute: '2-digit',
     });
     expect(p.html).toContain(`<time datetime="${q.departAt}">${london.format(new Date(q.departAt))}</time> (UK time)`);
-    expect(p.html).toContain(`<time datetime="${q.expiresAt}">${london.format(new Date(q.expiresAt))}</time>`);
+    // Bookable until the pickup and its 5 minutes' grace, which come before the quote's expiry.
+    const until = new Date(Date.parse(q.departAt) + 5 * 60_000);
+    expect(Date.parse(q.expiresAt)).toBeGreaterThan(until.getTime());
+    expect(p.html).toContain(
+      `This quote can be booked until <time datetime="${until.toISOString()}">${london.format(until)}</time>`,
+    );
     // A quote for "now" shows its pickup as now, not the moment it was priced.
     const forNow = await quote({ departAt: undefined });
     const nowPage = await getPage(api.url, pathOf(forNow.bookingUrl));
@@ -215,19 +220,20 @@ describe('POST /book/{quoteId}: problems are shown next to their fields, with wh
     expect(await bookingsOfQuote(q.quoteId)).toHaveLength(0);
   });
 
-  it('every simple problem at once: missing name, missing phone, no payment choice', async () => {
+  it('every simple problem at once: missing name, missing phone, no payment choice, a malformed e-mail', async () => {
     const q = await quote();
     const { post } = await openAndPost(pathOf(q.bookingUrl), {
       name: '',
       phone: '',
-      email: 'keep@example.org',
+      email: 'keep@',
       payment: '',
     });
     expect(post.status).toBe(400);
     expect(fieldError(post, 'name')).toBe('Enter your name.');
     expect(fieldError(post, 'phone')).toBe('Enter your mobile number.');
     expect(post.html).toContain('<p class="field-error" id="payment-error">Choose how you will pay your driver.</p>');
-    expect(post.html).toContain('value="keep@example.org"');
+    expect(fieldError(post, 'email')).toBe('This is not a valid e-mail address.');
+    expect(post.html).toContain('value="keep@"');
   });
 
   it('an e-mail address that is not accepted (role address, disposable) is shown at the e-mail field', async () => {

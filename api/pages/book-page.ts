@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import { screenFields } from '../../shared/domain/content-screen.ts';
+import { isWellFormedEmail } from '../../shared/domain/email-acceptance.ts';
 import { placeLabel } from '../../shared/domain/place-label.ts';
 import type { AppliedRule, TariffSource, VehicleType } from '../../shared/domain/tariffs/types.ts';
 import { AppError } from '../../shared/errors.ts';
@@ -141,6 +142,17 @@ function unavailability(q: QuoteRow, now = Date.now()): Unavailable | null {
   return null;
 }
 
+/**
+ * Until when the page books the quote: its expiry, or for a stated pickup time the end of the
+ * grace after it (`unavailability`), when that comes first (a quote at 23:55 for 00:30 expires
+ * the next night, but cannot be booked after 00:35).
+ */
+function bookableUntil(q: QuoteRow): Date {
+  if (isQuoteForNow(q)) return q.expires_at;
+  const pickupGrace = q.depart_at.getTime() + PAST_SLACK_MS;
+  return new Date(Math.min(q.expires_at.getTime(), pickupGrace));
+}
+
 const bookAction = (quoteId: string) => `book:${quoteId}`;
 const requoteAction = (quoteId: string) => `requote:${quoteId}`;
 const secure = (base: string) => base.startsWith('https:');
@@ -194,7 +206,7 @@ function fare(q: QuoteRow): string[] {
     ...(q.warnings.length > 0
       ? ['<ul class="note">', ...q.warnings.map((w) => `<li>${escapeHtml(w)}</li>`), '</ul>']
       : []),
-    `<p>This quote can be booked until ${timeElement(q.expires_at)} (UK time).</p>`,
+    `<p>This quote can be booked until ${timeElement(bookableUntil(q))} (UK time).</p>`,
     '</section>',
   ];
 }
@@ -411,7 +423,8 @@ function localChecks(v: FormValues): FieldErrors {
     }
   }
   if (v.email === '') errors.email = 'Enter your e-mail address.';
-  else if (v.email.length > LIMITS.email) errors.email = 'This is not a valid e-mail address.';
+  else if (v.email.length > LIMITS.email || !isWellFormedEmail(v.email))
+    errors.email = 'This is not a valid e-mail address.';
   if (!paymentOf(v.payment)) errors.payment = 'Choose how you will pay your driver.';
   const screened = screenFields([{ pointer: '/name', kind: 'name', value: v.name }]);
   if (!screened.ok && !errors.name) {
