@@ -58,6 +58,14 @@ describe('GET /track/{token}', () => {
     expect(p.html).toContain('<dd>Manchester Piccadilly station</dd>');
     expect(p.html).toMatch(/<dt>Pickup<\/dt><dd><time datetime="[^"]+">[^<]+<\/time> \(UK time\)<\/dd>/);
     expect(p.html).toContain('<dt>Payment</dt><dd>Cash to the driver</dd>');
+    expect(p.html).not.toContain('<dt>Meet and greet</dt>');
+    // A meet and greet the passenger paid for is on the page, as in the confirmation e-mail.
+    const met = await bookThroughApi(api.url, env.rt.db, {
+      ride: { pickup: 'Manchester Airport', dropoff: 'Manchester Piccadilly', meetAndGreet: true },
+    });
+    expect((await getPage(api.url, met.trackPath)).html).toContain(
+      '<dt>Meet and greet</dt><dd>Your driver meets you in the arrivals hall with a name board</dd>',
+    );
     expect(p.html).toMatch(
       /<ol id="history" class="history">\n<li><time datetime="[^"]+">[^<]+<\/time> Booked: a driver/,
     );
@@ -69,7 +77,9 @@ describe('GET /track/{token}', () => {
 
     // The live part: the API's event stream of this booking, and our own script.
     const eventsUrl = `/api/public/v1/booking/${b.ref}/events?t=${b.token}`;
-    expect(p.html).toContain(`<p id="live" class="note" hidden data-events="${eventsUrl}" data-seq="1" data-status="pending">`);
+    expect(p.html).toContain(
+      `<p id="live" class="note" hidden data-events="${eventsUrl}" data-seq="1" data-status="pending">`,
+    );
     const csp = p.headers.get('content-security-policy') ?? '';
     expect(csp).toContain("script-src 'self'");
     expect(csp).toContain("connect-src 'self'");

@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
+import { hasMeetAndGreet } from '../../shared/domain/dispatch/job-card.ts';
 import { placeLabel } from '../../shared/domain/place-label.ts';
 import { AppError } from '../../shared/errors.ts';
 import {
@@ -57,6 +58,8 @@ interface TrackRow {
   payment_method: string;
   driver_id: string | null;
   test_mode: boolean;
+  /** The fare's rules: a charged meet and greet is shown (`hasMeetAndGreet`). */
+  applied_rules: unknown;
 }
 
 async function loadBooking(deps: ApiDeps, token: string): Promise<TrackRow | null> {
@@ -77,6 +80,7 @@ async function loadBooking(deps: ApiDeps, token: string): Promise<TrackRow | nul
       'payment_method',
       'driver_id',
       'test_mode',
+      'applied_rules',
     );
   return row ?? null;
 }
@@ -95,6 +99,10 @@ function journey(b: TrackRow): string[] {
     `<dt>Vehicle</dt><dd>${escapeHtml(VEHICLE_LABELS[b.vehicle_type] ?? b.vehicle_type)}</dd>`,
     `<dt>Fare</dt><dd>${b.fare_pence === null ? 'to be confirmed' : escapeHtml(pounds(b.fare_pence))}</dd>`,
     `<dt>Payment</dt><dd>${escapeHtml(PAYMENT_LABELS[b.payment_method] ?? b.payment_method)}</dd>`,
+    // As the confirmation e-mail says it: the passenger paid for it, and looks for the name board.
+    ...(hasMeetAndGreet(b.applied_rules)
+      ? ['<dt>Meet and greet</dt><dd>Your driver meets you in the arrivals hall with a name board</dd>']
+      : []),
     '</dl>',
     '</section>',
   ];

@@ -24,7 +24,8 @@ let seq = 0;
 export async function bookThroughApi(
   baseUrl: string,
   db: Db,
-  opts: { name?: string; phone?: string } = {},
+  /** `ride`: v1 booking fields sent over the default ride's (pickup, dropoff, meetAndGreet, …). */
+  opts: { name?: string; phone?: string; ride?: Record<string, unknown> } = {},
 ): Promise<ApiBooking> {
   seq += 1;
   const email = `passenger${seq}@example.org`;
@@ -39,6 +40,7 @@ export async function bookThroughApi(
       passengerEmail: email,
       passengerPhone: opts.phone ?? '+447700900456',
       paymentMethod: 'cash',
+      ...opts.ride,
     }),
   });
   const json = (await res.json()) as { bookingReference: string; trackingUrl: string; payDriverUrl: string };
