@@ -1,6 +1,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import { ERROR_STATUS, type ErrorCode } from '../shared/errors.ts';
 import { ErrorEnvelope } from '../shared/schemas/common.ts';
+import { BookingAmendedWebhook, BookingStatusWebhook } from '../shared/schemas/webhook-events.ts';
 import type { RouteDef } from './route.ts';
 
 /** A TypeBox schema as plain JSON Schema (TypeBox's symbol keys drop out). */
@@ -70,6 +71,30 @@ export interface OpenApiOptions {
  * The OpenAPI 3.1 document, generated from the declared routes: a route added later appears
  * with its schemas, parameters, security and error responses without anyone editing this.
  */
+/** A `webhooks` entry: a POST to the receiver's endpoint, signed with Standard Webhooks. */
+function webhookOperation(summary: string, description: string, schema: TSchema) {
+  const signed = (name: string, text: string) => ({
+    name,
+    in: 'header',
+    required: true,
+    description: text,
+    schema: { type: 'string' },
+  });
+  return {
+    post: {
+      summary,
+      description: `${description} Verify the signature with a Standard Webhooks library and the endpoint's \`whsec_\` secret; answer 2xx within 10 seconds, or it is retried with backoff for just over 24 hours.`,
+      parameters: [
+        signed('webhook-id', 'The delivery id: the same on every retry of this delivery'),
+        signed('webhook-timestamp', 'Seconds since the epoch, signed'),
+        signed('webhook-signature', '`v1,<base64 HMAC-SHA256>`; two, space-separated, during a secret rotation'),
+      ],
+      requestBody: { required: true, content: { 'application/json': { schema: plain(schema) } } },
+      responses: { '2XX': { description: 'Received: not delivered again' } },
+    },
+  };
+}
+
 export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   const tags = new Set<string>();
@@ -148,6 +173,20 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
     servers: opts.servers.map((url) => ({ url })),
     tags: [...tags].sort().map((name) => ({ name })),
     paths,
+    // What we send to a platform's webhook endpoint (set with `webhook set`): signed with
+    // Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`).
+    webhooks: {
+      bookingStatus: webhookOperation(
+        'A booking status changed',
+        'Sent for every status change after the first (sequence 2 on) of a booking the partner or supplier submitted, or that a partner operator holds.',
+        BookingStatusWebhook,
+      ),
+      bookingAmended: webhookOperation(
+        'A booking held by a partner operator was amended',
+        'Sent to a partner operator holding a booking (it accepted the job) when the booker amends it.',
+        BookingAmendedWebhook,
+      ),
+    },
     components: {
       schemas: { Error: plain(ErrorEnvelope) },
       securitySchemes: {

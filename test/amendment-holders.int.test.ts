@@ -10,6 +10,7 @@ import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, eventually, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { readSigned } from './helpers/signed-webhook.ts';
+import { webhookEventChecker } from './helpers/webhook-schemas.ts';
 
 /**
  * A partner's amendment reaches whoever holds the job, through partner intake over HTTP: an
@@ -209,6 +210,9 @@ describe('an amendment reaches whoever holds the job', () => {
     });
     await eventually(async () => expect(received).toHaveLength(1));
     expect(JSON.parse(received[0]?.body as string).type).toBe('booking.status');
+    // Each event is what the OpenAPI document's `webhooks` says it is, field for field.
+    const statusEvent = await webhookEventChecker(api.url, 'bookingStatus');
+    expect(statusEvent(JSON.parse(received[0]?.body as string))).toEqual([]);
     received.length = 0;
 
     const later = new Date(Date.now() + 5 * 3600_000);
@@ -224,6 +228,7 @@ describe('an amendment reaches whoever holds the job', () => {
     expect(received[0]?.verified).toBe(true);
     const event = JSON.parse(received[0]?.body as string);
     expect(event.type).toBe('booking.amended');
+    expect((await webhookEventChecker(api.url, 'bookingAmended'))(event)).toEqual([]);
     expect(event.data).toMatchObject({
       bookingReference: booking.reference,
       jobRef: 'AMEND-OPERATOR',
