@@ -58,6 +58,11 @@ describe('ordinary booking text passes', () => {
     'From now on please use my work number',
     'Please reply as soon as possible',
     'Disregard my earlier note about the dog',
+    // found refused in a probe: plural everyday nouns, a question about the service, a job title
+    'Ignore the earlier messages, the pickup is 8pm',
+    "Ignore the earlier texts, I've sorted it",
+    'What are your instructions for airport pickups?',
+    'Role: assistant manager',
     'Instructions: ring twice, then knock',
     'Additional instructions for the driver: parking at rear',
     'Ignore the sat nav directions, use the A34',

@@ -688,7 +688,7 @@ const EVERYDAY_NOUN = 'messages?|texts?|directions?|orders?|tasks?|requests?';
 const EARLIER = 'previous|prior|preceding|above|earlier|former|foregoing|original|initial|system';
 /** What "ignore the above / previous ..." may legitimately refer to in a booking. */
 const BENIGN_AFTER =
-  'address|addresses|pickup|pick|drop|dropoff|destination|time|times|date|number|phone|postcode|location|gate|gates|door|doors|entrance|exit|note|notes|booking|bookings|flight|stop|stops|one|ones|details?|email|message|text|comment|call|version|driver|car|taxi|ride|request|street|road|terminal|reference|name|mobile|landline|contact|room|flat|apartment|house|unit|receipt|arrangements?|plans?|route|conversation|seat|hotel|platform|bay|train|bus|ward';
+  'address|addresses|pickup|pick|drop|dropoff|destination|time|times|date|number|phone|postcode|location|gate|gates|door|doors|entrance|exit|note|notes|booking|bookings|flight|stop|stops|one|ones|details?|emails?|messages?|texts?|comments?|calls?|version|driver|car|taxi|ride|request|street|road|terminal|reference|name|mobile|landline|contact|room|flat|apartment|house|unit|receipt|arrangements?|plans?|route|conversation|seat|hotel|platform|bay|train|bus|ward';
 /** "a", but not "a bit", "a few minutes": "you are now a few minutes away". */
 const A_PERSONA = 'an?(?! (?:bit|little|few|couple|minute|min|mile|short|long|moment)(?![^ ]))';
 const FARE_NOUN =
@@ -1024,7 +1024,8 @@ const WORD_RULES: readonly Rule[] = [
     `${seq(
       w('what is|what are|whats|what re|reveal|print|output|repeat'),
       gap(3) + w('your|system|internal|admin|root|api|secret|private|hidden|initial|original'),
-      w(SECRET_NOUN),
+      // "what are your instructions for airport pickups?" asks how the service works
+      w(`${CONFIG_NOUN}|instructions(?! (?:for|on|about|to|how)(?![^ ]))`),
     )}|${seq(
       w('tell|give|send|show|share|email|text|provide|list'),
       gap(3) + w('your|system|internal|admin|root|api|secret|private|hidden|initial|original'),
@@ -1125,7 +1126,10 @@ const MARKUP_RULES: readonly Rule[] = [
   ),
   rule('tool-call-key', '\\b(?:function_call|tool_calls?|tool_use)\\b', /function_call|tool_/),
   // (but not "Role: Assistant to the CEO", a job title)
-  rule('json-role', '\\brole ?["\']? ?[:=] ?["\']?(?:system|assistant(?! to\\b)|developer|user|tool|function)\\b'),
+  rule(
+    'json-role',
+    '\\brole ?["\']? ?[:=] ?["\']?(?:system|assistant(?! (?:to|manager|director|head|coach|professor|principal|editor|producer|secretary|teacher|buyer|accountant|engineer|chef|curator|librarian|nurse|officer|supervisor|warden|lecturer|headteacher|general manager)\\b)|developer|user|tool|function)\\b',
+  ),
   rule('script', '<\\/? ?(?:script|iframe)\\b|javascript ?:'),
   // "sudo:" opening a line, "sudo -i" (the words form has neither the colon nor the hyphen)
   rule('developer-mode', '(?:^|\\n) ?sudo ?:|\\bsudo -[a-z]\\b', /sudo/),
