@@ -145,6 +145,15 @@ describe('GET /book/{quoteId}', () => {
     expect(cookie).toMatch(/Path=\//);
   });
 
+  it("shows a quote's warnings without the statistical codes integrators get", async () => {
+    const q = await quote({ pickup: 'Leeds station', dropoff: 'York station' });
+    const warning = (q.warnings as string[]).find((w) => w.startsWith('No council tariff table'));
+    expect(warning).toMatch(/local authority \(E\d{8}\)/);
+    const p = await getPage(api.url, pathOf(q.bookingUrl));
+    expect(p.html).toContain(escaped((warning as string).replace(/ \(E\d{8}\)/, '')));
+    expect(p.html).not.toMatch(/\(E\d{8}\)/);
+  });
+
   it('an unknown or malformed quote id is a 404 page', async () => {
     for (const id of ['0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b', 'not-a-quote', '%3Cscript%3E']) {
       const p = await getPage(api.url, `/book/${id}`);

@@ -160,6 +160,14 @@ const secure = (base: string) => base.startsWith('https:');
 // ---------------------------------------------------------------------------------------------
 // Rendering
 
+/**
+ * A quote's warning as a passenger reads it: without the statistical codes integrators get
+ * ("the pickup's local authority (E08000035)"), which mean nothing to a passenger.
+ */
+function forPassengers(warning: string): string {
+  return warning.replace(/ \((?:[EWSN]\d{8}|unknown)\)/g, '');
+}
+
 function journey(q: QuoteRow): string[] {
   const vehicle = VEHICLE_LABELS[q.vehicle_type] ?? q.vehicle_type;
   const miles = Math.round(q.distance_miles * 10) / 10;
@@ -204,7 +212,7 @@ function fare(q: QuoteRow): string[] {
     '</table>',
     `<p class="note">${escapeHtml(tariff)} The fare is fixed: it does not change with traffic. We take no commission.</p>`,
     ...(q.warnings.length > 0
-      ? ['<ul class="note">', ...q.warnings.map((w) => `<li>${escapeHtml(w)}</li>`), '</ul>']
+      ? ['<ul class="note">', ...q.warnings.map((w) => `<li>${escapeHtml(forPassengers(w))}</li>`), '</ul>']
       : []),
     `<p>This quote can be booked until ${timeElement(bookableUntil(q))} (UK time).</p>`,
     '</section>',

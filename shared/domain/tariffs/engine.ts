@@ -315,7 +315,13 @@ function priceOnTable(ct: CompiledTable, ctx: Ctx): Attempt {
   const { input } = ctx;
   const period = selectTariff(ct, ctx.start);
   if (period === null) {
-    return { ok: false, reason: `no tariff in its table covers ${localText(ctx.local)}`, tariff: '' };
+    // A council whose data gives only a summary of fares (an average, a first mile) has no
+    // tariff to meter on at all: said so, not as if this hour alone were missing.
+    const reason =
+      ct.tariffs.length === 0
+        ? 'it gives only a summary of fares, no tariff to meter on'
+        : `no tariff in its table covers ${localText(ctx.local)}`;
+    return { ok: false, reason, tariff: '' };
   }
   let tariff = period;
   let tariffName = period.label;
