@@ -464,6 +464,8 @@ describe('limits, as on the API', () => {
     expect(Number(post.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(post.headers.get('ratelimit-policy')).toContain('"unverified-email";q=8;w=3600');
     expect(fieldError(post, 'email')).toMatch(/unconfirmed e-mail address/);
+    // How long, in words, as the Retry-After says it.
+    expect(fieldError(post, 'email')).toMatch(/You can try again in about (?:1 hour|\d+ minutes)\.$/);
     expect(post.html).toContain(`value="${escaped(email)}"`);
     expect(await bookingsOfQuote(q.quoteId)).toHaveLength(0);
     // Past the limit, the last booking's form sent again still lands on its booking: a second

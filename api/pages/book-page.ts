@@ -22,6 +22,7 @@ import {
   testModeNotice,
   timeElement,
   VEHICLE_LABELS,
+  waitInWords,
   websiteCaller,
 } from './site.ts';
 
@@ -444,6 +445,9 @@ function localChecks(v: FormValues): FieldErrors {
 /** An API refusal as the form shows it: next to the field its details name, else above the form. */
 function formErrors(err: AppError): { errors: FieldErrors; general: string[] } {
   const errors: FieldErrors = {};
+  // A limit says how long, as the service's message pages do ("about 60 minutes").
+  const wait = err.code === 'rate_limited' ? waitInWords(err.headers['Retry-After']) : null;
+  const message = wait ? `${err.message} You can try again in ${wait}.` : err.message;
   for (const d of err.details) {
     const field = FIELD_OF_POINTER[d.field];
     if (!field || errors[field]) continue;
@@ -452,9 +456,9 @@ function formErrors(err: AppError): { errors: FieldErrors; general: string[] } {
         ? `This ${FIELD_LABELS[field]} cannot be accepted: it ${d.problem}.`
         : err.code === 'invalid_input' && field === 'phone'
           ? PHONE_MESSAGE
-          : err.message;
+          : message;
   }
-  return { errors, general: Object.keys(errors).length > 0 ? [] : [err.message] };
+  return { errors, general: Object.keys(errors).length > 0 ? [] : [message] };
 }
 
 // ---------------------------------------------------------------------------------------------
