@@ -1,4 +1,5 @@
 import type { ErrorRequestHandler, Request, Response } from 'express';
+import { repeatedHourZone } from '../../shared/domain/london-zone.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { Caller } from '../middleware/auth.ts';
 import { isMalformedPath } from '../middleware/errors.ts';
@@ -96,10 +97,10 @@ const LONDON_SHORT = new Intl.DateTimeFormat('en-GB', {
   minute: '2-digit',
 });
 
-/** "Wed, 25 Nov 2026, 14:05" in Europe/London. */
-export const londonTime = (at: Date): string => LONDON.format(at);
+/** "Wed, 25 Nov 2026, 14:05" in Europe/London ("01:30 GMT" in the hour that happens twice: `repeatedHourZone`). */
+export const londonTime = (at: Date): string => `${LONDON.format(at)}${repeatedHourZone(at)}`;
 /** The same without the year (status history). */
-export const londonShort = (at: Date): string => LONDON_SHORT.format(at);
+export const londonShort = (at: Date): string => `${LONDON_SHORT.format(at)}${repeatedHourZone(at)}`;
 
 /** A `<time>` element for a moment, shown in Europe/London. */
 export function timeElement(at: Date, short = false): string {

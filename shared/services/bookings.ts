@@ -8,6 +8,7 @@ import { enqueueJob, outboxRow } from '../db/outbox.ts';
 import { rawNamed } from '../db/prepared.ts';
 import { dispatchTimeMs, leadTimesOf } from '../domain/dispatch/dispatch-time.ts';
 import { isWellFormedEmail, mailboxKey, normaliseEmail } from '../domain/email-acceptance.ts';
+import { repeatedHourZone } from '../domain/london-zone.ts';
 import { placeLabel } from '../domain/place-label.ts';
 import { newReference, normaliseReference, referenceForMessage } from '../domain/reference.ts';
 import { scenarioInNotes, type TestScenario } from '../domain/sandbox.ts';
@@ -804,7 +805,7 @@ function confirmation(
   serviceName: string,
   meetAndGreet: boolean,
 ): NewMessage {
-  const when = LONDON_WHEN.format(row.pickup_time);
+  const when = `${LONDON_WHEN.format(row.pickup_time)}${repeatedHourZone(row.pickup_time)}`;
   return {
     channel: 'email',
     recipient: row.passenger_email as string,

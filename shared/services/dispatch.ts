@@ -18,6 +18,7 @@ import {
   SERVES,
   vehicleMismatch,
 } from '../domain/dispatch/matching.ts';
+import { repeatedHourZone } from '../domain/london-zone.ts';
 import { placeLabel } from '../domain/place-label.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { AppError } from '../errors.ts';
@@ -560,7 +561,7 @@ async function tellPassengerNoDriverYet(
     body: [
       `Hello ${booking.passenger_name},`,
       '',
-      `We have not found a driver for your booking ${booking.reference}: ${placeLabel(booking.pickup)} to ${placeLabel(booking.dropoff)}, ${LONDON_WHEN.format(booking.pickup_time)} (UK time).`,
+      `We have not found a driver for your booking ${booking.reference}: ${placeLabel(booking.pickup)} to ${placeLabel(booking.dropoff)}, ${LONDON_WHEN.format(booking.pickup_time)}${repeatedHourZone(booking.pickup_time)} (UK time).`,
       retryAt
         ? `We keep asking drivers every ${deps.config.dispatch.retryMinutes} minutes until your pickup time; the tracking page shows when one accepts.`
         : purpose === 'no_driver_final'

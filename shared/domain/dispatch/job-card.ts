@@ -14,8 +14,10 @@
  * characters instead of 153, and each segment is billed to the driver (SPEC.md 2.10, £0.02 per
  * SMS).
  */
+
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { findPostcode, OUTWARD_RE } from '../../geo/text.ts';
+import { repeatedHourZone } from '../london-zone.ts';
 import { placeLabel } from '../place-label.ts';
 
 // ----- the short link -----
@@ -280,7 +282,7 @@ export function jobCardText(card: JobCard, now: Date = new Date()): string {
   const meet = card.meetAndGreet ? 'meet & greet, ' : '';
   const build = (areaMax: number) =>
     `${head} ${reference}: ${shorten(clean(card.pickupArea), areaMax)} to ${shorten(clean(card.dropoffArea), areaMax)}, ` +
-    `${londonWhen(card.pickupTime)}, ${pax}, ${vehicle}, ${meet}${fare}. ${accept}: ${card.link}`;
+    `${londonWhen(card.pickupTime)}${repeatedHourZone(card.pickupTime)}, ${pax}, ${vehicle}, ${meet}${fare}. ${accept}: ${card.link}`;
   let text = build(AREA_MAX);
   for (let areaMax = AREA_MAX - 8; text.length > JOB_CARD_MAX && areaMax >= 8; areaMax -= 8) text = build(areaMax);
   return text;
