@@ -2,6 +2,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import { TEST_SCENARIOS } from '../../shared/domain/sandbox.ts';
 import { AppError } from '../../shared/errors.ts';
 import { DateTime, StringEnum } from '../../shared/schemas/common.ts';
+import { HeldJobFields, OfferedJobFields } from '../../shared/schemas/job-view.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import { DASHBOARD_WEEKS, type DriverDashboard, driverDashboard } from '../../shared/services/driver-dashboard.ts';
 import {
@@ -74,28 +75,14 @@ const Progress = Type.Object({
   ),
 });
 
-const Place = Type.Object({ name: Type.String(), lat: Type.Number(), lng: Type.Number() });
 const FeedJob = Type.Object({
   bookingReference: Type.String(),
   state: Type.String({ description: 'offered, accepted, driver_en_route, driver_arrived, passenger_on_board, …' }),
   offerExpiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-  pickup: Place,
-  dropoff: Place,
-  pickupTime: Type.String({ format: 'date-time' }),
-  passengers: Type.Integer(),
-  vehicleType: Type.String(),
-  fareGBP: Type.Union([Type.Number(), Type.Null()]),
-  paymentMethod: StringEnum(['cash', 'card', 'pay_link', 'bank_transfer', 'account'], {
-    description:
-      "How the passenger pays the driver, as the job card says it: pay_link is the driver's own payment link, account is charged to the booker's account",
-  }),
-  meetAndGreet: Type.Boolean({
-    description:
-      'The passenger booked (and paid for) meet and greet: meet them inside the terminal, in arrivals, with a name board',
-  }),
-  passenger: Type.Optional(Type.Object({ name: Type.String(), phone: Type.Union([Type.String(), Type.Null()]) })),
-  notes: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-  flightNumber: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+  ...OfferedJobFields,
+  passenger: Type.Optional(HeldJobFields.passenger),
+  notes: Type.Optional(HeldJobFields.notes),
+  flightNumber: Type.Optional(HeldJobFields.flightNumber),
   sandbox: Type.Optional(
     Type.Object(
       {

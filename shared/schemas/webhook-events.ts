@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { HeldJobFields, OfferedJobFields } from './job-view.ts';
 
 /**
  * The events the `fanout` worker delivers to a partner's, supplier's or operator's webhook
@@ -8,8 +9,6 @@ import { Type } from '@sinclair/typebox';
  */
 
 const Strict = { additionalProperties: false } as const;
-
-const Place = Type.Object({ name: Type.String(), lat: Type.Number(), lng: Type.Number() }, Strict);
 
 const Vehicle = Type.Object(
   { make: Type.String(), model: Type.String(), colour: Type.String(), registration: Type.String() },
@@ -64,19 +63,7 @@ export const BookingAmendedWebhook = Type.Object(
         sequence: Type.Integer({ minimum: 1, description: "The booking's current status sequence (unchanged by it)" }),
         changed: Type.Array(Type.String(), { description: "What changed, by the job feed's names" }),
         job: Type.Object(
-          {
-            pickup: Place,
-            dropoff: Place,
-            pickupTime: Type.String({ format: 'date-time' }),
-            passengers: Type.Integer(),
-            vehicleType: Type.String(),
-            fareGBP: Type.Union([Type.Number(), Type.Null()]),
-            paymentMethod: Type.String(),
-            meetAndGreet: Type.Boolean(),
-            passenger: Type.Object({ name: Type.String(), phone: Type.Union([Type.String(), Type.Null()]) }, Strict),
-            notes: Type.Union([Type.String(), Type.Null()]),
-            flightNumber: Type.Union([Type.String(), Type.Null()]),
-          },
+          { ...OfferedJobFields, ...HeldJobFields },
           { ...Strict, description: 'The job as it now is, as the job feed shows a held job' },
         ),
       },
