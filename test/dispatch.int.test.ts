@@ -887,6 +887,37 @@ describe('dispatch', () => {
     await offline(d.token);
   }, 60_000);
 
+  it('names a street-address pickup on the job card as its offer link does (post town and district)', async () => {
+    const d = await driver('Area Ann');
+    await presence(d.token, near(0.3));
+    const ref = await book({
+      pickup: '14 Oxford Road, Manchester M1 5QA',
+      dropoff: 'Manchester Airport',
+      paymentMethod: 'pay_driver',
+      passengerName: 'Street Sam',
+      passengerEmail: 'street.sam@example.org',
+    });
+    const offer = await liveOffer(ref);
+    expect(offer.driver_id).toBe(d.id);
+    const card = (
+      await eventually(async () =>
+        env.rt.db('outbound_messages').where({ booking_id: offer.booking_id, purpose: 'job_card' }).first(),
+      )
+    ).body as string;
+    const linkPath = /\/o\/[A-Za-z0-9_-]+/.exec(card)?.[0] as string;
+    const opened = await call('GET', linkPath, d.token);
+    expect(opened.status, opened.text).toBe(200);
+    expect(opened.json.job.pickupArea).toBe('Manchester M1');
+    // How the passenger pays, as the card says it (the page said "paid to you" whatever it was).
+    expect(opened.json.job.paymentMethod).toBe('pay_link');
+    expect(card).toContain('(your pay link, 0% commission)');
+    const page = await fetch(`${srv.url}${linkPath}`, { headers: { accept: 'text/html' } });
+    expect(await page.text()).toContain(', your pay link, 0% commission</dd>');
+    expect(card).toContain(`: Manchester M1 to ${opened.json.job.dropoffArea}, `);
+    await cancelled(ref, 'street.sam@example.org');
+    await offline(d.token);
+  });
+
   it('tells the driver of a charged meet and greet (job card, offer link, feed), and not of one asked for away from an airport', async () => {
     const d = await driver('Greeting Gus');
     // A v1 quote asking for meet and greet, redeemed with its quote_id; dispatched at once.

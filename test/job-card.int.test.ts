@@ -169,6 +169,7 @@ describe('GET /o/{code}', () => {
         passengers: 2,
         vehicleType: 'saloon',
         fareGBP: 28.4,
+        paymentMethod: 'cash',
         meetAndGreet: false,
       },
       accept: { method: 'POST', path: `/api/public/v1/jobs/${o.reference}/accept`, auth: 'driver bearer token' },

@@ -1,7 +1,7 @@
 import type { Request, Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { MAX_LAT } from '../../shared/dispatch/presence-index.ts';
-import { MEET_AND_GREET_TEXT } from '../../shared/domain/dispatch/job-card.ts';
+import { MEET_AND_GREET_TEXT, PAYMENT_LABELS } from '../../shared/domain/dispatch/job-card.ts';
 import { normaliseReference } from '../../shared/domain/reference.ts';
 import { AppError, type ErrorCode, errorBody } from '../../shared/errors.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
@@ -183,7 +183,7 @@ function offerFacts(job: OfferLinkResponse['job']): string[] {
     `<dt>When</dt><dd>${timeElement(new Date(job.pickupTime))} (UK time)</dd>`,
     `<dt>Passengers</dt><dd>${job.passengers}</dd>`,
     `<dt>Vehicle</dt><dd>${escapeHtml(vehicleText(job.vehicleType))}</dd>`,
-    `<dt>Fare</dt><dd>${escapeHtml(gbpText(job.fareGBP))}${job.fareGBP === null ? '' : ', paid to you, 0% commission'}</dd>`,
+    `<dt>Fare</dt><dd>${escapeHtml(gbpText(job.fareGBP))}${job.fareGBP === null ? '' : `, ${PAYMENT_LABELS[job.paymentMethod] ?? 'paid to you'}, 0% commission`}</dd>`,
     ...meetAndGreetFact(job.meetAndGreet),
     '</dl>',
   ];

@@ -1,8 +1,10 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { type CardPlace, hasMeetAndGreet, pickupArea, verifyOfferCode } from '../../shared/domain/dispatch/job-card.ts';
+import type { JobPaymentMethod } from '../../shared/domain/dispatch/job-view.ts';
 import { AppError } from '../../shared/errors.ts';
-import { nearestDistrict } from '../../shared/geo/gazetteer.ts';
+import { postDistrictAt } from '../../shared/geo/gazetteer.ts';
 import { DateTime, StringEnum } from '../../shared/schemas/common.ts';
+import { OfferedJobFields } from '../../shared/schemas/job-view.ts';
 import { gbp } from '../../shared/services/quotes.ts';
 import type { ApiDeps } from '../deps.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
@@ -32,6 +34,7 @@ export const OfferLinkResponse = Type.Object({
     passengers: Type.Integer({ minimum: 1, maximum: 8 }),
     vehicleType: Type.String(),
     fareGBP: Type.Union([Type.Number(), Type.Null()], { description: 'Paid to the driver; null when not priced' }),
+    paymentMethod: OfferedJobFields.paymentMethod,
     meetAndGreet: Type.Boolean({
       description:
         'The passenger booked (and paid for) meet and greet: meet them inside the terminal, in arrivals, with a name board',
@@ -56,13 +59,8 @@ interface OfferJobRow {
   passengers: number;
   vehicle_type: string;
   fare_pence: number | null;
+  payment_method: JobPaymentMethod;
   applied_rules: unknown;
-}
-
-/** Districts (and their post towns) for places stored without one: the gazetteer's district file, loaded once. */
-function lookupDistrict(lat: number, lng: number): { district: string; town: string | null } | null {
-  const nd = nearestDistrict(lat, lng);
-  return nd ? { district: nd.district.district, town: nd.district.postTowns[0] ?? null } : null;
 }
 
 /** An offer opened by its short link: what the link answers, and whose offer it is. */
@@ -106,6 +104,7 @@ export async function findOfferByCode(
       'b.passengers',
       'b.vehicle_type',
       'b.fare_pence',
+      'b.payment_method',
       'b.applied_rules',
     );
   if (!row) return null;
@@ -116,12 +115,13 @@ export async function findOfferByCode(
       offer: { state, expiresAt: row.expires_at.toISOString(), tier: row.tier },
       job: {
         bookingReference: row.reference,
-        pickupArea: pickupArea(row.pickup, { lookupDistrict }),
-        dropoffArea: pickupArea(row.dropoff, { lookupDistrict }),
+        pickupArea: pickupArea(row.pickup, { lookupDistrict: postDistrictAt }),
+        dropoffArea: pickupArea(row.dropoff, { lookupDistrict: postDistrictAt }),
         pickupTime: row.pickup_time.toISOString(),
         passengers: row.passengers,
         vehicleType: row.vehicle_type,
         fareGBP: row.fare_pence === null ? null : gbp(row.fare_pence),
+        paymentMethod: row.payment_method,
         meetAndGreet: hasMeetAndGreet(row.applied_rules),
       },
       accept: { method: 'POST', path: `${jobPath}/accept`, auth: 'driver bearer token' },

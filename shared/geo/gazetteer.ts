@@ -740,6 +740,15 @@ export function nearestDistrict(lat: number, lng: number, dataDir = DEFAULT_DATA
   return districtLocatorFor(dataDir).nearest(lat, lng);
 }
 
+/**
+ * The postcode district and its first post town at a point, for naming a place stored without
+ * them ("Manchester M1" on a job card: `pickupArea`'s `lookupDistrict`).
+ */
+export function postDistrictAt(lat: number, lng: number): { district: string; town: string | null } | null {
+  const nd = nearestDistrict(lat, lng);
+  return nd ? { district: nd.district.district, town: nd.district.postTowns[0] ?? null } : null;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The gazetteer
 

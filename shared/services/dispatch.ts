@@ -22,6 +22,7 @@ import { repeatedHourZone } from '../domain/london-zone.ts';
 import { placeLabel } from '../domain/place-label.ts';
 import type { VehicleType } from '../domain/tariffs/types.ts';
 import { AppError } from '../errors.ts';
+import { postDistrictAt } from '../geo/gazetteer.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Queues } from '../queues/connection.ts';
 import { QUEUE_NAMES } from '../queues/registry.ts';
@@ -496,8 +497,10 @@ async function makeOffer(
       const baseUrl = deps.config.publicBaseUrls[0] ?? '';
       const text = jobCardText({
         reference: booking.reference,
-        pickupArea: pickupArea(booking.pickup),
-        dropoffArea: pickupArea(booking.dropoff),
+        // Named as the offer's link names them: a place stored without its district gets the
+        // one found at its point, so the text and the page agree ("Manchester M1").
+        pickupArea: pickupArea(booking.pickup, { lookupDistrict: postDistrictAt }),
+        dropoffArea: pickupArea(booking.dropoff, { lookupDistrict: postDistrictAt }),
         pickupTime: booking.pickup_time,
         farePence: booking.fare_pence,
         paymentMethod: booking.payment_method,

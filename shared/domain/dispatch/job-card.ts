@@ -244,7 +244,8 @@ const VEHICLE_LABELS: Record<string, string> = {
   wav: 'wheelchair accessible',
 };
 
-const PAYMENT_LABELS: Record<string, string> = {
+/** How the passenger pays, as the driver reads it on the card and the offer page ("cash to you"). */
+export const PAYMENT_LABELS: Record<string, string> = {
   cash: 'cash to you',
   card: 'card to you',
   pay_link: 'your pay link',
