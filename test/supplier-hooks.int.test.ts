@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unseal } from '../shared/crypto.ts';
 import { beginIdempotent, underClaims } from '../shared/services/idempotency.ts';
-import { type CreatedSupplier, createSupplier } from '../shared/services/suppliers.ts';
+import { type CreatedSupplier, createSupplier, SupplierInputError } from '../shared/services/suppliers.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, blockedBy, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
@@ -590,6 +590,20 @@ describe('hook routing', () => {
     await env.rt.db('suppliers').where({ id: off.id }).update({ active: false });
     const gone = await post('/api/public/hooks/gone-booking', '{}', { 'x-gone-secret': off.secret });
     expect(gone.status).toBe(404);
+  });
+
+  it('creates a slug once when two creates race, telling the other it exists; refuses an adapter named like an Object method', async () => {
+    const both = await Promise.allSettled(
+      [0, 1, 2].map(() => createSupplier(env.rt.db, env.config, { slug: 'racer', adapter: 'hmac', actor: 'test' })),
+    );
+    expect(both.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    for (const r of both.filter((x) => x.status === 'rejected')) {
+      expect((r as PromiseRejectedResult).reason).toBeInstanceOf(SupplierInputError);
+      expect(String((r as PromiseRejectedResult).reason.message)).toBe('a supplier with slug "racer" exists');
+    }
+    await expect(
+      createSupplier(env.rt.db, env.config, { slug: 'proto', adapter: 'constructor' as never, actor: 'test' }),
+    ).rejects.toBeInstanceOf(SupplierInputError);
   });
 
   it('documents the hook in OpenAPI', async () => {

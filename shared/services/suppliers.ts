@@ -329,26 +329,31 @@ export async function createSupplier(
       'slug must be 1 to 40 lower-case letters, digits or hyphens, starting with a letter or digit',
     );
   }
-  if (!ADAPTERS[opts.adapter]) {
+  if (!Object.hasOwn(ADAPTERS, opts.adapter)) {
     throw new SupplierInputError(`adapter must be one of: ${ADAPTER_NAMES.join(', ')}`);
   }
   const fee = opts.jobFeePence ?? 0;
   if (!Number.isInteger(fee) || fee < 0) throw new SupplierInputError('job fee must be a non-negative amount');
   const webhookUrl = opts.webhookUrl ? checkEndpointUrl(opts.webhookUrl, endpointUrlRules(config)) : null;
+  const exists = () => new SupplierInputError(`a supplier with slug "${opts.slug}" exists`);
+  // Two creates of one slug at once: the loser meets the slug's unique index, and is told as
+  // the check below tells a later one.
   return db.transaction(async (trx) => {
-    if (await trx('suppliers').where({ slug: opts.slug }).first('id')) {
-      throw new SupplierInputError(`a supplier with slug "${opts.slug}" exists`);
-    }
+    if (await trx('suppliers').where({ slug: opts.slug }).first('id')) throw exists();
     const id = uuidv7();
     const secret = `${config.serviceCode}_sup_${randomBase62(40)}`;
-    await trx('suppliers').insert({
-      id,
-      slug: opts.slug,
-      adapter: opts.adapter,
-      secret_sealed: seal(secret, config.dataEncryptionKey),
-      external_platform: opts.externalPlatform ?? false,
-      job_fee_pence: fee,
-    });
+    await trx('suppliers')
+      .insert({
+        id,
+        slug: opts.slug,
+        adapter: opts.adapter,
+        secret_sealed: seal(secret, config.dataEncryptionKey),
+        external_platform: opts.externalPlatform ?? false,
+        job_fee_pence: fee,
+      })
+      .catch((err: unknown) => {
+        throw (err as { code?: string }).code === '23505' ? exists() : err;
+      });
     let webhookSecret: string | null = null;
     if (webhookUrl) {
       webhookSecret = newWebhookSecret();
