@@ -914,10 +914,13 @@ function unexpected(err: unknown): CliError {
 
 async function main(argv: string[]): Promise<number> {
   const two = `${argv[0]} ${argv[1]}`;
-  const name = COMMANDS[two] ? two : argv[0] !== undefined && COMMANDS[argv[0]] ? argv[0] : null;
+  // Own keys only: "constructor" or "toString" would otherwise find Object's methods.
+  const known = (n: string | undefined): n is string => n !== undefined && Object.hasOwn(COMMANDS, n);
+  const name = known(two) ? two : known(argv[0]) ? argv[0] : null;
   if (!name || argv.includes('--help')) {
     if (argv.includes('--help')) {
-      process.stdout.write(`${usage()}\n`);
+      // One JSON document on stdout, as every command answers (CONTRACT.md section 9), its lines readable.
+      process.stdout.write(`${JSON.stringify({ usage: usage().split('\n') }, null, 2)}\n`);
       return 0;
     }
     // No command or an unknown one: JSON on stderr with the usage, exit 1 as every error (CONTRACT.md section 9).

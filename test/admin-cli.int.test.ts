@@ -47,6 +47,19 @@ function refused(r: Awaited<ReturnType<typeof admin>>, what: string): { code: st
 const whoami = (key: string) => fetch(`${http.url}/api/public/v1/whoami`, { headers: { 'x-api-key': key } });
 
 describe('admin CLI', () => {
+  it('answers --help with one JSON document, and a command named like an Object method as unknown', async () => {
+    const [help, proto] = await adminAll([['--help'], ['constructor']]);
+    expect(help?.code, help?.stderr).toBe(0);
+    const usage = (JSON.parse(help?.stdout ?? '') as { usage: string[] }).usage;
+    expect(usage.some((line) => line.includes('partner create'))).toBe(true);
+    expect(proto?.code).toBe(1);
+    expect(proto?.stdout).toBe('');
+    expect(JSON.parse(proto?.stderr.trim() ?? '').error).toMatchObject({
+      code: 'invalid_input',
+      message: 'unknown command "constructor"',
+    });
+  }, 90_000);
+
   it('creates a partner and prints its key and secrets once', async () => {
     const r = await admin(
       'partner',
