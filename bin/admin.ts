@@ -681,7 +681,10 @@ export const COMMANDS: Record<string, Command> = {
             reference: required(v, 'booking'),
             kind: kind as OperatorSettlementKind,
             amountPence: penceArg(v.amount, 'amount', kind === 'correction') ?? 0,
-            ...(v.fee !== undefined ? { processorFeePence: penceArg(v.fee, 'fee') as number } : {}),
+            // A correction's fee is a signed change too: a fee entered wrongly (3.00 for 0.30) is taken back.
+            ...(v.fee !== undefined
+              ? { processorFeePence: penceArg(v.fee, 'fee', kind === 'correction') as number }
+              : {}),
             ...(corrects != null ? { correctsId: corrects } : {}),
             ...(typeof v.note === 'string' ? { note: v.note.slice(0, 500) } : {}),
           },

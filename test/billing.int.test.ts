@@ -220,6 +220,27 @@ describe('weekly billing', () => {
     ids.oldPartner = await partner('Old Fleet', new Date(week.start.getTime() - 31 * DAY));
     await ride({ partnerId: ids.oldPartner }, 70_000, inWeek(40));
 
+    // A card fee entered wrongly (£3.00 for £0.30), corrected by a signed fee change: the week
+    // passes through what the corrections leave (£0.30), on 1 card payment.
+    ids.corrected = await driver('Cora Corrected', longAgo);
+    const typo = await ride({ driverId: ids.corrected }, 10_000, inWeek(80));
+    // A reference the CLI reads (this file's rides have made-up ones).
+    await db()('bookings').where({ id: typo }).update({ reference: 'DTN-C0RR3C' });
+    await cardPayment(typo, ids.corrected, 300, inWeek(80));
+    const paid = await db()('settlement_records').where({ booking_id: typo, kind: 'card_paid' }).first('id');
+    await db()('settlement_records').insert({
+      booking_id: typo,
+      driver_id: ids.corrected,
+      kind: 'correction',
+      amount_pence: 0,
+      processor_fee_pence: -270,
+      corrects_id: paid.id,
+      recorded_by: 'finance-test',
+      created_at: inWeek(81),
+    });
+    ids.correctedBooking = typo;
+    ids.correctedRecord = String(paid.id);
+
     // A test-mode driver is never billed; a driver with only SMS gets an invoice for them.
     ids.sandbox = await driver('Tess Sandbox', longAgo, true);
     await ride({ driverId: ids.sandbox }, 90_000, inWeek(12));
@@ -232,6 +253,39 @@ describe('weekly billing', () => {
     const r = await admin('billing', 'run', '--week', week.week, '--dry-run');
     expect(r.code, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout);
+    const corrected = byOwner(out.invoices, ids.corrected as string);
+    expect(corrected.lines).toEqual([
+      {
+        kind: 'card_processing',
+        description: 'Card processing fees on 1 card payments (pass-through)',
+        quantity: 1,
+        unitGBP: 0.3,
+        amountGBP: 0.3,
+      },
+    ]);
+    expect(corrected.totalGBP).toBe(0.3);
+    // From the CLI: a fee correction takes back no more than what is left of the record's fee (£0.30).
+    const ref = (await db()('bookings').where({ id: ids.correctedBooking }).first('reference')).reference as string;
+    const correct = (fee: string) =>
+      admin(
+        'settlement',
+        'record',
+        '--booking',
+        ref,
+        '--kind',
+        'correction',
+        '--corrects',
+        ids.correctedRecord as string,
+        `--fee=${fee}`,
+      );
+    const tooMuch = await correct('-0.40');
+    expect(tooMuch.code).toBe(1);
+    expect(JSON.parse(tooMuch.stderr.trim()).error).toMatchObject({ code: 'invalid_input' });
+    expect(JSON.parse(tooMuch.stderr.trim()).error.message).toContain('takes back more than record');
+    // Taken back to nothing, written now (after the week): the week's invoice is as it was.
+    const rest = await correct('-0.30');
+    expect(rest.code, rest.stderr).toBe(0);
+    expect(JSON.parse(rest.stdout)).toMatchObject({ kind: 'correction', processorFeeGBP: -0.3 });
     expect(out.week).toBe(week.week);
     expect(out.dryRun).toBe(true);
     const over = byOwner(out.invoices, ids.over as string);
@@ -311,7 +365,7 @@ describe('weekly billing', () => {
     const first = await admin('billing', 'run', '--week', week.week);
     expect(first.code, first.stderr).toBe(0);
     const one = JSON.parse(first.stdout);
-    expect(one.issued).toBe(10);
+    expect(one.issued).toBe(11);
     expect(one.alreadyIssued).toBe(0);
     const over = byOwner(one.invoices, ids.over as string);
     expect(over).toMatchObject({ id: expect.any(String), state: 'issued', totalGBP: 22.31 });
@@ -327,7 +381,7 @@ describe('weekly billing', () => {
 
     const second = JSON.parse((await admin('billing', 'run', '--week', week.week)).stdout);
     expect(second.issued).toBe(1);
-    expect(second.alreadyIssued).toBe(10);
+    expect(second.alreadyIssued).toBe(11);
     expect(byOwner(second.invoices, ids.at as string)).toMatchObject({ totalGBP: 0, earningsGBP: 500 });
     expect(byOwner(second.invoices, ids.late as string)).toMatchObject({ totalGBP: 20, earningsGBP: 800 });
     expect(byOwner(second.invoices, ids.over as string)).toEqual(over);
@@ -373,7 +427,7 @@ describe('weekly billing', () => {
       .where({ week: week.week })
       .groupByRaw('coalesce(driver_id, partner_id)')
       .select(db().raw('count(*)::int as n'));
-    expect(perOwner).toHaveLength(11);
+    expect(perOwner).toHaveLength(12);
     expect(perOwner.every((p) => p.n === 1)).toBe(true);
     // Lee's one line (the fee) is the only one added.
     expect(await countLines()).toBe(linesBefore + 1);
@@ -491,7 +545,7 @@ describe('weekly billing', () => {
         'subscription_fee_gbp,sms_count,sms_gbp,card_processing_gbp,external_job_fee_gbp,total_gbp,state,' +
         'charge_attempts,last_charge_error,issued_at',
     );
-    expect(rows).toHaveLength(12);
+    expect(rows).toHaveLength(13);
     const over = rows.find((row) => row.includes(ids.over as string))?.split(',');
     expect(over?.slice(1, 17)).toEqual([
       week.week,

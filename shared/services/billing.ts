@@ -62,9 +62,12 @@ sms as (
 ),
 fees as (
   select coalesce(r.driver_id, r.partner_id) as owner_id, r.driver_id is null as is_partner,
-         sum(r.processor_fee_pence)::bigint as card_fees, count(*)::int as card_payments
+         -- A correction's fee is signed (a fee entered wrongly taken back); a week is never
+         -- credited below nothing for it.
+         greatest(sum(r.processor_fee_pence), 0)::bigint as card_fees,
+         count(*) filter (where r.kind = 'card_paid')::int as card_payments
     from settlement_records r
-   where r.processor_fee_pence > 0 and r.created_at >= ?::timestamptz and r.created_at < ?::timestamptz
+   where r.processor_fee_pence <> 0 and r.created_at >= ?::timestamptz and r.created_at < ?::timestamptz
      and (r.driver_id is not null or r.partner_id is not null)
      and not exists (select 1 from bookings tb where tb.id = r.booking_id and tb.test_mode)
    group by 1, 2

@@ -71,7 +71,9 @@ export async function recordSettlement(
   prefix: string,
 ): Promise<RecordedSettlement> {
   const fee = input.processorFeePence ?? 0;
-  if (!Number.isInteger(input.amountPence) || !Number.isInteger(fee) || fee < 0) {
+  // A correction's fee is a signed change (a fee entered wrongly is taken back, to no less than
+  // nothing: checked below against the record it corrects); any other record's is not negative.
+  if (!Number.isInteger(input.amountPence) || !Number.isInteger(fee) || (fee < 0 && input.kind !== 'correction')) {
     throw new SettlementError('invalid_input', 'amounts must be whole pence and the fee not negative');
   }
   if (input.kind === 'void' ? input.amountPence !== 0 : input.kind !== 'correction' && input.amountPence <= 0) {
@@ -80,8 +82,11 @@ export async function recordSettlement(
       input.kind === 'void' ? 'a void carries no amount' : `a ${input.kind} needs an amount above zero`,
     );
   }
-  if (input.kind === 'correction' && (input.correctsId === undefined || input.amountPence === 0)) {
-    throw new SettlementError('invalid_input', 'a correction names the record it corrects and a non-zero change');
+  if (input.kind === 'correction' && (input.correctsId === undefined || (input.amountPence === 0 && fee === 0))) {
+    throw new SettlementError(
+      'invalid_input',
+      'a correction names the record it corrects and a non-zero change (of the amount, the fee or both)',
+    );
   }
   if (fee > 0 && input.kind !== 'card_paid' && input.kind !== 'correction') {
     throw new SettlementError('invalid_input', 'only card payments (or their corrections) carry a processor fee');
@@ -123,6 +128,20 @@ export async function recordSettlement(
       const target = await trx('settlement_records').where({ id: input.correctsId }).first('booking_id');
       if (!target || target.booking_id !== booking.id) {
         throw new SettlementError('not_found', `no settlement record ${input.correctsId} on ${booking.reference}`);
+      }
+      if (fee < 0) {
+        // The record's fee with its corrections so far: a correction takes back no more than that.
+        const sums = await trx('settlement_records')
+          .where({ id: input.correctsId })
+          .orWhere({ corrects_id: input.correctsId })
+          .select<Array<{ left: string | number }>>(trx.raw('coalesce(sum(processor_fee_pence), 0) as left'));
+        const left = Number(sums[0]?.left ?? 0);
+        if (left + fee < 0) {
+          throw new SettlementError(
+            'invalid_input',
+            `the fee correction (£${(fee / 100).toFixed(2)}) takes back more than record ${input.correctsId}'s fee (£${(left / 100).toFixed(2)})`,
+          );
+        }
       }
     }
     const [row] = await trx('settlement_records')
