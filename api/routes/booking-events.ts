@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import type { Request, Response } from 'express';
-import { referenceForMessage } from '../../shared/domain/reference.ts';
 import { AppError } from '../../shared/errors.ts';
 import { BookingRefParams } from '../../shared/schemas/bookings.ts';
 import {
@@ -12,6 +11,7 @@ import {
   TERMINAL_STATUSES,
   timelineEvents,
 } from '../../shared/services/booking-events.ts';
+import { noBookingOrToken } from '../../shared/services/bookings.ts';
 import type { ApiDeps } from '../deps.ts';
 import { defineRoute, type HandlerResult, type RouteDef, type StreamedResult } from '../route.ts';
 
@@ -44,14 +44,6 @@ const EventsQuery = Type.Object({
     Type.String({ description: "The tracking token: the last part of the booking's trackingUrl (`/track/{token}`)" }),
   ),
 });
-
-function bookingNotFound(ref: string): AppError {
-  return new AppError(
-    'booking_not_found',
-    `No booking ${referenceForMessage(ref)}, or the tracking token does not match it.`,
-    [{ field: '/ref', problem: 'unknown booking reference or tracking token' }],
-  );
-}
 
 /** The `Last-Event-ID` a reconnecting client sends: the last `seq` it received; 0 when absent or not a number. */
 export function lastEventId(raw: string | undefined): number {
@@ -194,7 +186,7 @@ async function openStream(
   if (done) return { stream: true }; // the client left while we read
   if (!first) {
     finish();
-    throw bookingNotFound(ref);
+    throw noBookingOrToken(ref);
   }
   if (first.entries.length === 0 && TERMINAL_STATUSES.has(first.status)) {
     // A client resuming after the last event of a finished booking: 204 tells EventSource to stop reconnecting.
@@ -292,7 +284,7 @@ export function bookingEventRoutes(overrides: Partial<BookingEventStreamLimits> 
           query.t,
           deps.config.bookings.referencePrefix,
         );
-        if (!booking) throw bookingNotFound(params.ref);
+        if (!booking) throw noBookingOrToken(params.ref);
         return openStream(deps, req, res, params.ref, booking.id, lastEventId(req.get('last-event-id')), limits);
       },
     }),

@@ -861,14 +861,8 @@ export async function bookingForPassenger(
   // Proved by token, an unknown reference and a wrong token are one answer, as the event
   // stream's: a token proof is not under the failed-proof limits (a token cannot be guessed),
   // so two answers would let anyone test which references exist at speed.
-  const noSuchOrWrongToken = () =>
-    new AppError(
-      'booking_not_found',
-      `No booking ${referenceForMessage(rawRef)}, or the tracking token does not match it.`,
-      [{ field: '/ref', problem: 'unknown booking reference or tracking token' }],
-    );
   if (!row || row.test_mode !== testMode) {
-    if (email === undefined) throw noSuchOrWrongToken();
+    if (email === undefined) throw noBookingOrToken(rawRef);
     throw new AppError('booking_not_found', `No booking ${referenceForMessage(rawRef)}.`, [
       { field: '/ref', problem: 'unknown booking reference' },
     ]);
@@ -887,9 +881,18 @@ export async function bookingForPassenger(
   const stored = (row as BookingRow & { tracking_token_hash: Buffer }).tracking_token_hash;
   const presented = sha256(token as string);
   if (!stored || stored.length !== presented.length || !timingSafeEqual(stored, presented)) {
-    throw noSuchOrWrongToken();
+    throw noBookingOrToken(rawRef);
   }
   return row;
+}
+
+/** The one answer to a tracking token proof that fails: no such booking, or the token is not its. */
+export function noBookingOrToken(rawRef: string): AppError {
+  return new AppError(
+    'booking_not_found',
+    `No booking ${referenceForMessage(rawRef)}, or the tracking token does not match it.`,
+    [{ field: '/ref', problem: 'unknown booking reference or tracking token' }],
+  );
 }
 
 export const CANCELLABLE: ReadonlySet<string> = new Set([
