@@ -909,6 +909,14 @@ function unexpected(err: unknown): CliError {
       `cannot reach the database${code ? ` (${code})` : ''}: check DATABASE_URL and that Postgres is running, then retry`,
     );
   }
+  // A table or schema the command needs is missing: the database was not migrated (or the
+  // command points at another schema than the service's).
+  if (code === '42P01' || code === '3F000') {
+    return new CliError(
+      'service_unavailable',
+      `the database is not migrated (database error ${code}): run npm run migrate with the same DATABASE_URL and DATABASE_SCHEMA, then retry`,
+    );
+  }
   return new CliError(
     'internal_error',
     `unexpected error${code && /^[0-9A-Z]{5}$/.test(code) ? ` (database error ${code})` : ''}; nothing was printed about it here: run again with ADMIN_LOG_LEVEL=error for the detail on stderr, and check the logs`,

@@ -52,6 +52,14 @@ describe('admin CLI', () => {
     expect(help?.code, help?.stderr).toBe(0);
     const usage = (JSON.parse(help?.stdout ?? '') as { usage: string[] }).usage;
     expect(usage.some((line) => line.includes('partner create'))).toBe(true);
+    // Against a schema never migrated: what to do, not internal_error.
+    const unmigrated = await runTs('bin/admin.ts', ['key', 'list'], {
+      ...env.childEnv,
+      DATABASE_SCHEMA: 'never_migrated_schema',
+    });
+    expect(unmigrated.code).toBe(1);
+    expect(JSON.parse(unmigrated.stderr.trim()).error).toMatchObject({ code: 'service_unavailable' });
+    expect(JSON.parse(unmigrated.stderr.trim()).error.message).toContain('run npm run migrate');
     expect(proto?.code).toBe(1);
     expect(proto?.stdout).toBe('');
     expect(JSON.parse(proto?.stderr.trim() ?? '').error).toMatchObject({
