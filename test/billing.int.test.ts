@@ -445,6 +445,19 @@ describe('weekly billing', () => {
       expect(byOwner(invoices, ids.over as string)).toMatchObject({ state: 'due', chargeAttempts: 1 });
       expect(byOwner(invoices, ids.late as string)).toMatchObject({ state: 'due', chargeAttempts: 1 });
       expect(byOwner(invoices, ids.at as string)).toMatchObject({ state: 'paid', chargeAttempts: 0 });
+      // Each driver charged is e-mailed the invoice once, with its lines, total and how to pay it;
+      // one owing nothing (Ada, paid without a charge) is not.
+      const over = byOwner(invoices, ids.over as string);
+      const mails = await db()('outbound_messages').where({ purpose: 'invoice', driver_id: ids.over });
+      expect(mails).toHaveLength(1);
+      const overDriver = await db()('drivers').where({ id: ids.over }).first('email');
+      expect(mails[0]).toMatchObject({ channel: 'email', recipient: overDriver.email });
+      expect(mails[0].subject).toBe(`Your Direct Taxi Network invoice for ${week.week}: £22.31`);
+      expect(mails[0].body).toContain('- Weekly software fee (earnings above £500): £20.00');
+      expect(mails[0].body).toContain('- Card processing fees on 2 card payments (pass-through): £0.75');
+      expect(mails[0].body).toContain('Total: £22.31');
+      expect(mails[0].body).toContain(`quoting ${over.id}`);
+      expect(await db()('outbound_messages').where({ purpose: 'invoice', driver_id: ids.at })).toHaveLength(0);
 
       // The weekly scheduler is registered with its pattern and time zone, and its next run
       // is due at a Monday 02:00 in London.

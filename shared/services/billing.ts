@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
-import type { Db, Queryable } from '../db/knex.ts';
+import type { Db, Queryable, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import type { BillingWeek } from '../domain/billing/week.ts';
 import type { Logger } from '../logger.ts';
 import type { ChargeOutcome, PaymentProvider } from '../providers/payments.ts';
+import { queueMessage } from './messages.ts';
 
 /**
  * Weekly billing (SPEC.md 2.10, CONTRACT.md section 8). Per driver, and per partner operator
@@ -520,6 +521,74 @@ export async function settleInvoice(
   });
 }
 
+const LONDON_DAY = new Intl.DateTimeFormat('en-GB', {
+  timeZone: 'Europe/London',
+  weekday: 'short',
+  day: 'numeric',
+  month: 'short',
+  year: 'numeric',
+});
+
+/**
+ * A driver's invoice e-mail (the weekly software fee and pass-through costs, the total, and how
+ * it is paid), queued in the charging transaction so it is sent once with the state it reports.
+ * Partner operators have no e-mail address on record: their invoices are read from the CLI.
+ */
+async function queueInvoiceEmails(trx: Tx, invoiceIds: readonly string[], serviceName: string): Promise<void> {
+  const rows = await trx('invoices as i')
+    .join('drivers as d', 'd.id', 'i.driver_id')
+    .whereIn('i.id', invoiceIds)
+    .select<
+      Array<{
+        id: string;
+        week: string;
+        state: string;
+        total_pence: number;
+        lines: Array<{ description: string; amount_pence: number }>;
+        period_start: Date;
+        period_end: Date;
+        driver_id: string;
+        name: string;
+        email: string;
+      }>
+    >(
+      'i.id',
+      'i.week',
+      'i.state',
+      'i.total_pence',
+      'i.lines',
+      'i.period_start',
+      'i.period_end',
+      'd.id as driver_id',
+      'd.name',
+      'd.email',
+    );
+  const pounds = (p: number) => `£${(p / 100).toFixed(2)}`;
+  for (const r of rows) {
+    const lastDay = new Date(r.period_end.getTime() - 1);
+    await queueMessage(trx, {
+      channel: 'email',
+      recipient: r.email,
+      subject: `Your ${serviceName} invoice for ${r.week}: ${pounds(r.total_pence)}`,
+      body: [
+        `Hello ${r.name},`,
+        '',
+        `Your invoice for ${r.week} (${LONDON_DAY.format(r.period_start)} to ${LONDON_DAY.format(lastDay)}, UK time):`,
+        ...r.lines.map((l) => `- ${l.description}: ${pounds(l.amount_pence)}`),
+        `Total: ${pounds(r.total_pence)}`,
+        '',
+        r.state === 'paid'
+          ? 'It has been charged: nothing more to do.'
+          : `Please pay it by bank transfer or standing order, quoting ${r.id}. Your dashboard shows the week as paid once it arrives.`,
+        '',
+        `${serviceName} takes no commission on your fares: this is all you pay for the week.`,
+      ].join('\n'),
+      purpose: 'invoice',
+      driverId: r.driver_id,
+    });
+  }
+}
+
 /**
  * Charge every invoice that is `issued` or `charge_failed` (of one week, or of all weeks),
  * in batches through the payment provider. Each batch is locked (`skip locked`, so two workers
@@ -532,7 +601,13 @@ export async function settleInvoice(
 export async function chargeInvoices(
   db: Db,
   provider: PaymentProvider,
-  opts: { week?: string; batchSize?: number; logger?: Logger } = {},
+  opts: {
+    week?: string;
+    batchSize?: number;
+    logger?: Logger;
+    /** E-mail each driver their invoice once it is charged or due (`invoiceEmail`), signed with this name. */
+    notify?: { serviceName: string };
+  } = {},
 ): Promise<ChargeSummary> {
   const batchSize = opts.batchSize ?? 500;
   const summary: ChargeSummary = { charged: 0, failed: 0 };
@@ -597,6 +672,12 @@ export async function chargeInvoices(
           where i.id = v.id`,
         [ids, states, errors as string[]],
       );
+      if (opts.notify) {
+        // Told once, with the charge that settles the invoice's state: a failed charge is tried
+        // again, and its driver hears of it when it is charged or due.
+        const told = ids.filter((_, i) => states[i] === 'due' || states[i] === 'paid');
+        if (told.length > 0) await queueInvoiceEmails(trx, told, opts.notify.serviceName);
+      }
       return rows.length < batchSize;
     });
     if (done) break;

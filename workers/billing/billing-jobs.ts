@@ -55,7 +55,11 @@ class ChargesFailedError extends Error {
 
 /** Charge what is outstanding; throw while charges fail so that BullMQ retries with backoff. */
 async function chargeOutstanding(ctx: WorkerContext, week: string | undefined): Promise<{ charged: number }> {
-  const summary = await chargeInvoices(ctx.db, ctx.payments, { ...(week ? { week } : {}), logger: ctx.logger });
+  const summary = await chargeInvoices(ctx.db, ctx.payments, {
+    ...(week ? { week } : {}),
+    logger: ctx.logger,
+    notify: { serviceName: ctx.config.serviceName },
+  });
   if (summary.failed > 0) throw new ChargesFailedError(summary.failed);
   return { charged: summary.charged };
 }
