@@ -1013,9 +1013,14 @@ const MAX_READ_BATCH = 100;
 export const STANDING_SQL = `select x.i,
     (select b.kind from blocked_contacts b
        where (b.kind = 'phone' and b.value = x.phone) or (b.kind = 'email' and b.value = x.mailbox) limit 1) as blocked,
-    (select true from email_verifications v
-       where v.email = x.email and v.verified_at is not null
-         and (x.test or v.purpose not in (${SANDBOX_PURPOSES.map((p) => `'${p}'`).join(', ')})) limit 1) is not null
+    -- Confirmed: this address, or another spelling of its mailbox (\`+tag\`, Gmail's dots), as
+    -- the unconfirmed-address limit counts by mailbox: its owner has shown they read it.
+    ((select true from email_verifications v
+        where v.email = x.email and v.verified_at is not null
+          and (x.test or v.purpose not in (${SANDBOX_PURPOSES.map((p) => `'${p}'`).join(', ')})) limit 1) is not null
+     or (select true from email_verifications v
+        where v.mailbox_key = x.mailbox and v.verified_at is not null
+          and (x.test or v.purpose not in (${SANDBOX_PURPOSES.map((p) => `'${p}'`).join(', ')})) limit 1) is not null)
       as verified,
     ${QUOTE_COLUMNS.map((c) => `q.${c}`).join(', ')}
   from json_to_recordset(?::json) as x(i int, phone text, email text, mailbox text, quote uuid, test boolean)
