@@ -483,17 +483,24 @@ describe('admin CLI', () => {
       message: expect.stringContaining('DATABASE_URL'),
     });
     expect(down.stderr).not.toMatch(/Acquire connection|\n\s+at /);
-    // A query that fails for another reason (here: no such tables) is an internal error without its SQL.
-    const broken = await runTs(
-      'bin/admin.ts',
-      ['key', 'list'],
-      { ...env.childEnv, DATABASE_SCHEMA: 'no_such_schema' },
-      90_000,
-    );
-    const internal = refused(broken, 'no tables');
-    expect(internal.code).toBe('internal_error');
-    expect(internal.message).toMatch(/^unexpected error/);
-    expect(internal.message).not.toMatch(/select|api_keys|relation/i);
+    // A query that fails for another reason (here: a table without the columns asked for) is an
+    // internal error without its SQL. (No table at all is a database not migrated: said so.)
+    await env.rt.db.raw('create schema if not exists cli_broken_schema');
+    await env.rt.db.raw('create table if not exists cli_broken_schema.api_keys (id integer)');
+    try {
+      const broken = await runTs(
+        'bin/admin.ts',
+        ['key', 'list'],
+        { ...env.childEnv, DATABASE_SCHEMA: 'cli_broken_schema' },
+        90_000,
+      );
+      const internal = refused(broken, 'broken table');
+      expect(internal.code).toBe('internal_error');
+      expect(internal.message).toMatch(/^unexpected error/);
+      expect(internal.message).not.toMatch(/select|api_keys|column/i);
+    } finally {
+      await env.rt.db.raw('drop schema cli_broken_schema cascade');
+    }
   });
 
   it('prints usage on stderr and exits 1 (as every error) when given no command', async () => {
