@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
 import { MAX_LAT } from '../../shared/dispatch/presence-index.ts';
 import { MEET_AND_GREET_TEXT, PAYMENT_LABELS } from '../../shared/domain/dispatch/job-card.ts';
+import { PAYMENT_METHODS } from '../../shared/domain/payment-state.ts';
 import { normaliseReference } from '../../shared/domain/reference.ts';
 import { AppError, type ErrorCode, errorBody } from '../../shared/errors.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
@@ -108,7 +109,7 @@ const STEP_BUTTONS: Record<Step, string> = {
 };
 
 /** How a fare can be paid to the driver (the status API's payment methods). */
-const METHODS: readonly Payment['method'][] = ['cash', 'card', 'pay_link', 'bank_transfer', 'account'];
+const METHODS: readonly Payment['method'][] = PAYMENT_METHODS;
 const METHOD_LABELS: Record<Payment['method'], string> = {
   cash: 'Cash',
   card: 'Card, on your own card reader',

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
+import { PAYMENT_METHODS } from '../../shared/domain/payment-state.ts';
 import { AppError, errorBody } from '../../shared/errors.ts';
 import { ScreenedText, StringEnum } from '../../shared/schemas/common.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
@@ -41,7 +42,7 @@ const StatusUpdate = Type.Object({
   ),
   payment: Type.Optional(
     Type.Object({
-      method: StringEnum(['cash', 'card', 'pay_link', 'bank_transfer', 'account']),
+      method: StringEnum(PAYMENT_METHODS),
       amountGBP: Type.Number({ minimum: 0, maximum: 10_000, multipleOf: 0.01 }),
       processorFeeGBP: Type.Optional(Type.Number({ minimum: 0, maximum: 1_000, multipleOf: 0.01 })),
     }),

@@ -1066,7 +1066,7 @@ export function bookingRoutes(): RouteDef[] {
       auth: 'public',
       params: BookingRefParams,
       query: LookupQuery,
-      errors: ['booking_not_found', 'email_mismatch', 'forbidden'],
+      errors: ['booking_not_found', 'email_mismatch'],
       responses: {
         200: { description: 'Status, pickup time, driver, payment and history', schema: BookingLookupResponse },
       },
@@ -1194,7 +1194,7 @@ export function bookingRoutes(): RouteDef[] {
       // answers with carries `?t=`, and an assistant cancels by posting to it.
       query: LookupQuery,
       body: CancelRequest,
-      errors: ['booking_not_found', 'email_mismatch', 'forbidden', 'cannot_cancel', 'content_rejected'],
+      errors: ['booking_not_found', 'email_mismatch', 'cannot_cancel', 'content_rejected'],
       responses: { 200: { description: 'The booking is cancelled', schema: CancelResponse } },
       handler: async ({ deps, params, body, query, caller, req }) => {
         // The reason is kept in the booking's history, which operators and partners read.

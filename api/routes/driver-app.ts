@@ -1,4 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
+import { PAYMENT_METHODS } from '../../shared/domain/payment-state.ts';
 import { TEST_SCENARIOS } from '../../shared/domain/sandbox.ts';
 import { AppError } from '../../shared/errors.ts';
 import { DateTime, StringEnum } from '../../shared/schemas/common.ts';
@@ -66,7 +67,7 @@ const Progress = Type.Object({
   status: StringEnum(['driver_en_route', 'driver_arrived', 'passenger_on_board', 'completed']),
   payment: Type.Optional(
     Type.Object({
-      method: StringEnum(['cash', 'card', 'pay_link', 'bank_transfer', 'account'], {
+      method: StringEnum(PAYMENT_METHODS, {
         description: 'account: charged to the booker’s account (a booking made on account only)',
       }),
       amountGBP: Type.Number({ minimum: 0, maximum: 10_000, multipleOf: 0.01 }),

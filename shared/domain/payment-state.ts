@@ -6,6 +6,13 @@
  */
 export type PaymentState = 'due' | 'paid' | 'void';
 
+/**
+ * How a passenger pays the driver (CONTRACT.md section 0's spellings map to these): the
+ * `bookings.payment_method` column's check constraint holds it to them.
+ */
+export const PAYMENT_METHODS = ['cash', 'card', 'pay_link', 'bank_transfer', 'account'] as const;
+export type PaymentMethod = (typeof PAYMENT_METHODS)[number];
+
 export function paymentState(
   booking: { status: string; fare_pence: number | null },
   records: ReadonlyArray<{ kind: string; amount_pence: number }>,

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { PAYMENT_METHODS } from '../domain/payment-state.ts';
 import { StringEnum } from './common.ts';
 
 /**
@@ -18,7 +19,7 @@ export const OfferedJobFields = {
   passengers: Type.Integer(),
   vehicleType: Type.String(),
   fareGBP: Type.Union([Type.Number(), Type.Null()]),
-  paymentMethod: StringEnum(['cash', 'card', 'pay_link', 'bank_transfer', 'account'], {
+  paymentMethod: StringEnum(PAYMENT_METHODS, {
     description:
       "How the passenger pays the driver, as the job card says it: pay_link is the driver's own payment link, account is charged to the booker's account",
   }),

@@ -19,7 +19,10 @@ import { messageRows, type NewMessage } from './messages.ts';
 import { isQuoteForNow, type PricedQuote, redeemedPickup } from './quotes.ts';
 
 export type Origin = 'website' | 'api' | 'agent' | 'partner' | 'supplier' | 'mcp';
-export type PaymentMethod = 'cash' | 'card' | 'pay_link' | 'bank_transfer' | 'account';
+
+import type { PaymentMethod } from '../domain/payment-state.ts';
+
+export type { PaymentMethod };
 
 export interface Passenger {
   name: string;

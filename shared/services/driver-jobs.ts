@@ -3,6 +3,7 @@ import type { Db, Tx } from '../db/knex.ts';
 import { enqueueJob } from '../db/outbox.ts';
 import { heldJob, type JobPaymentMethod, offeredJob } from '../domain/dispatch/job-view.ts';
 import { type OperatorDriver, operatorDriverOf } from '../domain/operator-driver.ts';
+import type { PaymentMethod } from '../domain/payment-state.ts';
 import { normaliseReference, referenceForMessage } from '../domain/reference.ts';
 import { isTestScenario, type SandboxMove, sandboxMove, type TestScenario } from '../domain/sandbox.ts';
 import { AppError } from '../errors.ts';
@@ -342,7 +343,7 @@ export type Progress = (typeof PROGRESS)[number];
 
 export interface Payment {
   /** `account`: charged to the booker's account (only for a booking made on account). */
-  method: 'cash' | 'card' | 'pay_link' | 'bank_transfer' | 'account';
+  method: PaymentMethod;
   amountGBP: number;
   processorFeeGBP?: number;
 }

@@ -1,3 +1,4 @@
+import type { PaymentMethod } from '../payment-state.ts';
 import { placeLabel } from '../place-label.ts';
 import { hasMeetAndGreet } from './job-card.ts';
 
@@ -15,8 +16,7 @@ interface PlaceColumn {
   lng: number;
 }
 
-/** How a passenger pays the driver: the `bookings.payment_method` column's check constraint holds it to these. */
-export type JobPaymentMethod = 'cash' | 'card' | 'pay_link' | 'bank_transfer' | 'account';
+export type { PaymentMethod as JobPaymentMethod } from '../payment-state.ts';
 
 /** The booking columns a job view is made of. */
 export interface JobColumns {
@@ -48,7 +48,7 @@ export function offeredJob(b: JobColumns) {
     vehicleType: b.vehicle_type,
     fareGBP: b.fare_pence === null ? null : b.fare_pence / 100,
     /** How the passenger pays the driver, as the job card says it: cash, card, pay_link, bank_transfer, account. */
-    paymentMethod: b.payment_method as JobPaymentMethod,
+    paymentMethod: b.payment_method as PaymentMethod,
     /** Meet the passenger inside the terminal with a name board (charged to the passenger). */
     meetAndGreet: hasMeetAndGreet(b.applied_rules),
   };
