@@ -31,6 +31,18 @@ function page(attrs: Record<string, string>, statusText: string) {
   el('eta');
   el('driver');
   el('pay');
+  const history: string[] = [];
+  els.set('history', {
+    id: 'history',
+    hidden: false,
+    textContent: '',
+    attrs: {},
+    getAttribute: () => null,
+    // the script appends <li><time>…</time> label</li>: the test keeps each item's text
+    appendChild: (li: { parts: Array<{ textContent: string }> }) => {
+      history.push(li.parts.map((x) => x.textContent).join(''));
+    },
+  } as FakeElement);
   const listeners = new Map<string, (m: { data: string }) => void>();
   class FakeEventSource {
     readyState = 1;
@@ -54,10 +66,23 @@ function page(attrs: Record<string, string>, statusText: string) {
     String,
     Math,
     setTimeout,
-    document: { getElementById: (id: string) => els.get(id) ?? null },
+    document: {
+      getElementById: (id: string) => els.get(id) ?? null,
+      createElement: () => {
+        const node = {
+          textContent: '',
+          parts: [] as Array<{ textContent: string }>,
+          setAttribute: () => {},
+          appendChild: (child: { textContent: string }) => node.parts.push(child),
+        };
+        return node;
+      },
+      createTextNode: (text: string) => ({ textContent: text }),
+    },
   });
   return {
     status: () => els.get('status')?.textContent,
+    history: () => history,
     emit(event: string, data: unknown): void {
       const fn = listeners.get(event);
       if (!fn) throw new Error(`the script does not listen for \`${event}\``);
@@ -85,5 +110,19 @@ describe('tracking page live script', () => {
     expect(p.status()).toBe('Driver assigned');
     p.emit('dispatch', { retrying: false, at: new Date().toISOString() });
     expect(p.status()).toBe('Driver assigned');
+  });
+
+  // found in review: the server names the zone in the hour that happens twice; the live script did not
+  it('names BST or GMT in a history time in the hour that happens twice, and no zone otherwise', () => {
+    const p = page({ 'data-events': '/events', 'data-seq': '0', 'data-status': 'pending' }, 'x');
+    // 25 October 2026: 01:30 BST is 00:30Z, 01:30 GMT is 01:30Z
+    p.emit('status', { status: 'dispatching', seq: 1, at: '2026-10-25T00:30:00Z' });
+    p.emit('status', { status: 'no_driver_available', seq: 2, at: '2026-10-25T01:30:00Z', retrying: true });
+    p.emit('status', { status: 'dispatching', seq: 3, at: '2026-10-25T03:30:00Z' });
+    const [bst, gmt, later] = p.history();
+    expect(bst).toMatch(/01:30 BST /);
+    expect(gmt).toMatch(/01:30 GMT /);
+    expect(later).toMatch(/03:30 [A-Z]/);
+    expect(later).not.toMatch(/GMT|BST/);
   });
 });

@@ -37,6 +37,18 @@ export function trackScriptSource(): string {
   var PAYABLE = ${JSON.stringify(PAYABLE_STATUSES)};
   var TERMINAL = ['completed', 'cancelled'];
   var when = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/London', weekday: 'short', day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit' });
+  var wall = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/London', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit' });
+  var zoneName = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/London', timeZoneName: 'short' });
+  // As the server renders it (shared/domain/london-zone.ts): a time in the hour that happens
+  // twice when BST ends names its zone ("01:30 BST", "01:30 GMT").
+  function shown(at) {
+    var t = wall.format(at);
+    var text = when.format(at);
+    if (wall.format(new Date(at.getTime() - 3600000)) !== t && wall.format(new Date(at.getTime() + 3600000)) !== t) return text;
+    var parts = zoneName.formatToParts(at);
+    for (var i = 0; i < parts.length; i++) if (parts[i].type === 'timeZoneName') return text + ' ' + parts[i].value;
+    return text;
+  }
   var seen = Number(live.getAttribute('data-seq')) || 0;
   var current = live.getAttribute('data-status');
   function el(id) { return document.getElementById(id); }
@@ -106,7 +118,7 @@ export function trackScriptSource(): string {
       var item = document.createElement('li');
       var time = document.createElement('time');
       time.setAttribute('datetime', ev.at);
-      time.textContent = when.format(new Date(ev.at));
+      time.textContent = shown(new Date(ev.at));
       item.appendChild(time);
       item.appendChild(document.createTextNode(' ' + label(ev.status)));
       history.appendChild(item);
