@@ -9,9 +9,11 @@ import { appendStatus } from '../shared/db/bookings.ts';
 import { createPartner } from '../shared/services/partners.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { insertPendingBooking } from './helpers/bookings.ts';
+import { approvedDriver } from './helpers/drivers.ts';
 import { appFor, createTestEnv, eventually, serve, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 import { readSigned } from './helpers/signed-webhook.ts';
+import { webhookEventChecker } from './helpers/webhook-schemas.ts';
 
 /**
  * Status fanout end to end: appendStatus queues a signed delivery in its transaction, the
@@ -129,6 +131,32 @@ describe('booking status fanout', () => {
       [2, 'delivered', 1],
       [3, 'delivered', 1],
     ]);
+  });
+
+  it("sends the driver and vehicle with a status while a driver is on the job, as the OpenAPI document's webhooks say", async () => {
+    const { bookingId } = await partnerBooking('/with-driver');
+    const driver = await approvedDriver(env.rt.db, { name: 'Sam Okafor' });
+    // as an accept writes it: the driver and their active vehicle
+    const vehicle = await env.rt.db('vehicles').where({ driver_id: driver.id, active: true }).first('id');
+    await env.rt.db('bookings').where({ id: bookingId }).update({ driver_id: driver.id, vehicle_id: vehicle.id });
+    await setStatus(bookingId, 'driver_assigned');
+    const got = await eventually(async () => (at('/with-driver').length > 0 ? at('/with-driver') : null));
+    expect(got[0]?.verified).toBe(true);
+    const event = JSON.parse(got[0]?.body ?? '{}');
+    expect(event.data).toMatchObject({
+      status: 'driver_assigned',
+      driver: {
+        name: 'Sam Okafor',
+        phone: driver.phone,
+        vehicle: { make: 'Toyota', model: 'Prius', colour: 'Silver', registration: expect.stringMatching(/^MA/) },
+      },
+    });
+    const api = await serve(await appFor(env));
+    try {
+      expect((await webhookEventChecker(api.url, 'bookingStatus'))(event)).toEqual([]);
+    } finally {
+      await api.close();
+    }
   });
 
   it('tells the partner platform when the passenger cancels through the API', async () => {
