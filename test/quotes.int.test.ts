@@ -93,6 +93,18 @@ describe('POST /api/public/v1/quote', () => {
     expect(row.tariff_table_id).not.toBeNull();
   });
 
+  it('charges the stretch of the route covered running slow by time, not by distance as well', async () => {
+    const { status, json } = await post('/api/public/v1/quote', {
+      pickup: 'M1 1AE',
+      dropoff: 'M20 2RN',
+      departAt: nextWednesdayAt(12),
+    });
+    expect(status, JSON.stringify(json)).toBe(200);
+    const rules = json.appliedRules as Array<{ code: string; description: string }>;
+    const waiting = rules.find((r) => r.code === 'waiting');
+    expect(waiting?.description).toMatch(/\(\d+\.\d miles of the route, not charged by distance\)/);
+  });
+
   it('charges night rates from departAt automatically', async () => {
     const body = { pickup: 'Manchester Piccadilly', dropoff: 'Manchester Airport', passengers: 1 };
     const day = await post('/api/public/v1/quote', { ...body, departAt: nextWednesdayAt(12) });

@@ -288,6 +288,27 @@ describe('golden fares, worked by hand from the councils tables', () => {
     expect(codes(sat)).not.toContain('night_surcharge');
   });
 
+  // found in a fare probe: slow running was charged by time on top of the whole distance
+  it('charges the stretch covered running slow by time only, not by distance as well, as a meter does', () => {
+    const trip = { distanceMeters: 1609.344, slowSeconds: 120 };
+    const distanceOf = (r: FareResult) =>
+      r.appliedRules.filter((x) => x.code === 'distance').reduce((s, x) => s + x.amountPence, 0);
+    const waitingOf = (r: FareResult) => r.appliedRules.find((x) => x.code === 'waiting');
+    const reading = quote(CODE.manchester, DAY, trip);
+    // 200 m of the mile covered in the slow 120 s: (1409.344 - 348.478) / 123.172 = 8.61 -> 9 x 20p
+    const slow = quote(CODE.manchester, DAY, { ...trip, slowMeters: 200 });
+    expect(distanceOf(reading)).toBe(220);
+    expect(distanceOf(slow)).toBe(180);
+    expect(waitingOf(slow)?.amountPence).toBe(waitingOf(reading)?.amountPence);
+    expect(waitingOf(slow)?.description).toMatch(/0\.1 miles of the route, not charged by distance/);
+    expect(slow.farePence).toBe(reading.farePence - 40);
+    // all of it slow: the flag fall and the time, no distance
+    const crawl = quote(CODE.manchester, DAY, { ...trip, slowSeconds: 900, slowMeters: 5000 });
+    expect(codes(crawl)).not.toContain('distance');
+    expect(codes(crawl)).toContain('waiting');
+    expect(() => quote(CODE.manchester, DAY, { ...trip, slowMeters: -1 })).toThrow(/slowMeters/);
+  });
+
   it('the flag fall covers time, whichever first: Bracknell, 100 m with 200 s waiting', () => {
     // 100 m uses 100 / 640.08 of the flag; the rest covers (1 - 0.15623) x 156 = 131.63 s of waiting.
     // 200 - 131.63 = 68.37 s -> 2 units of 45 s -> 40p; fare 300 + 40 = 340.

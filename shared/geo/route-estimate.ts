@@ -37,6 +37,11 @@
  * band's time as slow: first 3 km 40 %, 3–10 km 25 %, 10–30 km 10 %, 30–80 km 4 %, beyond
  * 2 %. These shares are assumptions (stop-start at junctions and lights in towns, almost none
  * on motorways) to be calibrated against real trip logs; they are not taken from a source.
+ *
+ * Slow distance (`slowRunningMeters`): a meter charges that time *instead of* distance, so the
+ * distance covered while running slow is not charged by distance as well. It is taken as the
+ * slow time at 6 km/h (`SLOW_RUNNING_KMH`): standing at lights and crawling in queues, below
+ * every changeover speed. Also an assumption, to be calibrated with the shares.
  */
 import type { Place, RouteEstimate, RouteProvider } from './types.ts';
 
@@ -147,6 +152,14 @@ export function slowSecondsFor(
   const model = timeForRoadDistance(roadMeters, bands);
   if (model.durationSeconds <= 0) return 0;
   return Math.round(durationSeconds * (model.slowSeconds / model.durationSeconds));
+}
+
+/** Average speed while running slow (below the meter's changeover speed), km/h: an assumption (see above). */
+export const SLOW_RUNNING_KMH = 6;
+
+/** Of a route's distance, the metres covered during its slow seconds (charged by time, not distance). */
+export function slowRunningMeters(slowSeconds: number, distanceMeters: number): number {
+  return Math.min(Math.max(0, distanceMeters), (Math.max(0, slowSeconds) * SLOW_RUNNING_KMH) / 3.6);
 }
 
 /** The estimate between two points, synchronously. */

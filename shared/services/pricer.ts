@@ -4,6 +4,7 @@ import type { Db } from '../db/knex.ts';
 import { priceJourney, SeatingError } from '../domain/tariffs/engine.ts';
 import type { AppliedRule, RateCard, TariffSource } from '../domain/tariffs/types.ts';
 import type { ErrorDetail } from '../errors.ts';
+import { slowRunningMeters } from '../geo/route-estimate.ts';
 import type { Geocoder, Place, RouteEstimate, RouteProvider } from '../geo/types.ts';
 import { MapProviderError } from '../providers/map-provider.ts';
 import type { PriceQuoteRequest } from '../queues/registry.ts';
@@ -125,6 +126,7 @@ export function createPricer(deps: PricerDeps) {
           distanceMeters: route.distanceMeters,
           durationSeconds: route.durationSeconds,
           slowSeconds: route.slowSeconds,
+          slowMeters: slowRunningMeters(route.slowSeconds, route.distanceMeters),
           passengers: req.passengers,
           vehicleType: req.vehicleType,
           meetAndGreet: req.meetAndGreet,

@@ -13,6 +13,8 @@
  *     fallback), tariffs that exclude public holidays skipped on one;
  *  5. the meter fare as the council defines it: flag fall covering its distance (and time, whichever
  *     first), then each increment band per distance "or part thereof", then slow/waiting time;
+ *     as a meter does, the distance covered while running slow (`slowMeters`) is charged by time
+ *     only, not by distance as well;
  *     then the tariff's multiplier (e.g. "Night rate + 50%"), surcharges (flat once per hiring, or
  *     a multiplier of the meter fare, with their exclusions), the large-party/vehicle rule,
  *     additional passengers and the minimum fare;
@@ -232,8 +234,18 @@ function selectTariff(ct: CompiledTable, m: Moment): CompiledTariff | null {
   return best;
 }
 
-/** Flag fall, distance bands and time at a tariff's rates; returns a reason when a needed figure is missing. */
-function meter(t: CompiledTariff, name: string, distance: number, slow: number, lines: Line[]): string | null {
+/**
+ * Flag fall, distance bands and time at a tariff's rates; returns a reason when a needed figure is
+ * missing. `distance` is the distance charged by distance (the slow-running stretch taken off).
+ */
+function meter(
+  t: CompiledTariff,
+  name: string,
+  distance: number,
+  slow: number,
+  lines: Line[],
+  slowDistance = 0,
+): string | null {
   const r = t.rates;
   if (r === null) return `${t.label}: ${t.problem ?? 'no rates'}`;
   if (r.flagPence === null) return `${t.label} has no flag fall amount`;
@@ -260,17 +272,20 @@ function meter(t: CompiledTariff, name: string, distance: number, slow: number, 
     const time = r.time;
     if (time === null || time.pence === null) return `${t.label} has no waiting/slow-running time rate`;
     const secs = Math.round(chargeable * 10) / 10;
+    // The stretch covered meanwhile is charged by this time, not by distance as well.
+    const stretch =
+      slowDistance >= 100 ? ` (${(slowDistance / MILE_M).toFixed(1)} miles of the route, not charged by distance)` : '';
     if (time.proRata) {
       lines.push({
         code: 'waiting',
-        description: `Slow running/waiting ${secs} s, ${name}: ${unitPrice(time.pence)} per ${time.perSeconds} s, pro rata`,
+        description: `Slow running/waiting ${secs} s${stretch}, ${name}: ${unitPrice(time.pence)} per ${time.perSeconds} s, pro rata`,
         amount: (chargeable * time.pence) / time.perSeconds,
       });
     } else {
       const units = Math.ceil(chargeable / time.perSeconds - EPS);
       lines.push({
         code: 'waiting',
-        description: `Slow running/waiting ${secs} s, ${name}: ${units} x ${unitPrice(time.pence)} per ${time.perSeconds} s or part`,
+        description: `Slow running/waiting ${secs} s${stretch}, ${name}: ${units} x ${unitPrice(time.pence)} per ${time.perSeconds} s or part`,
         amount: units * time.pence,
       });
     }
@@ -357,7 +372,8 @@ function priceOnTable(ct: CompiledTable, ctx: Ctx): Attempt {
     }
   }
 
-  const missing = meter(tariff, tariffName, input.distanceMeters, input.slowSeconds, lines);
+  const charged = Math.max(0, input.distanceMeters - (input.slowMeters ?? 0));
+  const missing = meter(tariff, tariffName, charged, input.slowSeconds, lines, input.distanceMeters - charged);
   if (missing !== null) return { ok: false, reason: missing, tariff: tariffName };
   if (tariff.multiplier !== 1) {
     lines.push({
@@ -448,6 +464,7 @@ function checkInput(input: FareInput): void {
     ['/distanceMeters', input.distanceMeters],
     ['/durationSeconds', input.durationSeconds],
     ['/slowSeconds', input.slowSeconds],
+    ['/slowMeters', input.slowMeters ?? 0],
   ];
   for (const [field, v] of nonNegative) {
     if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw new FareInputError(field, 'must be a number >= 0');

@@ -84,6 +84,12 @@ export interface FareInput {
   distanceMeters: number;
   durationSeconds: number;
   slowSeconds: number;
+  /**
+   * Of `distanceMeters`, the distance covered during `slowSeconds`. Below the changeover speed a
+   * meter charges time instead of distance, so this stretch is charged by time only, never by
+   * distance as well. Absent (0) for a meter reading whose distance is the distance charged.
+   */
+  slowMeters?: number;
   passengers: number;
   vehicleType: VehicleType;
   meetAndGreet: boolean;
