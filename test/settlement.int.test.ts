@@ -162,6 +162,61 @@ describe('settlement records', () => {
     expect(Number(n?.n)).toBe(0);
   });
 
+  // found in a billing probe: a correction could give a cash payment a card fee, or a card payment one over what was paid
+  it("corrects only a card payment's processor fee, to no more than the amount paid", async () => {
+    const cashRide = await booking(1000);
+    const cash = await record({ reference: cashRide.reference, kind: 'cash_received', amountPence: 1000 });
+    await expect(
+      record({
+        reference: cashRide.reference,
+        kind: 'correction',
+        amountPence: 0,
+        processorFeePence: 400,
+        correctsId: cash.id,
+      }),
+    ).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringContaining('cash received') });
+
+    const cardRide = await booking(1000);
+    const card = await record({
+      reference: cardRide.reference,
+      kind: 'card_paid',
+      amountPence: 1000,
+      processorFeePence: 20,
+    });
+    const fix = (processorFeePence: number, amountPence = 0) =>
+      record({
+        reference: cardRide.reference,
+        kind: 'correction',
+        amountPence,
+        processorFeePence,
+        correctsId: card.id,
+      });
+    await expect(fix(50_000)).rejects.toMatchObject({
+      code: 'invalid_input',
+      message: expect.stringContaining('more than the amount paid (£10.00)'),
+    });
+    // up to the amount paid, with an amount correction counted in
+    await expect(fix(990, -10)).rejects.toMatchObject({ code: 'invalid_input' });
+    expect(await fix(30)).toMatchObject({ kind: 'correction', processorFeeGBP: 0.3 });
+    // a correction is corrected through the payment it corrects
+    const second = await fix(-10);
+    await expect(
+      record({
+        reference: cardRide.reference,
+        kind: 'correction',
+        amountPence: 0,
+        processorFeePence: 5,
+        correctsId: second.id,
+      }),
+    ).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringContaining("only a card payment's") });
+    const fees = await env.rt
+      .db('settlement_records')
+      .whereIn('booking_id', [cashRide.id, cardRide.id])
+      .sum({ n: 'processor_fee_pence' })
+      .first();
+    expect(Number(fees?.n)).toBe(40);
+  });
+
   it('reads a booking reference as the API does: any case, I/L/O for 1/1/0, without prefix or hyphen', async () => {
     const code = `1${randomBytes(2).toString('hex').toUpperCase()}0`;
     const b = await booking(1000, { reference: `DTN-${code}` });

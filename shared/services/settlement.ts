@@ -125,21 +125,41 @@ export async function recordSettlement(
       );
     }
     if (input.correctsId !== undefined) {
-      const target = await trx('settlement_records').where({ id: input.correctsId }).first('booking_id');
+      const target = await trx('settlement_records')
+        .where({ id: input.correctsId })
+        .first<{ booking_id: string; kind: string } | undefined>('booking_id', 'kind');
       if (!target || target.booking_id !== booking.id) {
         throw new SettlementError('not_found', `no settlement record ${input.correctsId} on ${booking.reference}`);
       }
-      if (fee < 0) {
-        // The record's fee with its corrections so far: a correction takes back no more than that.
+      if (fee !== 0) {
+        // Only a card payment carries a fee (cash, e-mail and WhatsApp bookings carry no charge:
+        // SPEC.md section 2.10), so only its fee is corrected: on the payment itself.
+        if (target.kind !== 'card_paid') {
+          throw new SettlementError(
+            'invalid_input',
+            `record ${input.correctsId} is a ${target.kind.replace(/_/g, ' ')}: only a card payment's processor fee can be corrected`,
+          );
+        }
+        // The payment with its corrections so far, and with this one: a fee of no less than
+        // nothing and no more than the amount paid, as when a card payment is recorded.
         const sums = await trx('settlement_records')
           .where({ id: input.correctsId })
           .orWhere({ corrects_id: input.correctsId })
-          .select<Array<{ left: string | number }>>(trx.raw('coalesce(sum(processor_fee_pence), 0) as left'));
-        const left = Number(sums[0]?.left ?? 0);
+          .select<Array<{ fee: string | number; paid: string | number }>>(
+            trx.raw('coalesce(sum(processor_fee_pence), 0) as fee, coalesce(sum(amount_pence), 0) as paid'),
+          );
+        const left = Number(sums[0]?.fee ?? 0);
+        const paid = Number(sums[0]?.paid ?? 0) + input.amountPence;
         if (left + fee < 0) {
           throw new SettlementError(
             'invalid_input',
             `the fee correction (£${(fee / 100).toFixed(2)}) takes back more than record ${input.correctsId}'s fee (£${(left / 100).toFixed(2)})`,
+          );
+        }
+        if (left + fee > paid) {
+          throw new SettlementError(
+            'invalid_input',
+            `the card processing fee would be £${((left + fee) / 100).toFixed(2)}, more than the amount paid (£${(paid / 100).toFixed(2)})`,
           );
         }
       }
