@@ -193,6 +193,9 @@ describe('POST /api/public/v1/jobs batches', () => {
       job('T-3', { passengerName: 'Ada \uD800 Lovelace' }),
       { ...job('T-4'), 'bad\uDC00key': 'x' },
       job('T-5'),
+      // found in a probe: a NUL in the jobRef itself was looked up and failed the whole batch 500
+      job('T-7\u0000'),
+      job('T-8\uD800'),
     ]);
     expect(r.status, r.text).toBe(207);
     expect(r.json.results.map((x) => [x.jobRef, x.outcome, x.error?.code ?? null])).toEqual([
@@ -201,7 +204,10 @@ describe('POST /api/public/v1/jobs batches', () => {
       ['T-3', 'rejected', 'invalid_input'],
       ['T-4', 'rejected', 'invalid_input'],
       ['T-5', 'created', null],
+      [null, 'rejected', 'invalid_input'],
+      [null, 'rejected', 'invalid_input'],
     ]);
+    expect(r.json.results[5]?.error?.details[0]?.field).toBe('/jobRef');
     expect(r.json.results[1]?.error?.details).toEqual([
       { field: '/notes', problem: 'must be well-formed Unicode text without NUL characters' },
     ]);
@@ -216,6 +222,13 @@ describe('POST /api/public/v1/jobs batches', () => {
     const single = await asPartner(job('T-6', { dropoff: 'Airport\u0000' }));
     expect(single.status, single.text).toBe(400);
     expect(single.json.results[0]?.error?.details[0]?.field).toBe('/dropoff');
+    const nulRef = await asPartner(job('T-9\u0000'));
+    expect(nulRef.status, nulRef.text).toBe(400);
+    expect(nulRef.json.results[0]).toMatchObject({
+      jobRef: null,
+      outcome: 'rejected',
+      error: { code: 'invalid_input' },
+    });
     // Elsewhere the body check stays whole-body: a quote with a NUL is refused before the handler.
     const quote = await fetch(`${api.url}/api/public/v1/quote`, {
       method: 'POST',

@@ -324,16 +324,28 @@ describe('hmac adapter', () => {
 
   it('rejects only the job holding a NUL or an unpaired surrogate', async () => {
     const batch = await jetSend({
-      jobs: [jetJob('JN-1'), jetJob('JN-2', { comments: 'ring\u0000' }), jetJob('JN-3', { to: '\uDBFF Airport' })],
+      jobs: [
+        jetJob('JN-1'),
+        jetJob('JN-2', { comments: 'ring\u0000' }),
+        jetJob('JN-3', { to: '\uDBFF Airport' }),
+        // found in a probe: a NUL in the reference itself failed the whole message 500
+        jetJob('JN-5\u0000'),
+      ],
     });
     expect(batch.status, batch.text).toBe(207);
     expect(batch.json.results.map((r) => [r.outcome, r.error?.code ?? null])).toEqual([
       ['created', null],
       ['rejected', 'invalid_input'],
       ['rejected', 'invalid_input'],
+      ['rejected', 'invalid_input'],
     ]);
     // Fields are named as the supplier sent them (its "comments" is the job's notes), within the job.
-    expect(batch.json.results.map((r) => r.error?.details[0]?.field ?? null)).toEqual([null, '/comments', '/to']);
+    expect(batch.json.results.map((r) => r.error?.details[0]?.field ?? null)).toEqual([
+      null,
+      '/comments',
+      '/to',
+      '/reference',
+    ]);
     // And so does the message: the supplier's names, never ours.
     expect(batch.json.results[1]?.error?.message).toContain('/comments must be well-formed Unicode text');
     expect(batch.json.results[1]?.error?.message).not.toContain('/notes');
@@ -357,6 +369,9 @@ describe('hmac adapter', () => {
     expect(single.json.results[0]?.error?.code).toBe('invalid_input');
     expect(single.json.results[0]?.error?.details[0]?.field).toBe('/booking/notes');
     expect(single.json.results[0]?.error?.message).toContain('/booking/notes must be well-formed Unicode text');
+    const nulId = await cabcoSend({ event: 'booking.cancelled', booking: { id: 'CN-2\u0000' } });
+    expect(nulId.status, nulId.text).toBe(400);
+    expect(nulId.json.results[0]?.error?.code).toBe('invalid_input');
     // A pickup time that has passed is named as each supplier names it.
     const pastJet = await jetSend({ jobs: [jetJob('JP-1', { when: '2020-01-01T09:00:00Z' })] });
     expect(pastJet.json.results[0]?.error).toMatchObject({

@@ -18,7 +18,7 @@ import { withoutWorldwideHint } from '../geo/types.ts';
 import { uuidv7 } from '../ids.ts';
 import type { Logger } from '../logger.ts';
 import { PartnerJob, type PartnerJobResult } from '../schemas/partner-jobs.ts';
-import { assertStorableText } from '../schemas/text.ts';
+import { assertStorableText, unstorableText } from '../schemas/text.ts';
 import { compileSchema } from '../schemas/validate.ts';
 import { publishBookingEvent } from './booking-events.ts';
 import { amendmentChanges, recordAmendment } from './booking-history.ts';
@@ -1387,8 +1387,14 @@ export async function processJobs(
       } catch (err) {
         if (!(err instanceof AppError)) throw err;
         const r = raw as { jobRef?: unknown; action?: unknown } | null;
-        // Echoed only when it could be a jobRef: an over-long one (100 KB, say) is not sent back.
-        const jobRef = typeof r?.jobRef === 'string' && r.jobRef.length <= FIELD_LIMITS.reference ? r.jobRef : null;
+        // Echoed only when it could be a jobRef: an over-long one (100 KB, say) is not sent back,
+        // nor one with a NUL or half a surrogate pair, which no column stores or looks up.
+        const jobRef =
+          typeof r?.jobRef === 'string' &&
+          r.jobRef.length <= FIELD_LIMITS.reference &&
+          unstorableText(r.jobRef) === null
+            ? r.jobRef
+            : null;
         const action =
           typeof r?.action === 'string' && ['new', 'amend', 'cancel'].includes(r.action)
             ? (r.action as Action)
