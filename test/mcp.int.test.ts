@@ -555,6 +555,27 @@ describe('start_booking', () => {
     // Each mode's repeat is its own booking.
     const again = okOf<{ bookingReference: string; repeat: boolean }>(await call(testClient, 'start_booking', ride));
     expect(again).toMatchObject({ bookingReference: inSandbox.bookingReference, repeat: true });
+    // found in a probe: the same ride asked again with another key beside the token was a second live taxi
+    const liveKey = await createApiKey(env.rt.db, {
+      serviceCode: env.config.serviceCode,
+      name: 'mcp live',
+      mode: 'live',
+    });
+    const withKey = await connect(grace.accessToken, { [env.config.apiKeyHeader]: liveKey.key });
+    expect(okOf(await call(withKey, 'start_booking', ride))).toMatchObject({
+      bookingReference: live.bookingReference,
+      repeat: true,
+    });
+    const otherSandbox = await createApiKey(env.rt.db, {
+      serviceCode: env.config.serviceCode,
+      name: 'mcp sandbox 2',
+      mode: 'test',
+    });
+    const otherTest = await connect(grace.accessToken, { [env.config.apiKeyHeader]: otherSandbox.key });
+    expect(okOf(await call(otherTest, 'start_booking', ride))).toMatchObject({
+      bookingReference: inSandbox.bookingReference,
+      repeat: true,
+    });
     await env.rt.db('bookings').whereIn('reference', [live.bookingReference]).update({ status: 'cancelled' });
   });
 

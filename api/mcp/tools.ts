@@ -409,10 +409,11 @@ function quoteCallerOf(ctx: ToolContext) {
 function callerOf(ctx: ToolContext): BookingCaller {
   assertMayBook(ctx.apiKey);
   const qc = quoteCallerOf(ctx);
-  // The repeat rule's scope (`contentHash`): the passenger, and the key beside the token, so a
-  // sandbox booking is never the answer to the same ride asked live (nor a live one to a test
-  // key's), as on the v1 API, whose scope is the key.
-  const scope = ctx.apiKey ? `mcp:${ctx.grant.email}:key:${ctx.apiKey.id}` : `mcp:${ctx.grant.email}`;
+  // The repeat rule's scope (`contentHash`): the passenger and the mode, so a sandbox booking is
+  // never the answer to the same ride asked live (nor a live one to a test key's). Not the key:
+  // the passenger's ride asked again with another key beside the token (or none) is the same
+  // ride, and booking it twice would send two taxis.
+  const scope = qc.testMode ? `mcp:${ctx.grant.email}:test` : `mcp:${ctx.grant.email}`;
   return { ...qc, scope, testScenario: scenarioHeader(ctx.req, qc.testMode) };
 }
 
