@@ -347,18 +347,36 @@ describe('weekly billing', () => {
     expect(invoices.find((i) => i.owner.id === ids.sandbox)).toBeUndefined();
   });
 
-  it('an administrator extension moves the fee out of the week, for a driver and for a partner', async () => {
+  // found in a billing probe: extending a trial that had ended waived the weeks not yet billed since it ended
+  it('an extension of a trial that had ended starts it again today: the weeks that started since it ended stay billed', async () => {
+    const before = Date.now();
     for (const [flag, id] of [
       ['--driver', ids.extended],
       ['--partner', ids.oldPartner],
     ] as const) {
       const r = await admin('trial', 'extend', flag, id as string, '--days', '30');
       expect(r.code, r.stderr).toBe(0);
+      expect(Date.parse(JSON.parse(r.stdout).trialEndsAt)).toBeGreaterThanOrEqual(before + 30 * DAY - 1000);
     }
     const r = await admin('billing', 'run', '--week', week.week, '--dry-run');
     const invoices = JSON.parse(r.stdout).invoices;
-    expect(byOwner(invoices, ids.extended as string).totalGBP).toBe(0);
-    expect(byOwner(invoices, ids.oldPartner as string).totalGBP).toBe(0);
+    expect(byOwner(invoices, ids.extended as string).totalGBP).toBe(20);
+    expect(byOwner(invoices, ids.oldPartner as string).totalGBP).toBe(20);
+    // the time between is kept: from the old end to the extension
+    const lapses = await db()('trial_lapses')
+      .where({ driver_id: ids.extended })
+      .orWhere({ partner_id: ids.oldPartner })
+      .select('starts_at', 'ends_at');
+    expect(lapses).toHaveLength(2);
+    for (const l of lapses) {
+      expect(l.starts_at.getTime()).toBeLessThan(week.start.getTime());
+      expect(l.ends_at.getTime()).toBeGreaterThanOrEqual(before - 1000);
+    }
+    // extended again while it runs: it runs on, and no lapse is added
+    const again = await admin('trial', 'extend', '--driver', ids.extended as string, '--days', '5');
+    expect(again.code, again.stderr).toBe(0);
+    const n = await db()('trial_lapses').where({ driver_id: ids.extended }).count({ n: '*' }).first();
+    expect(Number(n?.n)).toBe(1);
   });
 
   it('two runs of the same week make one invoice each; a rerun changes nothing already issued', async () => {

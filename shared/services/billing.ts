@@ -88,8 +88,9 @@ totals as (
 
 /**
  * Fee and total per owner, from a relation with `totals`' columns: the trial (drivers: their
- * `trial_ends_at`; partners: theirs, else 30 days from creation) and the £500 threshold decide
- * the fee. Needs the `period` CTE.
+ * `trial_ends_at`; partners: theirs, else 30 days from creation; a week that started while the
+ * trial had lapsed, before it was extended again, is after it: `trial_lapses`) and the £500
+ * threshold decide the fee. Needs the `period` CTE.
  */
 const PRICING = (source: string) => `
 priced as (
@@ -98,11 +99,15 @@ priced as (
          case when t.is_partner then t.owner_id end as partner_id,
          coalesce(d.name, p.name) as owner_name,
          (t.earnings > ${FEE_THRESHOLD_PENCE}
-           and period.s >= case when t.is_partner
-                                then coalesce(p.trial_ends_at, p.created_at + interval '30 days')
-                                -- A driver without a recorded trial end: 90 days from approval, else none billed.
-                                else coalesce(d.trial_ends_at, d.approved_at + interval '90 days', 'infinity'::timestamptz)
-                           end
+           and (period.s >= case when t.is_partner
+                                 then coalesce(p.trial_ends_at, p.created_at + interval '30 days')
+                                 -- A driver without a recorded trial end: 90 days from approval, else none billed.
+                                 else coalesce(d.trial_ends_at, d.approved_at + interval '90 days', 'infinity'::timestamptz)
+                            end
+                -- or the week started while the trial had lapsed, before it was extended again
+                or exists (select 1 from trial_lapses l
+                             where (case when t.is_partner then l.partner_id else l.driver_id end) = t.owner_id
+                               and period.s >= l.starts_at and period.s < l.ends_at))
          ) as fee_due
     from period, ${source} t
     left join drivers d on d.id = t.owner_id and not t.is_partner

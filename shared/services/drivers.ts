@@ -775,7 +775,7 @@ export function suspendDriver(
 
 /**
  * Extend a driver's free trial by `days` (1 to 3650) from its current end, or from today when
- * it has already ended. A driver not yet approved gets the standard trial from today plus the
+ * it has already ended (the weeks between stay billed: `trial_lapses`). A driver not yet approved gets the standard trial from today plus the
  * extension, which their approval then keeps. Null if unknown.
  */
 export async function extendDriverTrial(
@@ -788,6 +788,12 @@ export async function extendDriverTrial(
     throw new RangeError(`days must be a whole number from 1 to ${MAX_TRIAL_EXTENSION_DAYS}`);
   }
   return db.transaction(async (trx) => {
+    // A trial that had ended starts again today: the time between is kept as a lapse, whose weeks stay billed.
+    await trx.raw(
+      `insert into trial_lapses (driver_id, starts_at, ends_at)
+       select id, trial_ends_at, now() from drivers where id = ? and trial_ends_at < now() for update`,
+      [id],
+    );
     const [row] = await trx('drivers')
       .where({ id })
       .update({

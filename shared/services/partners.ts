@@ -169,6 +169,15 @@ export async function extendPartnerTrial(
     throw new RangeError(`days must be a whole number from 1 to ${MAX_TRIAL_EXTENSION_DAYS}`);
   }
   return db.transaction(async (trx) => {
+    // A trial that had ended starts again today: the time between is kept as a lapse, whose weeks stay billed.
+    await trx.raw(
+      `insert into trial_lapses (partner_id, starts_at, ends_at)
+       select id, trial_end, now()
+         from (select id, coalesce(trial_ends_at, created_at + interval '${PARTNER_TRIAL_DAYS} days') as trial_end
+                 from partners where id = ? for update) p
+        where trial_end < now()`,
+      [id],
+    );
     const [row] = await trx('partners')
       .where({ id })
       .update({
