@@ -63,6 +63,15 @@ const FORBIDDEN_SCHEMES = new Set([
   'ftp:',
   'ws:',
   'wss:',
+  // schemes that belong to other programs than the client: mail, calls, messages, the browser's own
+  'mailto:',
+  'tel:',
+  'sms:',
+  'callto:',
+  'urn:',
+  'view-source:',
+  'filesystem:',
+  'jar:',
 ]);
 
 const newSecret = (prefix = ''): string => `${prefix}${randomBase62(43)}`;
@@ -118,13 +127,18 @@ function checkRedirectUri(raw: string): void {
   }
   const ok =
     u.hash === '' &&
+    // no user name or password in it (a link that carries credentials, or hides its host behind them)
+    u.username === '' &&
+    u.password === '' &&
+    // http(s) written out in full: "https:evil.example" is read by browsers as https://evil.example
+    (!/^https?:$/.test(u.protocol) || /^https?:\/\//i.test(raw)) &&
     !FORBIDDEN_SCHEMES.has(u.protocol) &&
     (u.protocol === 'https:' ||
       (u.protocol === 'http:' ? LOOPBACK.has(u.hostname) : /^[a-z][a-z0-9+.-]*:$/.test(u.protocol)));
   if (!ok) {
     throw new CustomOAuthError(
       'invalid_redirect_uri',
-      `The redirect URI ${raw} is not allowed: use https, http on a loopback address (localhost, 127.0.0.1, [::1]) or an app's private-use scheme, without a fragment.`,
+      `The redirect URI ${raw} is not allowed: use https://, http:// on a loopback address (localhost, 127.0.0.1, [::1]) or an app's private-use scheme, without a fragment or credentials.`,
     );
   }
 }
