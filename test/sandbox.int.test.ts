@@ -195,6 +195,7 @@ const reaches = (ref: string, status: string, timeoutMs = 90_000) =>
 
 const PROGRESS = ['driver_assigned', 'driver_en_route', 'driver_arrived', 'passenger_on_board', 'completed'];
 const refs: Record<string, string> = {};
+let instantStatusUrl = '';
 const v1Emails: Record<string, string> = {};
 
 describe('sandbox: test keys and the simulator', () => {
@@ -239,6 +240,7 @@ describe('sandbox: test keys and the simulator', () => {
     });
     expect(instant.status, JSON.stringify(instant.json)).toBe(200);
     refs.instant = instant.json.booking_reference as string;
+    instantStatusUrl = instant.json.status_url as string;
     // partner batch
     const batch = await request('POST', '/api/public/v1/jobs', {
       body: [
@@ -496,6 +498,20 @@ describe('sandbox: test keys and the simulator', () => {
       api_key_id: null,
     });
   }, 60_000);
+
+  // found in a probe: a sandbox booking's own status_url answered 404 opened without the test key
+  it("opens a sandbox booking's status_url (its tracking token) without the test key, as a passenger opens it", async () => {
+    const url = new URL(instantStatusUrl);
+    const path = `${url.pathname}${url.search}`;
+    for (const key of [null, liveKey]) {
+      const r = await request('GET', path, { key });
+      expect(r.status, JSON.stringify(r.json)).toBe(200);
+      expect(r.json).toMatchObject({ bookingReference: refs.instant });
+    }
+    // A wrong token is still no booking, whatever the key.
+    const wrong = await request('GET', `${url.pathname}?t=${'x'.repeat(43)}`, { key: null });
+    expect(wrong.status).toBe(404);
+  });
 
   it('keeps test data invisible to live keys (and live data from test keys)', async () => {
     const ref = refs.v1 as string;

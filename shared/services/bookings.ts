@@ -864,7 +864,10 @@ export async function bookingForPassenger(
   // Proved by token, an unknown reference and a wrong token are one answer, as the event
   // stream's: a token proof is not under the failed-proof limits (a token cannot be guessed),
   // so two answers would let anyone test which references exist at speed.
-  if (!row || row.test_mode !== testMode) {
+  // By e-mail, a caller sees the bookings of its own mode (a test key the sandbox's, no key or
+  // a live key the live ones). The tracking token proves the booking whatever the caller's
+  // mode: a sandbox booking's own status_url and tracking link are opened without the key.
+  if (!row || (email !== undefined && row.test_mode !== testMode)) {
     if (email === undefined) throw noBookingOrToken(rawRef);
     throw new AppError('booking_not_found', `No booking ${referenceForMessage(rawRef)}.`, [
       { field: '/ref', problem: 'unknown booking reference' },
