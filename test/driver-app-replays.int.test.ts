@@ -266,6 +266,25 @@ describe('an offer not accepted yet', () => {
     // Accepted, progress goes ahead.
     expect((await call('POST', `/api/public/v1/jobs/${b.reference}/accept`, d.token)).status).toBe(200);
     expect((await status(b.reference, d.token, { status: 'driver_en_route' })).status).toBe(200);
+
+    // found in a probe: a hand-back sent again (its answer lost) was 404 "no job"
+    for (let i = 0; i < 2; i++) {
+      const handed = await call('POST', `/api/public/v1/jobs/${b.reference}/hand-back`, d.token, {
+        reason: 'car broke',
+      });
+      expect(handed.status, handed.text).toBe(200);
+      expect(handed.json).toEqual({ bookingReference: b.reference, state: 'handed_back' });
+    }
+    const history = await env.rt
+      .db('booking_status_history')
+      .where({ booking_id: b.id })
+      .orderBy('seq')
+      .pluck('status');
+    expect(history.filter((s: string) => s === 'dispatching').length).toBe(1);
+    // Handed back, the job is not theirs: progress is 404 as for a job never theirs.
+    expect((await status(b.reference, d.token, { status: 'driver_arrived' })).status).toBe(404);
+    // Someone it was never offered to still learns nothing.
+    expect((await call('POST', `/api/public/v1/jobs/${b.reference}/hand-back`, stranger.token, {})).status).toBe(404);
   });
 
   it('stays 404 once the offer is no longer open (expired): the job is not in the feed', async () => {

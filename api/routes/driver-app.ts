@@ -284,7 +284,7 @@ export function driverAppRoutes(): RouteDef[] {
       operationId: 'handBackJob',
       summary: 'Hand a job back before the passenger is on board (it is dispatched to another driver)',
       description:
-        'For a job you hold that is assigned, en route or arrived: you no longer hold it, you are not offered it again, and the booking goes back to dispatching at once (its history shows dispatching with handedBack). After passenger_on_board it is 409 conflict, and so is an offer not accepted (decline it instead); a job never offered to you is 404 job_not_found.',
+        'For a job you hold that is assigned, en route or arrived: you no longer hold it, you are not offered it again, and the booking goes back to dispatching at once (its history shows it dispatching again). Handing back a job you handed back answers the same again (a retry after a lost answer). After passenger_on_board it is 409 conflict, and so is an offer not accepted (decline it instead); a job never offered to you is 404 job_not_found.',
       tags: ['drivers'],
       auth: 'driver_or_key',
       params: RefParams,

@@ -125,6 +125,8 @@ export interface OfferRow {
   offered_at: Date;
   expires_at: Date;
   responded_at: Date | null;
+  /** Why it was declined: the driver's reason, or "handed back[: reason]" for a job given back. */
+  decline_reason: string | null;
   driver_lat: number | null;
   driver_lng: number | null;
 }

@@ -276,7 +276,8 @@ const HAND_BACK_FROM = new Set(['driver_assigned', 'driver_en_route', 'driver_ar
  * The driver (or operator) gives a job in hand back before the passenger is on board (a
  * breakdown, running late): they no longer hold it, their accepted offer is closed as declined
  * ("handed back", so dispatch never asks them again), the booking is `dispatching` again and a
- * dispatch step is queued in the same transaction. Handing back a job already handed back is 404.
+ * dispatch step is queued in the same transaction. Handing back a job already handed back answers
+ * the same again, so a driver app retrying after a lost answer is not told there is no job.
  */
 export async function handBackJob(
   deps: DispatchDeps,
@@ -287,15 +288,28 @@ export async function handBackJob(
   now = new Date(),
 ): Promise<{ bookingId: string; reference: string }> {
   return deps.db.transaction(async (trx) => {
-    const booking = await heldBooking(
-      trx,
-      rawRef,
-      prefix,
-      holder,
-      now,
-      (ref) =>
-        `${ref} is offered to you, not accepted: there is nothing to hand back. Decline the offer instead (${jobPath(ref, 'decline')}).`,
-    );
+    const booking = await lockBooking(trx, rawRef, prefix, holder);
+    const holds =
+      holder.kind === 'driver' ? booking.driver_id === holder.id : booking.operator_partner_id === holder.id;
+    if (!holds) {
+      // Handed back already (a retry after a lost answer): answered as the hand-back was, as
+      // accepting or declining again is. Dispatch never offers them the job again.
+      const latest = await trx<OfferRow>('dispatch_offers')
+        .where({ booking_id: booking.id, [holderColumn(holder)]: holder.id })
+        .orderBy('attempt', 'desc')
+        .first();
+      if (latest?.state === 'declined' && latest.decline_reason?.startsWith('handed back')) {
+        return { bookingId: booking.id, reference: booking.reference };
+      }
+      throw await notHeld(
+        trx,
+        booking,
+        holder,
+        rawRef,
+        now,
+        `${booking.reference} is offered to you, not accepted: there is nothing to hand back. Decline the offer instead (${jobPath(booking.reference, 'decline')}).`,
+      );
+    }
     if (!HAND_BACK_FROM.has(booking.status)) {
       throw new AppError('conflict', `A job that is ${booking.status.replace(/_/g, ' ')} cannot be handed back.`, [
         { field: '/ref', problem: `not allowed after ${booking.status}` },
