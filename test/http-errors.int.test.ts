@@ -182,6 +182,24 @@ describe('error envelope', () => {
     expectEnvelope(json, 'payload_too_large');
   });
 
+  // found in a probe: a declared length over the limit was answered only after the whole body came (or the request timed out)
+  it('answers a declared Content-Length over the limit 413 at once, without waiting for the body, and closes', async () => {
+    const { port, hostname } = new URL(http.url);
+    const socket = net.connect(Number(port), hostname);
+    await once(socket, 'connect');
+    // 5 MB declared, 2 bytes sent: the answer comes without the rest
+    socket.write(
+      'POST /api/public/v1/test-echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000000\r\n\r\n{}',
+    );
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    await once(socket, 'close');
+    const [top = '', body = ''] = Buffer.concat(chunks).toString('utf8').split('\r\n\r\n');
+    expect(top.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+    expect(top.toLowerCase()).toContain('connection: close');
+    expect((JSON.parse(body) as { error: { code: string } }).error.code).toBe('payload_too_large');
+  });
+
   it('answers a request head over 16 KB 431 headers_too_large and a malformed one 400, as JSON', async () => {
     const raw = async (head: string) => {
       const { port, hostname } = new URL(http.url);
