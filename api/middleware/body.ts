@@ -52,6 +52,7 @@ export function assertFormUtf8(buf: Buffer): void {
 
 /** Most bytes a page's form (website, operator pages) may carry. */
 const FORM_LIMIT = '16kb';
+const FORM_LIMIT_BYTES = 16 * 1024;
 
 /**
  * Reads a page's `application/x-www-form-urlencoded` body into `req.body`, for handlers that
@@ -74,6 +75,11 @@ export function formReader(): (req: Request, res: Response) => Promise<void> {
       throw new AppError('unsupported_media_type', `The form must be sent as UTF-8, not ${charset}.`, [
         { field: '/', problem: `charset ${charset} is not accepted; send UTF-8` },
       ]);
+    }
+    // Over the limit by its declared length: answered at once, not after reading it (see `jsonBody`).
+    if (Number(req.headers['content-length']) > FORM_LIMIT_BYTES) {
+      res.setHeader('Connection', 'close');
+      throw new AppError('payload_too_large', 'The form is larger than expected.');
     }
     try {
       await new Promise<void>((resolve, reject) =>
