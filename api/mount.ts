@@ -6,6 +6,7 @@ import { beginIdempotent, replayable } from '../shared/services/idempotency.ts';
 import type { ApiDeps } from './deps.ts';
 import { authenticate, type Caller } from './middleware/auth.ts';
 import { requestIdOf } from './middleware/errors.ts';
+import { singleHeader } from './middleware/headers.ts';
 import type { RateLimits } from './middleware/rate-limit.ts';
 import type { RouteDef } from './route.ts';
 
@@ -94,7 +95,7 @@ export function mountRoutes(app: Express, routes: readonly RouteDef[], deps: Api
       check(params, p, 'path', req);
       check(query, q, 'query string', req);
       check(body, b, 'request body', req, route.alsoRequired);
-      const idemKey = route.idempotent === true ? req.get('idempotency-key') : undefined;
+      const idemKey = route.idempotent === true ? singleHeader(req, 'Idempotency-Key') : undefined;
       const idem =
         idemKey !== undefined
           ? await beginIdempotent(

@@ -1,3 +1,4 @@
+import nodeHttp from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey, revokeApiKey } from '../shared/services/api-keys.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
@@ -40,6 +41,36 @@ describe('API keys (SPEC.md section 5)', () => {
   it('accepts the same key in several headers at once', async () => {
     const res = await whoami({ 'x-api-key': key.key, Authorization: `Bearer ${key.key}` });
     expect(res.status).toBe(200);
+  });
+
+  // found in a probe: a key header sent twice was joined into one unknown key; a second Authorization went unseen
+  it('reads every copy of a header: the same key twice is that key; two different ones are 401 invalid_request', async () => {
+    const raw = (headers: Record<string, string | string[]>) =>
+      new Promise<{ status: number; challenge: string | undefined }>((resolve, reject) => {
+        const req = nodeHttp.request(`${http.url}/api/public/v1/whoami`, { headers }, (res) => {
+          res.resume();
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, challenge: res.headers['www-authenticate'] as string | undefined }),
+          );
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    for (const name of ['X-Direct-Taxi-Network-AI-Key', 'x-api-key', 'Authorization']) {
+      const value = name === 'Authorization' ? `Bearer ${key.key}` : key.key;
+      expect((await raw({ [name]: [value, value] })).status, name).toBe(200);
+    }
+    for (const pair of [
+      [`Bearer ${key.key}`, 'Bearer dtn_live_00000000000000000000000000000000'],
+      ['Bearer dtn_live_00000000000000000000000000000000', `Bearer ${key.key}`],
+    ]) {
+      const res = await raw({ Authorization: pair });
+      expect(res.status).toBe(401);
+      expect(res.challenge).toBe('Bearer realm="api", error="invalid_request"');
+    }
+    expect((await raw({ 'x-api-key': [key.key, 'dtn_live_00000000000000000000000000000000'] })).challenge).toBe(
+      'Bearer realm="api", error="invalid_request"',
+    );
   });
 
   it('lets a public endpoint through without a key, identified by IP', async () => {

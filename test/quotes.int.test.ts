@@ -338,6 +338,30 @@ describe('Idempotency-Key on the quote endpoints', () => {
       expect(refused.status).toBe(400);
       expect(refused.json.error?.details[0]?.field).toBe('/headers/idempotency-key');
     }
+    // found in a probe: two Idempotency-Key headers were joined into one key ("a1, a2") that neither named
+    const twice = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(
+        `${api.url}/api/public/quotes/estimate`,
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-api-key': key, 'idempotency-key': ['a1', 'a2'] },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => {
+            text += c.toString('utf8');
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
+      req.on('error', reject);
+      req.end(JSON.stringify(alias));
+    });
+    expect(twice.status, twice.body).toBe(400);
+    expect(JSON.parse(twice.body).error).toMatchObject({
+      code: 'invalid_input',
+      details: [{ field: '/headers/idempotency-key', problem: 'is sent more than once' }],
+    });
     // One stored quote per key: the retries priced and stored nothing.
     expect(
       await env.rt

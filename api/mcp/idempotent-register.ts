@@ -2,6 +2,7 @@ import type { RequestHandler, Response } from 'express';
 import { AppError } from '../../shared/errors.ts';
 import { beginIdempotent, replayable } from '../../shared/services/idempotency.ts';
 import type { ApiDeps } from '../deps.ts';
+import { singleHeader } from '../middleware/headers.ts';
 import { clientIp } from './limits.ts';
 
 /**
@@ -19,8 +20,14 @@ import { clientIp } from './limits.ts';
  */
 export function idempotentRegistration(deps: ApiDeps, path: string): RequestHandler {
   return (req, res, next) => {
-    const key = req.get('idempotency-key');
-    if (req.method !== 'POST' || key === undefined) return next();
+    if (req.method !== 'POST') return next();
+    let key: string | undefined;
+    try {
+      key = singleHeader(req, 'Idempotency-Key');
+    } catch (err) {
+      return refuse(res, err, next);
+    }
+    if (key === undefined) return next();
     beginIdempotent(deps.db, `ip:${clientIp(req)}`, key, 'POST', path, req.rawBody, deps.config.dataEncryptionKey).then(
       (idem) => {
         if (idem.kind === 'replay') {

@@ -43,23 +43,27 @@ function unauthorized(message: string, presented: boolean | 'malformed'): AppErr
  * two headers carrying different keys.
  */
 export function presentedKey(req: Request, config: Pick<Config, 'apiKeyHeader'>): string | null {
+  // Every copy of each header (`headersDistinct`): Node joins a repeated key header into one
+  // value ("k, k") and keeps only the first Authorization, so the same key sent twice would be
+  // read as an unknown one, and a second, different Authorization would go unseen.
+  const copies = (name: string) => req.headersDistinct[name.toLowerCase()] ?? [];
   const found: string[] = [];
-  const named = req.get(config.apiKeyHeader);
-  if (named !== undefined) found.push(named.trim());
-  const auth = req.get('authorization');
-  if (auth !== undefined) {
+  for (const named of copies(config.apiKeyHeader)) found.push(named.trim());
+  for (const auth of copies('authorization')) {
     const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(auth);
     if (!m?.[1]) {
       throw unauthorized('The Authorization header must be "Bearer <API key>".', 'malformed');
     }
     found.push(m[1]);
   }
-  const xApiKey = req.get('x-api-key');
-  if (xApiKey !== undefined) found.push(xApiKey.trim());
+  for (const xApiKey of copies('x-api-key')) found.push(xApiKey.trim());
   if (found.length === 0) return null;
   const distinct = new Set(found);
   if (distinct.size > 1)
-    throw unauthorized('The request carries different API keys in different headers.', 'malformed');
+    throw unauthorized(
+      'The request carries different API keys (in different headers, or one header twice).',
+      'malformed',
+    );
   const [key] = distinct;
   if (!key) throw unauthorized('The API key header is empty.', 'malformed');
   return key;

@@ -17,6 +17,7 @@ import {
   processJobs,
 } from '../../shared/services/intake.ts';
 import { baseUrlFor } from '../base-url.ts';
+import { singleHeader } from '../middleware/headers.ts';
 import { callerScope } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 import { scenarioHeader } from '../sandbox.ts';
@@ -122,7 +123,7 @@ export function partnerJobRoutes(): RouteDef[] {
         };
         // The Idempotency-Key is claimed here, once the partner is authenticated, scoped by its
         // API key or, signing with HMAC, by the partner (whatever address it sends from).
-        const key = req.get('idempotency-key');
+        const key = singleHeader(req, 'Idempotency-Key');
         const claims: Parameters<typeof underClaims>[1][number][] =
           key === undefined
             ? []

@@ -11,6 +11,7 @@ import {
   SUPPLIER_SIGNATURE_TOLERANCE_SECONDS,
 } from '../../shared/services/suppliers.ts';
 import { baseUrlFor } from '../base-url.ts';
+import { singleHeader } from '../middleware/headers.ts';
 import { idempotencyPathOf } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 
@@ -80,7 +81,7 @@ export function supplierHookRoutes(): RouteDef[] {
             label: SIGNED_MESSAGE,
           });
         }
-        const idempotencyKey = req.get('idempotency-key');
+        const idempotencyKey = singleHeader(req, 'Idempotency-Key');
         if (idempotencyKey !== undefined) claims.push({ scope: `supplier-key:${supplier.slug}`, key: idempotencyKey });
         return underClaims(
           deps.db,
