@@ -158,7 +158,14 @@ describe('dynamic client registration (RFC 7591)', () => {
   it('registers a public client without a secret, limited per IP by the service limiter', async () => {
     const { status, json, headers } = await registerClient(url, { client_name: 'Claude' });
     expect(status).toBe(201);
-    expect(headers.get('ratelimit-policy')).toBe('"per-ip";q=600;w=60, "oauth-register";q=60;w=3600');
+    expect(headers.get('ratelimit-policy')).toBe('"per-ip";q=600;w=60, "oauth-register";q=600;w=3600');
+    // Generous per IP: a hosted assistant's servers speak for all its passengers from few addresses.
+    const token = await tokenRequest(url, {
+      grant_type: 'refresh_token',
+      refresh_token: 'mcp_rt_x',
+      client_id: 'nope',
+    });
+    expect(token.headers.get('ratelimit-policy')).toBe('"per-ip";q=600;w=60, "oauth-token";q=1200;w=600');
     expect(json).toMatchObject({
       client_id: expect.any(String),
       client_name: 'Claude',

@@ -425,9 +425,13 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   // origin): the limit's 429 and the client authentication's 401 are sent before those run,
   // and a browser-based client must be able to read them too.
   router.use([TOKEN_PATH, REVOKE_PATH, REGISTER_PATH], cors(), readableOAuthErrors);
+  // Per client IP, and generous: a hosted assistant exchanges and refreshes every passenger's
+  // tokens (and may register a client per passenger) from a few shared addresses, so a tight
+  // per-IP limit would lock all of its passengers out together. Codes, refresh tokens and
+  // client secrets are 256-bit random, so the limits guard load, not guessing.
   router.use(
     TOKEN_PATH,
-    before(ipLimiter(limits, { name: 'oauth-token', points: 60, durationSeconds: 600 })),
+    before(ipLimiter(limits, { name: 'oauth-token', points: 1200, durationSeconds: 600 })),
     mediaTypeRequired('urlencoded'),
     form,
     verifierChecked,
@@ -436,7 +440,7 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   );
   router.use(
     REVOKE_PATH,
-    before(ipLimiter(limits, { name: 'oauth-revoke', points: 60, durationSeconds: 600 })),
+    before(ipLimiter(limits, { name: 'oauth-revoke', points: 1200, durationSeconds: 600 })),
     mediaTypeRequired('urlencoded'),
     form,
     clientAuthentication(deps),
@@ -444,7 +448,7 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   );
   router.use(
     REGISTER_PATH,
-    before(ipLimiter(limits, { name: 'oauth-register', points: 60, durationSeconds: 3600 })),
+    before(ipLimiter(limits, { name: 'oauth-register', points: 600, durationSeconds: 3600 })),
     mediaTypeRequired('json'),
     // Parsed here (the SDK's own parser then leaves it), so bytes that are not UTF-8 are
     // refused rather than stored in the client's metadata as U+FFFD. The SDK's limit: 100 KB.
