@@ -14,6 +14,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { up as secretsDoNotExpire } from '../migrations/20261126002300_oauth-secrets-do-not-expire.ts';
 import { sha256 } from '../shared/crypto.ts';
+import { mailboxKey } from '../shared/domain/email-acceptance.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { isEmailVerified } from '../shared/services/email-verification.ts';
 import { markAuthorizationEmailVerified, pruneOAuth, setAuthorizationEmail } from '../shared/services/oauth.ts';
@@ -730,6 +731,45 @@ describe('authorization code with PKCE S256 through the page', () => {
     const ownB = await tabB.post(`${url}/authorize/code`, { request: b.request, code: b.code });
     expect(ownB.status).toBe(200);
     expect(ownB.html).toContain('value="approve"');
+  });
+
+  // found in a probe: a new page past the limit was told to "use the latest one", which only the page that asked for it takes
+  it('past 5 codes an hour for an address, says where a code can be entered and how long to wait', async () => {
+    const reg = await registerClient(url, { client_name: 'Many Mails' });
+    const email = 'many.mails@example.org';
+    // Four sent in the last hour (written as their rows are, to spare this file's page limit) ...
+    await env.rt.db('email_verifications').insert(
+      [50, 40, 30, 20].map((minutes, n) => ({
+        id: uuidv7(),
+        email,
+        mailbox_key: mailboxKey(email),
+        code_hash: Buffer.alloc(32),
+        link_token_hash: Buffer.alloc(32, 10 + n),
+        purpose: 'oauth',
+        created_at: new Date(Date.now() - minutes * 60_000),
+        expires_at: new Date(Date.now() + 30 * 60_000),
+      })),
+    );
+    // ... and a fifth through this page: its code can still be entered here.
+    const tab = new Browser();
+    const request = requestTokenOf(
+      (await tab.get(authorizeUrl({ url, clientId: reg.json.client_id, challenge: pkce().challenge }))).html,
+    );
+    expect((await tab.post(`${url}/authorize/email`, { request, email })).status).toBe(200);
+    const again = await tab.post(`${url}/authorize/email`, { request, email });
+    expect(again.status).toBe(429);
+    expect(again.html).toMatch(/enter the latest one, or try again in (9|10|11) minutes\./);
+    // A new page has no code of its own to enter: it is told where one can be, and when to come back.
+    const other = new Browser();
+    const otherRequest = requestTokenOf(
+      (await other.get(authorizeUrl({ url, clientId: reg.json.client_id, challenge: pkce().challenge }))).html,
+    );
+    const refused = await other.post(`${url}/authorize/email`, { request: otherRequest, email });
+    expect(refused.status).toBe(429);
+    expect(refused.html).toMatch(
+      /enter a code on the page you asked for it from, or try again here in (9|10|11) minutes\./,
+    );
+    expect(refused.html).not.toContain('use the latest one');
   });
 
   it('checks no code for an address after 20 wrong codes in a day across its sign-ins, the right one neither', async () => {

@@ -402,9 +402,15 @@ export function emailSubmitted(deps: ApiDeps): Step {
     const email = check.email;
     const recent = await countVerificationsSince(deps.db, email, new Date(Date.now() - 3600_000));
     if (recent.count >= EMAILS_PER_ADDRESS_PER_HOUR) {
-      const error = `We have sent ${EMAILS_PER_ADDRESS_PER_HOUR} codes to this address in the last hour: use the latest one, or try again later.`;
-      if (pending.email === email) send(res, 429, codeStep(view, error), pending.redirectUri);
-      else send(res, 429, emailStep(view, error, raw), pending.redirectUri);
+      const wait = waitText(((recent.oldest?.getTime() ?? Date.now()) + 3600_000 - Date.now()) / 1000);
+      const sent = `We have sent ${EMAILS_PER_ADDRESS_PER_HOUR} codes to this address in the last hour`;
+      // This page's own code can still be entered here; another page's only on that page.
+      if (pending.email === email) {
+        send(res, 429, codeStep(view, `${sent}: enter the latest one, or try again in ${wait}.`), pending.redirectUri);
+      } else {
+        const error = `${sent}: enter a code on the page you asked for it from, or try again here in ${wait}.`;
+        send(res, 429, emailStep(view, error, raw), pending.redirectUri);
+      }
       return;
     }
     await deps.db.transaction(async (trx) => {
