@@ -10,11 +10,14 @@ import {
   OAuthProtectedResourceMetadataSchema,
   type OAuthTokens,
 } from '@modelcontextprotocol/sdk/shared/auth.js';
+import express from 'express';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pageLimited } from '../api/mcp/authorize-page.ts';
 import { up as secretsDoNotExpire } from '../migrations/20261126002300_oauth-secrets-do-not-expire.ts';
 import { sha256 } from '../shared/crypto.ts';
 import { mailboxKey } from '../shared/domain/email-acceptance.ts';
+import { AppError } from '../shared/errors.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
 import { isEmailVerified } from '../shared/services/email-verification.ts';
 import { markAuthorizationEmailVerified, pruneOAuth, setAuthorizationEmail } from '../shared/services/oauth.ts';
@@ -875,6 +878,51 @@ describe('authorization code with PKCE S256 through the page', () => {
     expect(early.location).toBeNull();
     const row = await env.rt.db('oauth_authorizations').where({ client_id: reg.json.client_id }).first();
     expect(row.decision).toBeNull();
+  });
+});
+
+describe('the authorization page answers a person', () => {
+  // found in a probe: an unknown client or a redirect URI never registered was answered as raw JSON in the browser
+  it('shows an unknown client or an unregistered redirect URI as a page, with no link to the URI', async () => {
+    const reg = await registerClient(url, { client_name: 'Page Errors' });
+    for (const [o, code] of [
+      [{ clientId: 'nope' }, 'invalid_client'],
+      [{ clientId: reg.json.client_id as string, redirectUri: 'https://evil.example/cb' }, 'invalid_request'],
+    ] as const) {
+      const res = await fetch(authorizeUrl({ url, challenge: pkce().challenge, ...o }), { redirect: 'manual' });
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+      const html = await res.text();
+      expect(html).toContain('This sign-in request cannot be completed');
+      expect(html).toContain(code);
+      expect(html).toContain('connect the assistant again');
+      expect(html).not.toContain('evil.example');
+    }
+  });
+
+  it('answers its limit as a "Please wait" page with Retry-After', async () => {
+    const app = express();
+    app.get(
+      '/authorize',
+      pageLimited({ config: env.config } as never, async () => {
+        throw new AppError('rate_limited', 'Too many requests: try again in 5 minutes.', [], { 'Retry-After': '300' });
+      }),
+      (_req, res) => {
+        res.send('not reached');
+      },
+    );
+    const served = await serve(app);
+    try {
+      const res = await fetch(`${served.url}/authorize`);
+      expect(res.status).toBe(429);
+      expect(res.headers.get('retry-after')).toBe('300');
+      expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+      const html = await res.text();
+      expect(html).toContain('Please wait');
+      expect(html).toContain('try again in 5 minutes');
+    } finally {
+      await served.close();
+    }
   });
 });
 

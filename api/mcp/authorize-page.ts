@@ -308,7 +308,47 @@ export function authorizationErrorsShown(deps: ApiDeps): RequestHandler {
         null,
       );
     }) as Response['redirect'];
+    // Errors the SDK answers without a redirect, because the client or its redirect URI cannot
+    // be trusted (an unknown client_id, a redirect_uri it never registered): RFC 6749 section
+    // 4.1.2.1 says to tell the person, not the client, so they get a page, with no link back.
+    const json = res.json.bind(res);
+    res.json = ((body?: unknown) => {
+      const error = (body as { error?: unknown } | undefined)?.error;
+      if (res.statusCode < 400 || typeof error !== 'string') return json(body);
+      const said = (body as { error_description?: unknown }).error_description;
+      const description = typeof said === 'string' ? (issuesInWords(said) ?? said) : '';
+      const serviceName = deps.config.serviceName;
+      send(
+        res,
+        res.statusCode,
+        layout(`This sign-in request cannot be completed | ${serviceName}`, [
+          '<h1>This sign-in request cannot be completed</h1>',
+          `<p>The assistant asked in a way ${escapeHtml(serviceName)} does not accept (${escapeHtml(error)}${description ? `: ${escapeHtml(description)}` : ''}).</p>`,
+          '<p>Close this page and connect the assistant again. If this keeps happening, the assistant must register with us again.</p>',
+        ]),
+        null,
+      );
+      return res;
+    }) as Response['json'];
     next();
+  };
+}
+
+/**
+ * A limit in front of the authorization page (`GET /authorize`), answered as a page: a person
+ * in a browser reads "Please wait" and how long, as the page's own forms answer it.
+ */
+export function pageLimited(deps: ApiDeps, limit: (req: Request, res: Response) => Promise<void>): RequestHandler {
+  return (req, res, next) => {
+    if (req.method === 'OPTIONS') return next();
+    limit(req, res).then(
+      () => next(),
+      (err: unknown) => {
+        if (!(err instanceof AppError)) return next(err);
+        for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+        send(res, err.status, messagePage(deps.config.serviceName, 'Please wait', err.message), null);
+      },
+    );
   };
 }
 

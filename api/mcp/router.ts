@@ -27,6 +27,7 @@ import {
   decisionSubmitted,
   emailSubmitted,
   formHandler,
+  pageLimited,
 } from './authorize-page.ts';
 import { idempotentRegistration } from './idempotent-register.ts';
 import { issuesInWords } from './issues-in-words.ts';
@@ -416,7 +417,7 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   router.post(AUTHORIZE_DECISION_PATH, form, formHandler(deps, pageLimit, decisionSubmitted(deps)));
   router.use(
     AUTHORIZE_PATH,
-    before(pageLimit),
+    pageLimited(deps, pageLimit),
     authorizationErrorsShown(deps),
     authorizationHandler({ provider, rateLimit: false }),
   );
