@@ -364,7 +364,9 @@ export async function redeemQuote(
   for (let attempt = 0; ; attempt++) {
     // Test and live are kept apart: a caller never redeems a quote of the other mode (without a
     // key, live), but for the booking page, which follows the quote's.
-    if (!quote || (!caller.followsQuoteMode && quote.test_mode !== caller.testMode)) throw quoteNotFound(input.quoteId);
+    if (!quote) throw quoteNotFound(input.quoteId);
+    if (!caller.followsQuoteMode && quote.test_mode !== caller.testMode)
+      throw quoteOfOtherMode(input.quoteId, quote.test_mode);
     if (quote.redeemed_at) {
       const existing = await db<BookingRow>('bookings').where({ quote_id: quote.id }).first();
       if (existing && samePassenger(existing, input.passenger)) {
@@ -669,6 +671,20 @@ function quoteNotFound(id: string): AppError {
     'quote_not_found',
     `${UUID_SHAPE.test(id) ? `No quote ${id} exists` : 'No quote has this quote_id (quote ids are UUIDs)'}: quote first with POST /api/public/v1/quote and use its quote_id.`,
     [{ field: '/quote_id', problem: 'unknown quote' }],
+  );
+}
+
+/**
+ * A quote of the other mode: still 404 (this caller cannot redeem it), but saying why, so an
+ * integrator moving between the sandbox and live is not told the quote it just made is gone.
+ */
+function quoteOfOtherMode(id: string, testQuote: boolean): AppError {
+  return new AppError(
+    'quote_not_found',
+    testQuote
+      ? `Quote ${id} was made with a test key (the sandbox): book it with a test key, or quote again with POST /api/public/v1/quote to book live.`
+      : `Quote ${id} is a live quote, and a test key books sandbox quotes only: book it without the test key, or quote again with POST /api/public/v1/quote using the test key.`,
+    [{ field: '/quote_id', problem: testQuote ? 'a test-mode quote' : 'a live quote' }],
   );
 }
 
