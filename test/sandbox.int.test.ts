@@ -546,7 +546,9 @@ describe('sandbox: test keys and the simulator', () => {
     expect(redeem.status).toBe(404);
     expect(redeem.json).toMatchObject({ error: { code: 'quote_not_found' } });
     // found in a probe: said to exist nowhere; it says which mode it is of and what to do
-    expect(redeem.json.error.message).toContain('was made with a test key (the sandbox): book it with a test key');
+    expect((redeem.json.error as { message: string }).message).toContain(
+      'was made with a test key (the sandbox): book it with a test key',
+    );
     // Nor without a key, on either redeeming route: its booking would be one no lookup reaches.
     for (const [path, body] of [
       [
@@ -571,7 +573,7 @@ describe('sandbox: test keys and the simulator', () => {
       const keyless = await request('POST', path, { key: null, body });
       expect(keyless.status, path).toBe(404);
       expect(keyless.json, path).toMatchObject({ error: { code: 'quote_not_found' } });
-      expect(keyless.json.error.message, path).toContain('was made with a test key');
+      expect((keyless.json.error as { message: string }).message, path).toContain('was made with a test key');
     }
     // And a live quote booked with the test key.
     const liveQuote = await request('POST', '/api/public/quotes/estimate', {
@@ -592,7 +594,9 @@ describe('sandbox: test keys and the simulator', () => {
       },
     });
     expect(withTestKey.status).toBe(404);
-    expect(withTestKey.json.error.message).toContain('is a live quote, and a test key books sandbox quotes only');
+    expect((withTestKey.json.error as { message: string }).message).toContain(
+      'is a live quote, and a test key books sandbox quotes only',
+    );
     // A live key cannot touch the test job's jobRef.
     const amend = await request('POST', '/api/public/v1/jobs', {
       key: liveKey,
