@@ -1,4 +1,5 @@
 import type { TSchema } from '@sinclair/typebox';
+import { TEST_SCENARIO_HEADER, TEST_SCENARIOS } from '../shared/domain/sandbox.ts';
 import { ERROR_STATUS, type ErrorCode } from '../shared/errors.ts';
 import { ErrorEnvelope } from '../shared/schemas/common.ts';
 import { BookingAmendedWebhook, BookingStatusWebhook } from '../shared/schemas/webhook-events.ts';
@@ -32,10 +33,10 @@ function parameters(schema: TSchema | undefined, where: 'path' | 'query') {
 function implicitErrors(route: RouteDef): ErrorCode[] {
   const codes: ErrorCode[] = ['internal_error'];
   // A request that carries a body is parsed as JSON whatever the route reads (api/middleware/body.ts):
-  // malformed JSON is 400, another media type 415, too large 413. Clients send no body with GET.
-  const takesBody = route.body !== undefined || route.method !== 'get';
-  if (takesBody || route.query || route.params) codes.push('invalid_input');
-  if (takesBody) codes.push('payload_too_large', 'unsupported_media_type');
+  // malformed JSON is 400, another media type 415, too large 413.
+  // A GET sent with a body has it read as well (and refused so); a request head over 16 KB is
+  // 431 before any route (api/client-errors.ts).
+  codes.push('invalid_input', 'payload_too_large', 'unsupported_media_type', 'headers_too_large');
   if (route.auth !== 'none') codes.push('unauthorized', 'service_unavailable');
   if (route.rateLimit !== false) codes.push('rate_limited', 'service_unavailable');
   // The Idempotency-Key header (CONTRACT.md section 2): reused with another body, or sent
@@ -52,6 +53,21 @@ const IDEMPOTENCY_KEY = {
   description:
     'Any 1 to 255 printable ASCII characters, new for each operation: the same key and body within 24 hours replays the first answer byte for byte (Idempotency-Replayed: true); the key with another body is 422 idempotency_key_reused; while the first is still being answered, 409 idempotency_in_progress. 5xx, 401 and 429 answers are not replayed, so a retry runs again.',
   schema: { type: 'string', minLength: 1, maxLength: 255 },
+};
+
+/** The sandbox's scenario header (README: Sandbox), on the routes that book. */
+const TEST_SCENARIO = {
+  name: TEST_SCENARIO_HEADER,
+  in: 'header',
+  required: false,
+  description: `Test keys only (a live key sending it is 400): the simulated drivers play this scenario for the booking (or each job). Unknown names are 400. It may also be named in the notes as scenario:<name>.`,
+  schema: { type: 'string', enum: [...TEST_SCENARIOS] },
+};
+
+/** On an answer an Idempotency-Key replayed. */
+const IDEMPOTENCY_REPLAYED = {
+  description: "true when this answer is the first request's, replayed byte for byte for the same Idempotency-Key",
+  schema: { type: 'string', enum: ['true'] },
 };
 
 const RATE_HEADERS = {
@@ -103,9 +119,13 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
     for (const t of route.tags) tags.add(t);
     const responses: Record<string, unknown> = {};
     for (const [status, r] of Object.entries(route.responses)) {
+      const headers = {
+        ...(route.rateLimit !== false ? RATE_HEADERS : {}),
+        ...(route.idempotent ? { 'Idempotency-Replayed': IDEMPOTENCY_REPLAYED } : {}),
+      };
       responses[status] = {
         description: r.description,
-        ...(route.rateLimit !== false ? { headers: RATE_HEADERS } : {}),
+        ...(Object.keys(headers).length > 0 ? { headers } : {}),
         ...(r.schema ? { content: { [r.contentType ?? 'application/json']: { schema: plain(r.schema) } } } : {}),
       };
     }
@@ -141,6 +161,7 @@ export function buildOpenApi(routes: readonly RouteDef[], opts: OpenApiOptions):
         ...parameters(route.params, 'path'),
         ...parameters(route.query, 'query'),
         ...(route.idempotent ? [IDEMPOTENCY_KEY] : []),
+        ...(route.testScenario ? [TEST_SCENARIO] : []),
       ],
       ...((route.documentedBody ?? route.body)
         ? {

@@ -86,6 +86,8 @@ export interface RouteDef<
    * which documents the header without the mount claiming it.
    */
   idempotent?: boolean | 'handler';
+  /** Takes the sandbox's `X-Test-Scenario` header (test keys only): documented as a parameter. */
+  testScenario?: boolean;
   /**
    * The path an Idempotency-Key is remembered under, when this route is another spelling of
    * one operation (`/v1/bookings` for `/v1/booking`): a key used on one is replayed on the other.

@@ -80,6 +80,7 @@ describe('OpenAPI documents', () => {
       '413',
       '415',
       '429',
+      '431',
       '500',
       '503',
     ]);
@@ -90,6 +91,29 @@ describe('OpenAPI documents', () => {
       in: 'header',
       name: 'X-Direct-Taxi-Network-AI-Key',
     });
+  });
+
+  // found in a probe: answers the service gives that the document did not list
+  it('lists the sandbox scenario header, Idempotency-Replayed, and the body and head errors a GET can get too', async () => {
+    const d = await doc('/api/public/v1/openapi.json');
+    for (const [path, method] of [
+      ['/api/public/v1/booking', 'post'],
+      ['/api/public/bookings/create', 'post'],
+      ['/api/public/bookings/instant', 'post'],
+      ['/api/public/v1/jobs', 'post'],
+    ] as const) {
+      const scenario = d.paths[path][method].parameters.find((p: { name: string }) => p.name === 'X-Test-Scenario');
+      expect(scenario, path).toMatchObject({
+        in: 'header',
+        required: false,
+        schema: { enum: expect.arrayContaining(['no_driver']) },
+      });
+    }
+    expect(d.paths['/api/public/v1/quote'].post.responses['200'].headers['Idempotency-Replayed']).toBeDefined();
+    const whoami = d.paths['/api/public/v1/whoami'].get.responses;
+    expect(whoami['415'].description).toContain('unsupported_media_type');
+    expect(whoami['431'].description).toContain('headers_too_large');
+    expect(whoami['400'].description).toContain('invalid_input');
   });
 
   it('marks the key optional on public endpoints and leaves health checks out', async () => {

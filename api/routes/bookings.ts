@@ -708,6 +708,7 @@ export function bookingRoutes(): RouteDef[] {
       tags: ['bookings'],
       auth: 'public',
       idempotent: true,
+      testScenario: true,
       // Both spellings are one operation (CONTRACT.md section 0): one memory of their keys.
       idempotencyPath: '/api/public/v1/booking',
       documented,
@@ -901,6 +902,7 @@ export function bookingRoutes(): RouteDef[] {
       tags: ['bookings'],
       auth: 'public',
       idempotent: true,
+      testScenario: true,
       body: CreateBookingRequest,
       documentedBody: CreateBookingDocumented,
       alsoRequired: (b) => missingOf(b, [ALIAS_PHONE]),
@@ -947,6 +949,7 @@ export function bookingRoutes(): RouteDef[] {
       tags: ['bookings'],
       auth: 'public',
       idempotent: true,
+      testScenario: true,
       body: InstantBookingRequest,
       documentedBody: InstantBookingDocumented,
       // The addresses unless a quote is named (either spelling), and a phone in either spelling.
@@ -1062,6 +1065,8 @@ export function bookingRoutes(): RouteDef[] {
       path: '/api/public/v1/booking/:ref',
       operationId: 'getBooking',
       summary: 'Look up a booking with the passenger e-mail (or, for one made without, its tracking token t)',
+      description:
+        "Proof is the e-mail the booking was made with (compared without regard to case; 403 email_mismatch) or its tracking token t, as in the booking's status_url. By e-mail a caller sees its own mode's bookings (a test key the sandbox's); the token opens the booking whatever the key. An unknown reference, or a wrong token, is 404 booking_not_found. Failed e-mail proofs are limited per caller and booking (429). The driver is null once the booking is cancelled.",
       tags: ['bookings'],
       auth: 'public',
       params: BookingRefParams,
@@ -1187,6 +1192,8 @@ export function bookingRoutes(): RouteDef[] {
       path: '/api/public/v1/booking/:ref',
       operationId: 'cancelBooking',
       summary: 'Cancel a booking (allowed until the passenger is on board)',
+      description:
+        '{action: "cancel", email or t, reason?}: the same proof as the lookup (either may come in the query string instead). Cancelling a cancelled booking answers 200 again; once the passenger is on board it is 409 cannot_cancel. The driver or partner holding the job is told.',
       tags: ['bookings'],
       auth: 'public',
       params: BookingRefParams,

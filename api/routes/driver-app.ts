@@ -261,6 +261,8 @@ export function driverAppRoutes(): RouteDef[] {
       path: '/api/public/v1/jobs/:ref/decline',
       operationId: 'declineJob',
       summary: 'Decline an offer (it goes to the next driver at once)',
+      description:
+        'For an open offer: it is closed and the next candidate is asked at once. Declining again answers the same. An offer that expired, was withdrawn or was accepted is 409 offer_unavailable; a job never offered to you is 404 job_not_found.',
       tags: ['drivers'],
       auth: 'driver_or_key',
       params: RefParams,
@@ -413,6 +415,7 @@ export function driverAppRoutes(): RouteDef[] {
       path: '/api/public/v1/driver/map-key',
       operationId: 'removeDriverMapKey',
       summary: 'Remove your map-provider API key (quotes go back to the built-in estimate)',
+      description: 'Deletes the sealed key: {stored: false, removed: true}. With none stored it answers 200 too, removed: false.',
       tags: ['drivers'],
       auth: 'driver',
       errors: ['forbidden'],

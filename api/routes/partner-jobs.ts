@@ -44,6 +44,7 @@ export function partnerJobRoutes(): RouteDef[] {
       path: JOBS_PATH,
       // Idempotency-Key claimed in the handler, once the caller is authenticated (`underClaims`).
       idempotent: 'handler',
+      testScenario: true,
       operationId: 'submitPartnerJobs',
       summary: 'Submit partner jobs: one job or a batch of up to 100 (new, amend, cancel)',
       description:

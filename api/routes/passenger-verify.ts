@@ -206,7 +206,7 @@ export function passengerVerifyRoutes(opts: PassengerVerifyOptions): RouteDef[] 
       operationId: 'verifyPassengerEmailLink',
       summary: 'Verify a passenger e-mail address by the link in the verification e-mail',
       description:
-        'The link in the verification e-mail. Answers {email, verified: true}; opening it again answers the same. An unknown token, or one that expired unused, is 404.',
+        "The link in the verification e-mail. Send Accept: application/json to verify by this request: it answers {email, verified: true}, and opening it again answers the same; an unknown token, or one that expired unused, is 404. A request that takes HTML or */* (a browser, and most link checkers) gets the website's page instead (text/html, 200 or 404), which verifies only when the passenger presses Confirm, so a mail scanner opening the link confirms nothing; one that names neither is 400 invalid_input.",
       tags: ['passengers'],
       auth: 'public',
       query: PassengerVerifyLinkQuery,

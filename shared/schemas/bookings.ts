@@ -131,7 +131,8 @@ export const InstantBookingRequest = Type.Object({
 /** Free text here (SPEC.md 2.7), read by `parseVehicleType`: any case, spaces and hyphens. */
 const V1Vehicle = Type.String({
   maxLength: 20,
-  description: 'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav',
+  description:
+    'saloon, estate, executive, luxury, 5seater, 6seater, 7seater, mpv or wav; in any case, and the seaters also written "6 seater" or "6-seater". Anything else is 400 invalid_input naming the field.',
 });
 
 /**
