@@ -763,6 +763,12 @@ describe('fares, limits and concurrency', () => {
     // A third decimal is no fare in pounds and pence: that job is refused, not rounded.
     const fraction = await asPartner(job('F-3', { fare: 10.005 }), farePartner);
     expect(fraction.json.results[0]?.error).toMatchObject({ code: 'invalid_input', details: [{ field: '/fare' }] });
+    // found in a probe: a fare over £10,000 (50000 typed for 500.00) was booked, and no driver could record its payment
+    const typo = await asPartner([job('F-4', { fare: 50_000 }), job('F-5', { fare: 10_000 })], farePartner);
+    expect(typo.json.results.map((x) => [x.jobRef, x.outcome, x.error?.details[0]?.field ?? null])).toEqual([
+      ['F-4', 'rejected', '/fare'],
+      ['F-5', 'created', null],
+    ]);
   });
 
   it('applies the daily job limit: per-job 429 beyond the allowance, then 429 with Retry-After', async () => {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { PAYMENT_METHODS } from '../../shared/domain/payment-state.ts';
 import { AppError, errorBody } from '../../shared/errors.ts';
-import { ScreenedText, StringEnum } from '../../shared/schemas/common.ts';
+import { MAX_FARE_GBP, ScreenedText, StringEnum } from '../../shared/schemas/common.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import { beginIdempotent, replayedResult, WEBHOOK_ID } from '../../shared/services/idempotency.ts';
 import {
@@ -43,7 +43,7 @@ const StatusUpdate = Type.Object({
   payment: Type.Optional(
     Type.Object({
       method: StringEnum(PAYMENT_METHODS),
-      amountGBP: Type.Number({ minimum: 0, maximum: 10_000, multipleOf: 0.01 }),
+      amountGBP: Type.Number({ minimum: 0, maximum: MAX_FARE_GBP, multipleOf: 0.01 }),
       processorFeeGBP: Type.Optional(Type.Number({ minimum: 0, maximum: 1_000, multipleOf: 0.01 })),
     }),
   ),

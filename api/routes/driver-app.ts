@@ -2,7 +2,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import { PAYMENT_METHODS } from '../../shared/domain/payment-state.ts';
 import { TEST_SCENARIOS } from '../../shared/domain/sandbox.ts';
 import { AppError } from '../../shared/errors.ts';
-import { DateTime, StringEnum } from '../../shared/schemas/common.ts';
+import { DateTime, MAX_FARE_GBP, StringEnum } from '../../shared/schemas/common.ts';
 import { HeldJobFields, OfferedJobFields } from '../../shared/schemas/job-view.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import { DASHBOARD_WEEKS, type DriverDashboard, driverDashboard } from '../../shared/services/driver-dashboard.ts';
@@ -70,7 +70,7 @@ const Progress = Type.Object({
       method: StringEnum(PAYMENT_METHODS, {
         description: 'account: charged to the booker’s account (a booking made on account only)',
       }),
-      amountGBP: Type.Number({ minimum: 0, maximum: 10_000, multipleOf: 0.01 }),
+      amountGBP: Type.Number({ minimum: 0, maximum: MAX_FARE_GBP, multipleOf: 0.01 }),
       processorFeeGBP: Type.Optional(Type.Number({ minimum: 0, maximum: 1_000, multipleOf: 0.01 })),
     }),
   ),
@@ -415,7 +415,8 @@ export function driverAppRoutes(): RouteDef[] {
       path: '/api/public/v1/driver/map-key',
       operationId: 'removeDriverMapKey',
       summary: 'Remove your map-provider API key (quotes go back to the built-in estimate)',
-      description: 'Deletes the sealed key: {stored: false, removed: true}. With none stored it answers 200 too, removed: false.',
+      description:
+        'Deletes the sealed key: {stored: false, removed: true}. With none stored it answers 200 too, removed: false.',
       tags: ['drivers'],
       auth: 'driver',
       errors: ['forbidden'],

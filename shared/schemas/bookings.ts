@@ -1,6 +1,6 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { VEHICLE_TYPES } from '../domain/tariffs/types.ts';
-import { DateTime, ScreenedText, StringEnum } from './common.ts';
+import { DateTime, MAX_FARE_GBP, ScreenedText, StringEnum } from './common.ts';
 
 /** Free text the content screen reads: over its kind's length is 400 content_rejected (common.ts). */
 const Address = ScreenedText('address', { required: true });
@@ -167,7 +167,7 @@ export const V1BookingRequest = Type.Object({
   fareGBP: Type.Optional(
     Type.Number({
       exclusiveMinimum: 0,
-      maximum: 10_000,
+      maximum: MAX_FARE_GBP,
       multipleOf: 0.01,
       description: 'Partner-supplied fare in pounds, at most two decimals; only for partners allowed to set fares',
     }),

@@ -53,6 +53,13 @@ export function ScreenedText(
   });
 }
 
+/**
+ * The most a fare (or a payment of one) may be, in GBP: one bound for a partner's fareGBP and
+ * job fare and for the payment a driver or operator records, so any fare a booking can carry
+ * can also be paid and completed.
+ */
+export const MAX_FARE_GBP = 10_000;
+
 export const Uuid = Type.String({ format: 'uuid' });
 export const DateTime = Type.String({ format: 'date-time' });
 

@@ -1,6 +1,6 @@
 import { type Static, type TSchema, type TUnsafe, Type } from '@sinclair/typebox';
 import { FIELD_LIMITS } from '../domain/content-screen.ts';
-import { ScreenedText, StringEnum } from './common.ts';
+import { MAX_FARE_GBP, ScreenedText, StringEnum } from './common.ts';
 
 export const PARTNER_JOB_ACTIONS = ['new', 'amend', 'cancel'] as const;
 export const MAX_JOBS_PER_REQUEST = 100;
@@ -77,7 +77,7 @@ export const PartnerJob = Type.Object(
       Clearable(
         Type.Number({
           exclusiveMinimum: 0,
-          maximum: 100_000,
+          maximum: MAX_FARE_GBP,
           multipleOf: 0.01,
           description:
             'Agreed fare in GBP, at most two decimals; only for partners allowed to set fares. null on amend clears it: the job is priced on the published tariffs',
