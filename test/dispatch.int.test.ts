@@ -670,6 +670,35 @@ describe('dispatch', () => {
         .whereIn('purpose', ['no_driver_yet', 'no_driver_final']),
     ).toHaveLength(2);
 
+    // found in a probe: when the last try offered the ride and the offer lapsed, the booking came
+    // back from dispatching, not from no_driver_available, and the passenger was never told we had stopped
+    const lapsedRef = await book({
+      pickup: 'Manchester Piccadilly',
+      dropoff: 'Manchester Airport',
+      passengerName: 'Lapsed Lena',
+      passengerEmail: 'lena@example.org',
+      vehicleType: 'wav',
+    });
+    const lapsed = await eventually(async () => {
+      const b = await env.rt.db('bookings').where({ reference: lapsedRef }).first();
+      return b?.status === 'no_driver_available' && b.dispatch_retry_at !== null ? b : null;
+    });
+    await env.rt.db.transaction(async (trx) => {
+      // the last try offered it to someone (dispatching again), who let the offer lapse
+      await appendStatus(trx, lapsed.id, 'dispatching', 'dispatch');
+      await trx('bookings')
+        .where({ id: lapsed.id })
+        .update({ pickup_time: new Date(Date.now() + 60_000) });
+      await enqueueJob(trx, 'dispatch-booking', { bookingId: lapsed.id }, { jobId: `dispatch-${lapsed.id}-lapsed` });
+    });
+    const lapsedFinal = await eventually(async () =>
+      env.rt.db('outbound_messages').where({ booking_id: lapsed.id, purpose: 'no_driver_final' }).first(),
+    );
+    expect(lapsedFinal).toMatchObject({
+      recipient: 'lena@example.org',
+      subject: `Your taxi ${lapsedRef}: no driver found`,
+    });
+
     // A partner's customer hears from the partner: their booking gets the operators' alert, and
     // no e-mail from us (we never sent them a confirmation).
     const partner = await createPartner(env.rt.db, env.config, { name: 'Quiet Partner', actor: 'test' });

@@ -618,8 +618,10 @@ async function noDriver(trx: Tx, deps: DispatchDeps, booking: DispatchBooking, n
   if (!alerted) await tellPassengerNoDriverYet(trx, deps, booking, retryAt);
   // The last try before pickup found nobody either: the passenger, told we would keep asking,
   // is told we have stopped, so nobody waits at the kerb for a taxi no driver was offered.
-  // Once: the row's retry time is cleared below, and a repeated job sees it cleared.
-  else if (!retryAt && booking.status === 'no_driver_available' && booking.dispatch_retry_at !== null) {
+  // Whether that try found nobody free or offered it to one who let the offer lapse (the
+  // booking then comes back from dispatching). Once: the row's retry time is cleared below,
+  // and a repeated job sees it cleared.
+  else if (!retryAt && booking.dispatch_retry_at !== null) {
     await tellPassengerNoDriverYet(trx, deps, booking, null, 'no_driver_final');
   }
   // The row says when the next try is due (or that none is), so the check for lost dispatch
