@@ -265,6 +265,17 @@ describe('an offer not accepted yet', () => {
 
     // Accepted, progress goes ahead.
     expect((await call('POST', `/api/public/v1/jobs/${b.reference}/accept`, d.token)).status).toBe(200);
+    // found in a probe: a payment sent with another step was neither checked nor recorded, and the step taken
+    const withPayment = await status(b.reference, d.token, {
+      status: 'driver_en_route',
+      payment: { method: 'card', amountGBP: 5, processorFeeGBP: 4 },
+    });
+    expect(withPayment.status, withPayment.text).toBe(400);
+    expect(withPayment.json.error).toMatchObject({
+      code: 'invalid_input',
+      details: [{ field: '/payment', problem: 'only allowed when status is completed' }],
+    });
+    expect((await env.rt.db('bookings').where({ id: b.id }).first('status')).status).toBe('driver_assigned');
     expect((await status(b.reference, d.token, { status: 'driver_en_route' })).status).toBe(200);
 
     // found in a probe: a hand-back sent again (its answer lost) was 404 "no job"

@@ -486,6 +486,13 @@ export async function reportProgress(
   prefix: string,
   now = new Date(),
 ): Promise<{ bookingId: string; reference: string; status: Progress; changed: boolean }> {
+  // A payment belongs to the completion only: with another step it would be neither checked nor
+  // recorded, so it is refused, not dropped (the driver meant to say something).
+  if (payment && status !== 'completed') {
+    throw new AppError('invalid_input', `A payment is reported with status completed, not ${status}.`, [
+      { field: '/payment', problem: 'only allowed when status is completed' },
+    ]);
+  }
   return deps.db.transaction(async (trx) => {
     const booking = await heldBooking(
       trx,
