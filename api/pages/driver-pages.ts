@@ -367,7 +367,7 @@ function weekCard(w: DashboardWeek): string[] {
     `<dt>Rides</dt><dd>${w.completedRides}</dd>`,
     `<dt>Dead mileage</dt><dd>${escapeHtml(milesText(w.deadMiles))}</dd>`,
     `<dt>Invoice</dt><dd>${inv ? `${escapeHtml(pounds.format(inv.totalGBP))} (${escapeHtml(inv.state.replace(/_/g, ' '))})` : 'none'}</dd>`,
-    `<dt>Paid</dt><dd>${w.paid ? 'Yes' : 'Not yet'}</dd>`,
+    `<dt>Paid</dt><dd>${w.paid ? 'Yes' : inv ? 'Not yet' : 'Not invoiced yet'}</dd>`,
     '</dl>',
     ...(inv && inv.lines.length > 0
       ? [

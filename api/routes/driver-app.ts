@@ -126,7 +126,8 @@ const Dashboard = Type.Object({
       }),
       invoice: Type.Union([DashboardInvoice, Type.Null()]),
       paid: Type.Boolean({
-        description: 'The invoice is paid, or there is nothing to pay: it totals £0, is void, or none was issued',
+        description:
+          'The invoice is paid, or there is nothing to pay on it (it totals £0 or is void). false while the week has no invoice yet (this week, and the last until its Monday run): its fee may still be due',
       }),
     }),
     {

@@ -12,8 +12,9 @@ import { gbp } from './quotes.ts';
  * - Earnings are the fares of those rides (the fixed fare, whatever was collected).
  * - Dead miles are those the booking recorded when the driver accepted the offer (position at
  *   acceptance to the pickup, straight line × 1.3: `roadMiles` in shared/services/dispatch.ts).
- * - `paid`: the week's invoice is `paid`, or there is nothing to pay for the week: its invoice
- *   totals £0, is `void`, or none has been issued.
+ * - `paid`: the week's invoice is `paid`, or there is nothing to pay on it: it totals £0 or is
+ *   `void`. A week with no invoice yet (this week, and the last until its Monday run) is not
+ *   paid: its fee may still be due.
  *
  * Everything comes from one statement: weeks of rides and weeks of invoices are joined by
  * week, each invoice carries its lines, totals are window sums over every week, and only
@@ -92,7 +93,7 @@ weeks as (
          coalesce(r.dead_miles, 0) as dead_miles,
          i.id as invoice_id, i.state as invoice_state, i.total_pence as invoice_total_pence,
          coalesce(i.lines, '[]'::jsonb) as lines,
-         (i.id is null or i.state in ('paid', 'void') or i.total_pence = 0) as paid
+         (i.id is not null and (i.state in ('paid', 'void') or i.total_pence = 0)) as paid
   from ride_weeks r
   full join invoice_weeks i on i.week = r.week
 )
