@@ -257,7 +257,7 @@ describe('weekly billing', () => {
     expect(corrected.lines).toEqual([
       {
         kind: 'card_processing',
-        description: 'Card processing fees on 1 card payments (pass-through)',
+        description: 'Card processing fees on 1 card payment (pass-through)',
         quantity: 1,
         unitGBP: 0.3,
         amountGBP: 0.3,
@@ -317,7 +317,7 @@ describe('weekly billing', () => {
       },
       {
         kind: 'external_job_fee',
-        description: 'External job platform fees on 1 jobs',
+        description: 'External job platform fees on 1 job',
         quantity: 1,
         unitGBP: 1.5,
         amountGBP: 1.5,

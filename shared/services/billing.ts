@@ -142,14 +142,14 @@ const LINES_JSON = `(${[
   line('sms', "'SMS messages at £0.02 each'", 'c.sms', `${SMS_UNIT_PENCE}`, `c.sms * ${SMS_UNIT_PENCE}`),
   line(
     'card_processing',
-    "format('Card processing fees on %s card payments (pass-through)', c.card_payments)",
+    "format('Card processing fees on %s card payment%s (pass-through)', c.card_payments, case when c.card_payments = 1 then '' else 's' end)",
     '1',
     'c.card_fees',
     'c.card_fees',
   ),
   line(
     'external_job_fee',
-    "format('External job platform fees on %s jobs', c.ext_jobs)",
+    "format('External job platform fees on %s job%s', c.ext_jobs, case when c.ext_jobs = 1 then '' else 's' end)",
     '1',
     'c.ext_fees',
     'c.ext_fees',
