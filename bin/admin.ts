@@ -181,7 +181,7 @@ function nameArg(values: Record<string, unknown>, name = 'name'): string {
   return v;
 }
 
-/** An invoice decision, its refusals as CLI errors (`invoice_not_found`, `conflict`). */
+/** An invoice decision, its refusals as CLI errors (`not_found`, `conflict`: the codes of CONTRACT.md section 1). */
 async function invoiceAction<T>(run: () => Promise<T>): Promise<T> {
   try {
     return await run();

@@ -627,7 +627,7 @@ describe('weekly billing', () => {
     const voided = await admin('billing', 'void', late.id as string, '--note', 'billed in error');
     expect(JSON.parse(voided.stdout)).toMatchObject({ state: 'void', previousState: 'due', changed: true });
     const unknown = await admin('billing', 'mark-paid', '00000000-0000-4000-8000-000000000000');
-    expect(JSON.parse(unknown.stderr)).toMatchObject({ error: { code: 'invoice_not_found' } });
+    expect(JSON.parse(unknown.stderr)).toMatchObject({ error: { code: 'not_found' } });
 
     expect(byOwner(await listInvoices(db(), week.week), ids.over as string).state).toBe('paid');
     const audit = await db()('audit_log')

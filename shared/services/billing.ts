@@ -473,7 +473,7 @@ export interface ChargeSummary {
 
 export class InvoiceStateError extends Error {
   constructor(
-    readonly code: 'invoice_not_found' | 'conflict',
+    readonly code: 'not_found' | 'conflict',
     message: string,
   ) {
     super(message);
@@ -509,7 +509,7 @@ export async function settleInvoice(
       .where({ id: invoiceId })
       .forUpdate()
       .first<{ id: string; week: string; state: string } | undefined>('id', 'week', 'state');
-    if (!row) throw new InvoiceStateError('invoice_not_found', `no invoice ${invoiceId}`);
+    if (!row) throw new InvoiceStateError('not_found', `no invoice ${invoiceId}`);
     if (row.state === to) return { id: row.id, week: row.week, state: to, previousState: row.state, changed: false };
     if (!SETTLEABLE_FROM[to].includes(row.state)) {
       throw new InvoiceStateError('conflict', `invoice ${row.id} is ${row.state}; it cannot be marked ${to}`);
