@@ -947,7 +947,7 @@ async function main(argv: string[]): Promise<number> {
     let parsed: ReturnType<typeof parseArgs>;
     try {
       parsed = parseArgs({
-        args: argv.slice(name.split(' ').length),
+        args: negativeValuesJoined(argv.slice(name.split(' ').length), command.options),
         options: command.options,
         allowPositionals: true,
         strict: true,
@@ -978,6 +978,24 @@ async function main(argv: string[]): Promise<number> {
   } finally {
     await db.destroy().catch(() => {});
   }
+}
+
+/**
+ * `--fee -2.70` read as `--fee=-2.70`: a value option followed by a negative number takes it
+ * (parseArgs would call it an ambiguous option), so a signed amount may be written either way.
+ */
+function negativeValuesJoined(args: string[], options: Command['options']): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    const next = args[i + 1];
+    const option = arg.startsWith('--') && !arg.includes('=') ? options?.[arg.slice(2)] : undefined;
+    if (option?.type === 'string' && next !== undefined && /^-\d/.test(next)) {
+      out.push(`${arg}=${next}`);
+      i++;
+    } else out.push(arg);
+  }
+  return out;
 }
 
 process.exitCode = await main(process.argv.slice(2));

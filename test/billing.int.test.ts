@@ -279,6 +279,20 @@ describe('weekly billing', () => {
         `--fee=${fee}`,
       );
     const tooMuch = await correct('-0.40');
+    // found in a probe: "--fee -0.40" (the value as its own word) was refused as an ambiguous option
+    const spaced = await admin(
+      'settlement',
+      'record',
+      '--booking',
+      ref,
+      '--kind',
+      'correction',
+      '--corrects',
+      ids.correctedRecord as string,
+      '--fee',
+      '-0.40',
+    );
+    expect(JSON.parse(spaced.stderr.trim()).error.message).toContain('takes back more than record');
     expect(tooMuch.code).toBe(1);
     expect(JSON.parse(tooMuch.stderr.trim()).error).toMatchObject({ code: 'invalid_input' });
     expect(JSON.parse(tooMuch.stderr.trim()).error.message).toContain('takes back more than record');
