@@ -663,6 +663,19 @@ describe('supplier create CLI', () => {
     expect(unseal(row.secret_sealed, env.config.dataEncryptionKey)).toBe(out.secret);
     expect(await env.rt.db('webhook_endpoints').where({ supplier_id: out.id })).toHaveLength(1);
 
+    // found in a probe: a job fee for a supplier that is no external platform was stored and never billed
+    const feeOnly = await runTs(
+      'bin/admin.ts',
+      ['supplier', 'create', '--slug', 'fee-only', '--adapter', 'hmac', '--job-fee', '2.00'],
+      { ...env.childEnv, DTN_OPERATOR: 'ops-test' },
+    );
+    expect(feeOnly.code).toBe(1);
+    expect(JSON.parse(feeOnly.stderr).error).toMatchObject({
+      code: 'invalid_input',
+      message: expect.stringContaining('--external-platform'),
+    });
+    expect(await env.rt.db('suppliers').where({ slug: 'fee-only' }).first()).toBeUndefined();
+
     const bad = await runTs('bin/admin.ts', ['supplier', 'create', '--slug', 'x', '--adapter', 'fax'], {
       ...env.childEnv,
       DTN_OPERATOR: 'ops-test',

@@ -334,6 +334,13 @@ export async function createSupplier(
   }
   const fee = opts.jobFeePence ?? 0;
   if (!Number.isInteger(fee) || fee < 0) throw new SupplierInputError('job fee must be a non-negative amount');
+  // The fee is billed to drivers as the external job platform's (SPEC.md 2.10): a supplier that
+  // is no such platform has none, and a fee stored for it would never be billed.
+  if (fee > 0 && opts.externalPlatform !== true) {
+    throw new SupplierInputError(
+      'a job fee is charged for an external job platform only: add --external-platform, or leave the fee out',
+    );
+  }
   const webhookUrl = opts.webhookUrl ? checkEndpointUrl(opts.webhookUrl, endpointUrlRules(config)) : null;
   const exists = () => new SupplierInputError(`a supplier with slug "${opts.slug}" exists`);
   // Two creates of one slug at once: the loser meets the slug's unique index, and is told as
