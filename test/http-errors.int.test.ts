@@ -229,7 +229,17 @@ describe('error envelope', () => {
   it('answers unknown routes 404 not_found and wrong methods 405', async () => {
     const r1 = await fetch(`${http.url}/api/public/v1/nothing-here`);
     expect(r1.status).toBe(404);
-    expectEnvelope(await r1.json(), 'not_found');
+    const j1 = await r1.json();
+    expectEnvelope(j1, 'not_found');
+    expect((j1 as { error: { message: string } }).error.message).toBe('No route GET /api/public/v1/nothing-here.');
+    // A path kilobytes long is not named back; one with escapes is named as sent, escapes and all.
+    const long = await fetch(`${http.url}/api/public/v1/${'x'.repeat(3000)}`);
+    expect(long.status).toBe(404);
+    expect(((await long.json()) as { error: { message: string } }).error.message).toBe('No route GET for this path.');
+    const escaped = await fetch(`${http.url}/api/public/v1/%E2%80%AEevil`);
+    expect(((await escaped.json()) as { error: { message: string } }).error.message).toBe(
+      'No route GET /api/public/v1/%E2%80%AEevil.',
+    );
     const r2 = await fetch(`${http.url}/api/public/v1/test-echo`);
     expect(r2.status).toBe(405);
     expect(r2.headers.get('allow')).toContain('POST');

@@ -605,6 +605,21 @@ describe('hook routing', () => {
     await env.rt.db('suppliers').where({ id: off.id }).update({ active: false });
     const gone = await post('/api/public/hooks/gone-booking', '{}', { 'x-gone-secret': off.secret });
     expect(gone.status).toBe(404);
+    expect(gone.json.error?.message).toBe('No supplier hook "gone-booking" is configured.');
+    // found in a probe: the slug was matched only in lower case (the route in any), and any text
+    // in its place, kilobytes of it or a bidi override, was named back in the message
+    const upper = await post(
+      '/api/public/hooks/CABCO-booking',
+      JSON.stringify({ event: 'booking.cancelled', booking: { id: 'NOPE-1' } }),
+      { 'x-cabco-secret': cabco.secret },
+    );
+    // reached cabco: its answer about the job, not "no such hook"
+    expect(upper.json.results[0]?.error?.code, upper.text).toBe('job_not_found');
+    for (const odd of ['x'.repeat(5000), '%E2%80%AEevil']) {
+      const r2 = await post(`/api/public/hooks/${odd}-booking`, '{}', {});
+      expect(r2.status).toBe(404);
+      expect(r2.json.error?.message).toBe('No supplier hook is configured at this path.');
+    }
   });
 
   it('creates a slug once when two creates race, telling the other it exists; refuses an adapter named like an Object method', async () => {

@@ -133,6 +133,13 @@ export function errorHandler() {
 
 export function notFoundHandler() {
   return (req: Request, res: Response) => {
-    sendError(req, res, new AppError('not_found', `No route ${req.method} ${req.path}.`));
+    // The path is named back only when it is short printable ASCII: not kilobytes of it, nor
+    // characters that would make the message read as something else.
+    const path = /^[\x21-\x7e]{1,200}$/.test(req.path) ? req.path : null;
+    sendError(
+      req,
+      res,
+      new AppError('not_found', path ? `No route ${req.method} ${path}.` : `No route ${req.method} for this path.`),
+    );
   };
 }

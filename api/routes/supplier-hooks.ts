@@ -8,6 +8,7 @@ import {
   ADAPTERS,
   activeSupplierBySlug,
   asSupplierSent,
+  SLUG,
   SUPPLIER_SIGNATURE_TOLERANCE_SECONDS,
 } from '../../shared/services/suppliers.ts';
 import { baseUrlFor } from '../base-url.ts';
@@ -50,11 +51,18 @@ export function supplierHookRoutes(): RouteDef[] {
       ],
       responses: partnerJobsResponses(),
       handler: async ({ req, deps, params, body, requestId }) => {
-        const slug = params.supplier;
+        // Slugs are lower case; the path is matched in any case, as the routes are.
+        const slug = params.supplier.toLowerCase();
         const supplier = await activeSupplierBySlug(deps.db, slug);
         const adapter = supplier ? ADAPTERS[supplier.adapter] : undefined;
         if (!supplier || !adapter) {
-          throw new AppError('not_found', `No supplier hook "${slug}-booking" is configured.`);
+          // Named back only when it could be a slug: not 5,000 characters, nor a bidi override.
+          throw new AppError(
+            'not_found',
+            SLUG.test(slug)
+              ? `No supplier hook "${slug}-booking" is configured.`
+              : 'No supplier hook is configured at this path.',
+          );
         }
         const secret = unseal(supplier.secretSealed, deps.config.dataEncryptionKey);
         const hookReq = { header: (name: string) => req.get(name), rawBody: req.rawBody };
