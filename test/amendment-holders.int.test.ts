@@ -213,6 +213,11 @@ describe('an amendment reaches whoever holds the job', () => {
     // Each event is what the OpenAPI document's `webhooks` says it is, field for field.
     const statusEvent = await webhookEventChecker(api.url, 'bookingStatus');
     expect(statusEvent(JSON.parse(received[0]?.body as string))).toEqual([]);
+    // found in a probe: the operator was sent the booking partner's own jobRef
+    expect(JSON.parse(received[0]?.body as string).data).toMatchObject({
+      bookingReference: booking.reference,
+      jobRef: null,
+    });
     received.length = 0;
 
     const later = new Date(Date.now() + 5 * 3600_000);
@@ -231,7 +236,8 @@ describe('an amendment reaches whoever holds the job', () => {
     expect((await webhookEventChecker(api.url, 'bookingAmended'))(event)).toEqual([]);
     expect(event.data).toMatchObject({
       bookingReference: booking.reference,
-      jobRef: 'AMEND-OPERATOR',
+      // the booker's reference is the booker's: the operator knows the job by ours
+      jobRef: null,
       status: 'driver_assigned',
       changed: expect.arrayContaining(['pickupTime', 'passengers', 'notes']),
       job: {

@@ -18,7 +18,8 @@ const Vehicle = Type.Object(
 const common = {
   bookingReference: Type.String({ description: 'Our booking reference, DTN-XXXXXX' }),
   jobRef: Type.Union([Type.String(), Type.Null()], {
-    description: 'The jobRef the booking was submitted with (partner or supplier job), else null',
+    description:
+      "The jobRef the booking was submitted with, to the partner or supplier that submitted it; null for a booking not submitted as a job, and to an operator holding another's job (it knows it by bookingReference)",
   }),
   status: Type.String({ description: "The booking's status (CONTRACT.md section 4)" }),
   sequence: Type.Integer({

@@ -229,7 +229,7 @@ export async function queueStatusFanout(
       if (partnerIds.length > 0) q.whereIn('partner_id', partnerIds);
       if (supplierId) q.orWhere('supplier_id', supplierId);
     })
-    .select<{ id: string }[]>('id');
+    .select<{ id: string; partner_id: string | null; supplier_id: string | null }[]>('id', 'partner_id', 'supplier_id');
   if (endpoints.length === 0) return [];
 
   const booking = await trx('bookings as b')
@@ -293,19 +293,27 @@ export async function queueStatusFanout(
     }
   }
   const event: BookingStatusEvent = { type: 'booking.status', timestamp: now, data };
-  return queueDeliveries(trx, endpoints, bookingId, seq, event);
+  // The jobRef is the booker's own reference (partner or supplier): an operator holding the job
+  // knows it by our booking reference, and is not sent another company's.
+  const forOperator: BookingStatusEvent = { ...event, data: { ...data, jobRef: null } };
+  return queueDeliveries(trx, endpoints, bookingId, seq, (e) =>
+    (e.partner_id !== null && e.partner_id === o.partnerId) || (e.supplier_id !== null && e.supplier_id === supplierId)
+      ? event
+      : forOperator,
+  );
 }
 
 /** One delivery per endpoint, each with its outbox job, in the caller's transaction. */
-async function queueDeliveries(
+async function queueDeliveries<E extends { id: string }>(
   trx: Tx,
-  endpoints: readonly { id: string }[],
+  endpoints: readonly E[],
   bookingId: string,
   seq: number,
-  event: BookingStatusEvent | BookingAmendedEvent,
+  eventFor: (endpoint: E) => BookingStatusEvent | BookingAmendedEvent,
 ): Promise<string[]> {
   const ids: string[] = [];
   for (const endpoint of endpoints) {
+    const event = eventFor(endpoint);
     const id = uuidv7();
     await trx('webhook_deliveries').insert({
       id,
@@ -367,7 +375,8 @@ export async function queueAmendedFanout(
       (JobColumns & { reference: string; status: string; job_ref: string | null; seq: number | null }) | undefined
     >(
       'b.*',
-      'j.job_ref',
+      // The booker's own reference, sent to an operator holding the job only when it booked it itself.
+      trx.raw('case when b.partner_id = ? then j.job_ref end as job_ref', [operatorPartnerId]),
       trx.raw('(select max(h.seq) from booking_status_history h where h.booking_id = b.id) as seq'),
     );
   if (!b) return [];
@@ -384,7 +393,7 @@ export async function queueAmendedFanout(
       job: heldJob(b),
     },
   };
-  return queueDeliveries(trx, endpoints, bookingId, seq, event);
+  return queueDeliveries(trx, endpoints, bookingId, seq, () => event);
 }
 
 // ---------------------------------------------------------------------------------------
