@@ -32,7 +32,11 @@ const common = {
 export const BookingStatusWebhook = Type.Object(
   {
     type: Type.Literal('booking.status'),
-    timestamp: Type.String({ format: 'date-time', description: 'When the delivery was made' }),
+    timestamp: Type.String({
+      format: 'date-time',
+      description:
+        "When the event was queued: the same on every retry of its delivery (webhook-timestamp is the attempt's)",
+    }),
     data: Type.Object(
       {
         ...common,
