@@ -242,6 +242,16 @@ describe('POST /api/public/v1/passenger-verify', () => {
     const missing = await get(PASSENGER_VERIFY_LINK_PATH);
     expect(missing.status).toBe(400);
     expect(missing.json.error?.details).toEqual([{ field: '/token', problem: 'is required' }]);
+    // found in a probe: a JSON client posting to the link got the website's HTML page
+    const posted = await fetch(`${api.url}${PASSENGER_VERIFY_LINK_PATH}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify({ token: 'A'.repeat(43) }),
+    });
+    expect(posted.status).toBe(405);
+    expect(posted.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(posted.headers.get('allow')).toContain('GET');
+    expect(((await posted.json()) as { error: { code: string } }).error.code).toBe('method_not_allowed');
 
     const h = await caller();
     await post({ email: 'edith@example.com' }, h);

@@ -100,7 +100,16 @@ export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
       req.accepts(['application/json', 'text/html']) === 'application/json';
     return !namesJson && req.accepts('text/html') ? verifyPage(req, res) : next();
   });
-  router.post(PASSENGER_VERIFY_LINK_PATH, handle(withForm(verify.confirm)));
+  // The page's Confirm form posts here; a JSON client (a JSON body, or asking for JSON and not
+  // HTML) is passed on to the API, which verifies by GET only and answers 405 in its envelope.
+  const confirm = handle(withForm(verify.confirm));
+  router.post(PASSENGER_VERIFY_LINK_PATH, (req: Request, res: Response, next: NextFunction) => {
+    const jsonBody = /^application\/(?:[\w.+-]+\+)?json\b/i.test(req.get('content-type') ?? '');
+    const wantsJson =
+      /\bapplication\/json\b/i.test(req.get('accept') ?? '') &&
+      req.accepts(['application/json', 'text/html']) === 'application/json';
+    return jsonBody || wantsJson ? next() : confirm(req, res);
+  });
 
   const docs = docsHandlers(deps, { page });
   router.get(DOCS_PATH, handle(docs.page));
