@@ -1,6 +1,8 @@
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { up as backfillMailboxKeys } from '../migrations/20261128000300_verification-mailbox-key-backfill.ts';
 import { knownMigrations } from '../shared/db/knex.ts';
+import { mailboxKey } from '../shared/domain/email-acceptance.ts';
 import { createTestEnv, type TestEnv } from './helpers/env.ts';
 import { runTs } from './helpers/process.ts';
 
@@ -70,6 +72,39 @@ describe('migrations', () => {
     expect(await tables()).toEqual(expect.arrayContaining(DOMAIN_TABLES));
     const status = await runTs('bin/migrate.ts', ['status'], env.childEnv);
     expect(JSON.parse(status.stdout).pending).toEqual([]);
+  });
+
+  it('gives verifications written before mailbox_key existed the mailbox key mailboxKey gives, and leaves the rest', async () => {
+    const db = env.rt.db;
+    const emails = [
+      'ada+t1@gmail.com',
+      'a.d.a@googlemail.com',
+      'grace.hopper+work@example.org',
+      '+tagged@example.org',
+      'plain@example.co.uk',
+      'x+y+z@sub.example.com',
+    ];
+    const rows = emails.map((email, n) => ({
+      id: uuidv7(),
+      email,
+      code_hash: Buffer.alloc(32),
+      link_token_hash: Buffer.alloc(32, 100 + n),
+      purpose: 'passenger',
+      expires_at: new Date(Date.now() + 60_000),
+    }));
+    await db('email_verifications').insert(rows);
+    const keyed = { ...rows[0], id: uuidv7(), link_token_hash: Buffer.alloc(32, 99), mailbox_key: 'kept@example.org' };
+    await db('email_verifications').insert(keyed);
+    await backfillMailboxKeys(db);
+    await backfillMailboxKeys(db); // again: nothing changes
+    const got = await db('email_verifications')
+      .whereIn('id', [...rows.map((r) => r.id), keyed.id])
+      .select('id', 'email', 'mailbox_key');
+    for (const r of rows) expect(got.find((g) => g.id === r.id)?.mailbox_key, r.email).toBe(mailboxKey(r.email));
+    expect(got.find((g) => g.id === keyed.id)?.mailbox_key).toBe('kept@example.org');
+    await db('email_verifications')
+      .whereIn('id', [...rows.map((r) => r.id), keyed.id])
+      .delete();
   });
 
   it('makes settlement records append-only in the database itself', async () => {
