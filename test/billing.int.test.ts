@@ -266,7 +266,7 @@ describe('weekly billing', () => {
     expect(corrected.totalGBP).toBe(0.3);
     // From the CLI: a fee correction takes back no more than what is left of the record's fee (£0.30).
     const ref = (await db()('bookings').where({ id: ids.correctedBooking }).first('reference')).reference as string;
-    const correct = (fee: string) =>
+    const correct = (...fee: string[]) =>
       admin(
         'settlement',
         'record',
@@ -276,22 +276,11 @@ describe('weekly billing', () => {
         'correction',
         '--corrects',
         ids.correctedRecord as string,
-        `--fee=${fee}`,
+        ...(fee.length === 1 ? [`--fee=${fee[0]}`] : fee),
       );
     const tooMuch = await correct('-0.40');
     // found in a probe: "--fee -0.40" (the value as its own word) was refused as an ambiguous option
-    const spaced = await admin(
-      'settlement',
-      'record',
-      '--booking',
-      ref,
-      '--kind',
-      'correction',
-      '--corrects',
-      ids.correctedRecord as string,
-      '--fee',
-      '-0.40',
-    );
+    const spaced = await correct('--fee', '-0.40');
     expect(JSON.parse(spaced.stderr.trim()).error.message).toContain('takes back more than record');
     expect(tooMuch.code).toBe(1);
     expect(JSON.parse(tooMuch.stderr.trim()).error).toMatchObject({ code: 'invalid_input' });

@@ -38,6 +38,7 @@ import {
   stylesheet,
 } from '../pages/layout.ts';
 import { issuesInWords } from './issues-in-words.ts';
+import { checkedFirst } from './limits.ts';
 
 /**
  * The authorization page of the MCP OAuth server (`GET /authorize`, then its three form
@@ -339,17 +340,9 @@ export function authorizationErrorsShown(deps: ApiDeps): RequestHandler {
  * in a browser reads "Please wait" and how long, as the page's own forms answer it.
  */
 export function pageLimited(deps: ApiDeps, limit: (req: Request, res: Response) => Promise<void>): RequestHandler {
-  return (req, res, next) => {
-    if (req.method === 'OPTIONS') return next();
-    limit(req, res).then(
-      () => next(),
-      (err: unknown) => {
-        if (!(err instanceof AppError)) return next(err);
-        for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
-        send(res, err.status, messagePage(deps.config.serviceName, 'Please wait', err.message), null);
-      },
-    );
-  };
+  return checkedFirst(limit, (res, err) =>
+    send(res, err.status, messagePage(deps.config.serviceName, 'Please wait', err.message), null),
+  );
 }
 
 type Step = (req: Request, res: Response, pending: PendingAuthorization, view: View) => Promise<void>;

@@ -1,5 +1,6 @@
-import type { Request, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { sha256 } from '../../shared/crypto.ts';
+import { AppError } from '../../shared/errors.ts';
 import type { Caller } from '../middleware/auth.ts';
 import type { RateLimits } from '../middleware/rate-limit.ts';
 import type { RouteDef, RoutePolicy } from '../route.ts';
@@ -11,6 +12,28 @@ import type { RouteDef, RoutePolicy } from '../route.ts';
  */
 function limitedRoute(policies: RoutePolicy[]): RouteDef {
   return { rateLimit: policies } as Partial<RouteDef> as RouteDef;
+}
+
+/**
+ * Run an async check (a rate limit) as middleware; a refusal (an AppError) gets its headers
+ * (Retry-After) and is answered by `answer`, in the shape the endpoint's callers read. OPTIONS
+ * preflights pass.
+ */
+export function checkedFirst(
+  check: (req: Request, res: Response) => Promise<void>,
+  answer: (res: Response, err: AppError) => void,
+): RequestHandler {
+  return (req, res, next) => {
+    if (req.method === 'OPTIONS') return next();
+    check(req, res).then(
+      () => next(),
+      (err: unknown) => {
+        if (!(err instanceof AppError)) return next(err);
+        for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+        answer(res, err);
+      },
+    );
+  };
 }
 
 export function clientIp(req: Request): string {

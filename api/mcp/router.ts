@@ -31,7 +31,7 @@ import {
 } from './authorize-page.ts';
 import { idempotentRegistration } from './idempotent-register.ts';
 import { issuesInWords } from './issues-in-words.ts';
-import { ipLimiter, mcpSubject, subjectLimiter } from './limits.ts';
+import { checkedFirst, ipLimiter, mcpSubject, subjectLimiter } from './limits.ts';
 import { grantOf, PgOAuthProvider } from './provider.ts';
 import { buildMcpServer, callWithArgumentsNotAnObject, TOOL_SCOPES, type ToolName, toolCallsOf } from './tools.ts';
 
@@ -83,23 +83,15 @@ export function protectedResourceMetadata(base: string, serviceName: string): OA
  * preflights pass: the SDK handlers answer them.
  */
 function before(check: (req: Request, res: Response) => Promise<void>): RequestHandler {
-  return (req, res, next) => {
-    if (req.method === 'OPTIONS') return next();
-    check(req, res).then(
-      () => next(),
-      (err: unknown) => {
-        if (!(err instanceof AppError)) return next(err);
-        for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
-        res
-          .status(err.status)
-          .set('Cache-Control', 'no-store')
-          .json({
-            error: err.code === 'rate_limited' ? 'too_many_requests' : 'temporarily_unavailable',
-            error_description: err.message,
-          });
-      },
-    );
-  };
+  return checkedFirst(check, (res, err) => {
+    res
+      .status(err.status)
+      .set('Cache-Control', 'no-store')
+      .json({
+        error: err.code === 'rate_limited' ? 'too_many_requests' : 'temporarily_unavailable',
+        error_description: err.message,
+      });
+  });
 }
 
 /** RFC 7636 section 4.1: 43 to 128 unreserved characters. */
