@@ -1,10 +1,9 @@
-import { once } from 'node:events';
-import net from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { Type } from '@sinclair/typebox';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineRoute } from '../api/route.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
+import { rawExchange, shortBodyPost } from './helpers/raw-http.ts';
 
 /**
  * The error envelope of CONTRACT.md section 1 for every way a request can be wrong, through
@@ -184,34 +183,20 @@ describe('error envelope', () => {
 
   // found in a probe: a declared length over the limit was answered only after the whole body came (or the request timed out)
   it('answers a declared Content-Length over the limit 413 at once, without waiting for the body, and closes', async () => {
-    const { port, hostname } = new URL(http.url);
-    const socket = net.connect(Number(port), hostname);
-    await once(socket, 'connect');
     // 5 MB declared, 2 bytes sent: the answer comes without the rest
-    socket.write(
-      'POST /api/public/v1/test-echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000000\r\n\r\n{}',
+    const { statusLine, head, body } = await rawExchange(
+      http.url,
+      shortBodyPost('/api/public/v1/test-echo', 'application/json', 5_000_000, '{}'),
     );
-    const chunks: Buffer[] = [];
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    await once(socket, 'close');
-    const [top = '', body = ''] = Buffer.concat(chunks).toString('utf8').split('\r\n\r\n');
-    expect(top.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
-    expect(top.toLowerCase()).toContain('connection: close');
+    expect(statusLine).toBe('HTTP/1.1 413 Payload Too Large');
+    expect(head).toContain('connection: close');
     expect((JSON.parse(body) as { error: { code: string } }).error.code).toBe('payload_too_large');
   });
 
   it('answers a request head over 16 KB 431 headers_too_large and a malformed one 400, as JSON', async () => {
-    const raw = async (head: string) => {
-      const { port, hostname } = new URL(http.url);
-      const socket = net.connect(Number(port), hostname);
-      await once(socket, 'connect');
-      socket.write(head);
-      const chunks: Buffer[] = [];
-      socket.on('data', (c: Buffer) => chunks.push(c));
-      await once(socket, 'close');
-      const text = Buffer.concat(chunks).toString('utf8');
-      const [top = '', body = ''] = text.split('\r\n\r\n');
-      return { statusLine: top.split('\r\n')[0], headers: top.toLowerCase(), body };
+    const raw = async (request: string) => {
+      const r = await rawExchange(http.url, request);
+      return { statusLine: r.statusLine, headers: r.head, body: r.body };
     };
     const big = await raw(`GET /api/public/v1/whoami HTTP/1.1\r\nHost: x\r\nX-Padding: ${'a'.repeat(20_000)}\r\n\r\n`);
     expect(big.statusLine).toBe('HTTP/1.1 431 Request Header Fields Too Large');

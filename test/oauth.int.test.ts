@@ -38,6 +38,7 @@ import {
   tokenRequest,
 } from './helpers/oauth-flow.ts';
 import { CookieJar, getPage, postForm } from './helpers/pages.ts';
+import { rawExchange, shortBodyPost } from './helpers/raw-http.ts';
 import { type CapturedMail, mailText, startSmtpCapture } from './helpers/smtp-capture.ts';
 
 /**
@@ -941,6 +942,19 @@ describe("errors in OAuth's own shape", () => {
       status: 413,
       json: { error: 'invalid_request', error_description: 'The request body is larger than this endpoint accepts.' },
     });
+    // found in review: a declared length over the limit, the body never sent, held these open until a timeout
+    for (const [path, type, code] of [
+      ['/token', form, 'invalid_request'],
+      ['/revoke', form, 'invalid_request'],
+      ['/register', 'application/json', 'invalid_client_metadata'],
+    ] as const) {
+      const { statusLine, head, body } = await rawExchange(url, shortBodyPost(path, type, 5_000_000, 'a'));
+      expect(statusLine, path).toBe('HTTP/1.1 413 Payload Too Large');
+      expect(head, path).toContain('connection: close');
+      expect(JSON.parse(body), path).toMatchObject({ error: code });
+    }
+    const page = await rawExchange(url, shortBodyPost('/authorize/email', form, 5_000_000, 'a'));
+    expect(page.statusLine).toBe('HTTP/1.1 413 Payload Too Large');
     const big = JSON.stringify({ redirect_uris: [CALLBACK], client_name: 'a'.repeat(200_000) });
     expect(await post('/register', 'application/json', big)).toEqual({
       status: 413,

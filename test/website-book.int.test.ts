@@ -1,10 +1,9 @@
-import { once } from 'node:events';
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
 import { appFor, createTestEnv, type Served, serve, type TestEnv } from './helpers/env.ts';
 import { CookieJar, csrfOf, expectSafePage, fieldNames, getPage, type Page, postForm } from './helpers/pages.ts';
+import { rawExchange, shortBodyPost } from './helpers/raw-http.ts';
 
 /**
  * The booking page a quote's bookingUrl opens (`/book/{quoteId}`), through real HTTP: quotes
@@ -386,18 +385,12 @@ describe('CSRF', () => {
 
   it('a form declaring more than 16 KB is a 413 page at once, without waiting for the bytes, and books nothing', async () => {
     const q = await quote();
-    const { port, hostname } = new URL(api.url);
-    const socket = net.connect(Number(port), hostname);
-    await once(socket, 'connect');
-    socket.write(
-      `POST ${pathOf(q.bookingUrl)} HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 5000000\r\n\r\nname=`,
+    const { statusLine, head, body } = await rawExchange(
+      api.url,
+      shortBodyPost(pathOf(q.bookingUrl), 'application/x-www-form-urlencoded', 5_000_000, 'name='),
     );
-    const chunks: Buffer[] = [];
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    await once(socket, 'close');
-    const [top = '', body = ''] = Buffer.concat(chunks).toString('utf8').split('\r\n\r\n');
-    expect(top.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
-    expect(top.toLowerCase()).toContain('content-type: text/html');
+    expect(statusLine).toBe('HTTP/1.1 413 Payload Too Large');
+    expect(head).toContain('content-type: text/html');
     expect(body).toContain('The form is larger than expected.');
     expect(await bookingsOfQuote(q.quoteId)).toHaveLength(0);
   });

@@ -15,7 +15,7 @@ import { type ApiKeyIdentity, findApiKey, keyPattern } from '../../shared/servic
 import { authenticateClient, MCP_SCOPES } from '../../shared/services/oauth.ts';
 import { baseUrlFor } from '../base-url.ts';
 import type { ApiDeps } from '../deps.ts';
-import { assertFormUtf8, assertUtf8, jsonBody, NOT_UTF8 } from '../middleware/body.ts';
+import { assertFormUtf8, assertUtf8, jsonBody, NOT_UTF8, refuseDeclaredOver } from '../middleware/body.ts';
 import { countReleaser, type RateLimits } from '../middleware/rate-limit.ts';
 import {
   AUTHORIZE_CODE_PATH,
@@ -381,7 +381,11 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   // Bytes that are not UTF-8 are refused, not decoded into U+FFFD (as on every JSON body).
   // A percent-escape that is not UTF-8 is refused as raw bytes that are not (`assertFormUtf8`):
   // never kept as its literal escapes.
-  const form = express.urlencoded({ extended: false, limit: '16kb', verify: (_req, _res, buf) => assertFormUtf8(buf) });
+  // Over a limit by the declared length: 413 at once, before reading (`refuseDeclaredOver`).
+  const form = [
+    refuseDeclaredOver(16 * 1024),
+    express.urlencoded({ extended: false, limit: '16kb', verify: (_req, _res, buf) => assertFormUtf8(buf) }),
+  ];
 
   // Metadata, per connected domain.
   const documents = new Map(
@@ -445,6 +449,7 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
     mediaTypeRequired('json'),
     // Parsed here (the SDK's own parser then leaves it), so bytes that are not UTF-8 are
     // refused rather than stored in the client's metadata as U+FFFD. The SDK's limit: 100 KB.
+    refuseDeclaredOver(100 * 1024),
     express.json({
       limit: '100kb',
       verify: (req, _res, buf) => {

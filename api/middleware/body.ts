@@ -50,6 +50,33 @@ export function assertFormUtf8(buf: Buffer): void {
   }
 }
 
+/**
+ * A request whose declared Content-Length is over `limitBytes`: the error body-parser raises
+ * for a body too large (type `entity.too.large`, 413), so every handler of that answers it as
+ * it would, but at once, before any of the body is read; the connection closes after the
+ * answer, so a body still coming is never read as a request. body-parser itself first reads
+ * the whole declared body: a client declaring 5 MB and sending none held the connection until
+ * the request timed out. Null when the declared length is within the limit (or not given).
+ */
+export function declaredTooLarge(req: Request, res: Response, limitBytes: number): Error | null {
+  const declared = Number(req.headers['content-length']);
+  if (!Number.isFinite(declared) || declared <= limitBytes) return null;
+  res.setHeader('Connection', 'close');
+  return Object.assign(new Error('request entity too large'), {
+    type: 'entity.too.large',
+    status: 413,
+    expose: true,
+    limit: limitBytes,
+    length: declared,
+  });
+}
+
+/** `declaredTooLarge` as middleware, before a body parser the API does not wrap (the OAuth endpoints'). */
+export const refuseDeclaredOver =
+  (limitBytes: number) =>
+  (req: Request, res: Response, next: NextFunction): void =>
+    next(declaredTooLarge(req, res, limitBytes) ?? undefined);
+
 /** Most bytes a page's form (website, operator pages) may carry. */
 const FORM_LIMIT = '16kb';
 const FORM_LIMIT_BYTES = 16 * 1024;
@@ -76,9 +103,7 @@ export function formReader(): (req: Request, res: Response) => Promise<void> {
         { field: '/', problem: `charset ${charset} is not accepted; send UTF-8` },
       ]);
     }
-    // Over the limit by its declared length: answered at once, not after reading it (see `jsonBody`).
-    if (Number(req.headers['content-length']) > FORM_LIMIT_BYTES) {
-      res.setHeader('Connection', 'close');
+    if (declaredTooLarge(req, res, FORM_LIMIT_BYTES)) {
       throw new AppError('payload_too_large', 'The form is larger than expected.');
     }
     try {
@@ -136,15 +161,8 @@ export function jsonBody(limitBytes: number) {
         ]),
       );
     }
-    // A declared length over the limit is answered at once, without the body: body-parser would
-    // first read the whole declared body, so a client declaring 5 MB and sending none held the
-    // connection until the request timed out. The connection closes after the answer, so the
-    // body it may still send is never read as a request.
-    const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > limitBytes) {
-      res.setHeader('Connection', 'close');
-      return next(new AppError('payload_too_large', 'The request body is larger than this endpoint accepts.'));
-    }
+    const tooLarge = declaredTooLarge(req, res, limitBytes);
+    if (tooLarge) return next(tooLarge);
     parse(req, res, next);
   };
 }
