@@ -303,6 +303,21 @@ describe('POST /api/public/v1/drivers/apply', () => {
     expect((await apply(application({ licensingAuthority: 'Leeds', licenceNumber: first.licenceNumber }))).status).toBe(
       201,
     );
+    // found in a probe: a sandbox application (a test key's) took the licence from the real driver's live one
+    const sandboxKey = await createApiKey(env.rt.db, {
+      serviceCode: env.config.serviceCode,
+      name: 'driver sandbox',
+      mode: 'test',
+    });
+    const squatted = application();
+    const inSandbox = await apply(squatted, { [env.config.apiKeyHeader]: sandboxKey.key });
+    expect(inSandbox.status).toBe(201);
+    expect((await apply({ ...squatted, email: 'the.real.driver@example.org' })).status).toBe(201);
+    // and in each mode, once
+    expect((await apply(squatted, { [env.config.apiKeyHeader]: sandboxKey.key })).status).toBe(409);
+    expect(await env.rt.db('drivers').where({ licence_number: squatted.licenceNumber }).pluck('test_mode')).toEqual(
+      expect.arrayContaining([true, false]),
+    );
   });
 
   it('replays a retried application with the same Idempotency-Key', async () => {

@@ -277,13 +277,15 @@ export async function applyDriver(
   const driverId = uuidv7();
   try {
     await db.transaction(async (trx) => {
-      // One application per licence: serialise applications for the same licence, then look.
+      // One application per licence in each mode (a sandbox application never takes a live
+      // driver's licence): serialise applications for the same licence, then look.
+      const testMode = opts.testMode ?? false;
       await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [
-        `driver-licence:${licensingAuthority.toLowerCase()}:${licenceNumber}`,
+        `driver-licence:${testMode ? 'test' : 'live'}:${licensingAuthority.toLowerCase()}:${licenceNumber}`,
       ]);
       const taken = await trx('drivers')
         .whereRaw('lower(licensing_authority) = ?', [licensingAuthority.toLowerCase()])
-        .andWhere({ licence_number: licenceNumber })
+        .andWhere({ licence_number: licenceNumber, test_mode: testMode })
         .first('id');
       if (taken) throw new DriverLicenceTakenError(licensingAuthority, licenceNumber);
       await trx('drivers').insert({
