@@ -209,6 +209,11 @@ describe('settlement records', () => {
         correctsId: second.id,
       }),
     ).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringContaining("only a card payment's") });
+    // found in review: a correction of the amount alone could leave the fee above what was paid
+    await expect(fix(0, -990)).rejects.toMatchObject({
+      code: 'invalid_input',
+      message: expect.stringContaining('more than the amount paid'),
+    });
     const fees = await env.rt
       .db('settlement_records')
       .whereIn('booking_id', [cashRide.id, cardRide.id])
@@ -217,9 +222,47 @@ describe('settlement records', () => {
     expect(Number(fees?.n)).toBe(40);
   });
 
+  // found in a probe: refunds were not capped, so £246 was refunded against £49.20 paid, six at once or one by one
+  it('refunds no more than the payments net of refunds, even when refunds are sent together; corrections keep a sign', async () => {
+    const ride = await booking(4920);
+    const paid = await record({ reference: ride.reference, kind: 'card_paid', amountPence: 4920 });
+    const six = await Promise.allSettled(
+      Array.from({ length: 6 }, () => record({ reference: ride.reference, kind: 'refund', amountPence: 4920 })),
+    );
+    expect(six.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    for (const r of six.filter((x) => x.status === 'rejected')) {
+      expect((r as PromiseRejectedResult).reason).toMatchObject({
+        code: 'invalid_input',
+        message: expect.stringContaining('net of refunds (£0.00)'),
+      });
+    }
+    const net = await env.rt.db('settlement_records').where({ booking_id: ride.id }).sum({ n: 'amount_pence' }).first();
+    expect(Number(net?.n)).toBe(0);
+    // Nor through the CLI, one at a time.
+    const cli = await admin(
+      'settlement',
+      'record',
+      '--booking',
+      ride.reference,
+      '--kind',
+      'refund',
+      '--amount',
+      '10.00',
+    );
+    expect(cli.code).toBe(1);
+    expect(JSON.parse(cli.stderr).error.code).toBe('invalid_input');
+    // A correction takes a payment to no less than nothing, a refund to no more.
+    await expect(
+      record({ reference: ride.reference, kind: 'correction', amountPence: -5000, correctsId: paid.id }),
+    ).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringContaining('past nothing') });
+  });
+
   it('reads a booking reference as the API does: any case, I/L/O for 1/1/0, without prefix or hyphen', async () => {
     const code = `1${randomBytes(2).toString('hex').toUpperCase()}0`;
     const b = await booking(1000, { reference: `DTN-${code}` });
+    await env.rt
+      .db('settlement_records')
+      .insert({ booking_id: b.id, kind: 'cash_received', amount_pence: 1000, recorded_by: 'test' });
     const typed = `i${code.slice(1, 5).toLowerCase()}o`;
     for (const ref of [`dtn-${typed}`, typed, `DTN${code}`, ` ${code.toLowerCase()} `]) {
       const r = await admin('settlement', 'record', '--booking', ref, '--kind', 'refund', '--amount', '0.01');
@@ -241,6 +284,10 @@ describe('settlement records', () => {
         message: expect.stringContaining('no driver available'),
       });
     }
+    // A payment taken while a driver held it, before it was handed back: still refundable.
+    await env.rt
+      .db('settlement_records')
+      .insert({ booking_id: b.id, kind: 'cash_received', amount_pence: 2000, recorded_by: 'test' });
     const refund = await record({ reference: b.reference, kind: 'refund', amountPence: 500 });
     const corrected = await record({
       reference: b.reference,

@@ -124,44 +124,72 @@ export async function recordSettlement(
         `${booking.reference} is ${booking.status.replace(/_/g, ' ')} and no driver or operator holds it: there is no payment to record`,
       );
     }
+    const gbp = (pence: number) => `£${(pence / 100).toFixed(2)}`;
     if (input.correctsId !== undefined) {
       const target = await trx('settlement_records')
         .where({ id: input.correctsId })
-        .first<{ booking_id: string; kind: string } | undefined>('booking_id', 'kind');
+        .first<{ booking_id: string; kind: string; amount_pence: number } | undefined>(
+          'booking_id',
+          'kind',
+          'amount_pence',
+        );
       if (!target || target.booking_id !== booking.id) {
         throw new SettlementError('not_found', `no settlement record ${input.correctsId} on ${booking.reference}`);
       }
-      if (fee !== 0) {
-        // Only a card payment carries a fee (cash, e-mail and WhatsApp bookings carry no charge:
-        // SPEC.md section 2.10), so only its fee is corrected: on the payment itself.
-        if (target.kind !== 'card_paid') {
+      // Only a card payment carries a fee (cash, e-mail and WhatsApp bookings carry no charge:
+      // SPEC.md section 2.10), so only its fee is corrected: on the payment itself.
+      if (fee !== 0 && target.kind !== 'card_paid') {
+        throw new SettlementError(
+          'invalid_input',
+          `record ${input.correctsId} is a ${target.kind.replace(/_/g, ' ')}: only a card payment's processor fee can be corrected`,
+        );
+      }
+      // The record with its corrections so far, and with this one.
+      const sums = await trx('settlement_records')
+        .where({ id: input.correctsId })
+        .orWhere({ corrects_id: input.correctsId })
+        .select<Array<{ fee: string | number; amount: string | number }>>(
+          trx.raw('coalesce(sum(processor_fee_pence), 0) as fee, coalesce(sum(amount_pence), 0) as amount'),
+        );
+      const feeLeft = Number(sums[0]?.fee ?? 0);
+      const amount = Number(sums[0]?.amount ?? 0) + input.amountPence;
+      // An amount keeps its sign: a payment corrected to no less than nothing, a refund to no
+      // more (a correction past that would be a refund, or a payment, of its own).
+      if (target.amount_pence >= 0 ? amount < 0 : amount > 0) {
+        throw new SettlementError(
+          'invalid_input',
+          `the correction (${gbp(input.amountPence)}) takes record ${input.correctsId} past nothing (${gbp(amount - input.amountPence)} with its corrections so far)`,
+        );
+      }
+      // A card payment's fee: no less than nothing, and no more than the amount paid, as when
+      // a card payment is recorded (after a change of the amount as after one of the fee).
+      if (target.kind === 'card_paid' && (fee !== 0 || input.amountPence !== 0)) {
+        if (feeLeft + fee < 0) {
           throw new SettlementError(
             'invalid_input',
-            `record ${input.correctsId} is a ${target.kind.replace(/_/g, ' ')}: only a card payment's processor fee can be corrected`,
+            `the fee correction (${gbp(fee)}) takes back more than record ${input.correctsId}'s fee (${gbp(feeLeft)})`,
           );
         }
-        // The payment with its corrections so far, and with this one: a fee of no less than
-        // nothing and no more than the amount paid, as when a card payment is recorded.
-        const sums = await trx('settlement_records')
-          .where({ id: input.correctsId })
-          .orWhere({ corrects_id: input.correctsId })
-          .select<Array<{ fee: string | number; paid: string | number }>>(
-            trx.raw('coalesce(sum(processor_fee_pence), 0) as fee, coalesce(sum(amount_pence), 0) as paid'),
-          );
-        const left = Number(sums[0]?.fee ?? 0);
-        const paid = Number(sums[0]?.paid ?? 0) + input.amountPence;
-        if (left + fee < 0) {
+        if (feeLeft + fee > amount) {
           throw new SettlementError(
             'invalid_input',
-            `the fee correction (£${(fee / 100).toFixed(2)}) takes back more than record ${input.correctsId}'s fee (£${(left / 100).toFixed(2)})`,
+            `the card processing fee would be ${gbp(feeLeft + fee)}, more than the amount paid (${gbp(amount)})`,
           );
         }
-        if (left + fee > paid) {
-          throw new SettlementError(
-            'invalid_input',
-            `the card processing fee would be £${((left + fee) / 100).toFixed(2)}, more than the amount paid (£${(paid / 100).toFixed(2)})`,
-          );
-        }
+      }
+    }
+    // A refund gives back no more than the booking's payments, net of refunds and corrections so
+    // far (under the booking's lock, so refunds sent together are counted one after another).
+    if (input.kind === 'refund') {
+      const net = await trx('settlement_records')
+        .where({ booking_id: booking.id })
+        .first<{ paid: string | number }>(trx.raw('coalesce(sum(amount_pence), 0) as paid'));
+      const paid = Number(net?.paid ?? 0);
+      if (input.amountPence > paid) {
+        throw new SettlementError(
+          'invalid_input',
+          `the refund (${gbp(input.amountPence)}) is more than ${booking.reference}'s payments net of refunds (${gbp(paid)})`,
+        );
       }
     }
     const [row] = await trx('settlement_records')
