@@ -1,3 +1,4 @@
+import { randomBytes, randomUUID } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -279,6 +280,32 @@ describe('driver dashboard', () => {
     expect(r.json.weeks[11].week).toBe('2026-W03');
     expect(r.json.totals).toEqual({ paidWeeks: 13, earningsGBP: 0, completedRides: 0, deadMiles: 0 });
     expect(r.json.trialEndsAt).toBe(d.trialEndsAt);
+
+    // found in review: a sandbox driver, never billed, had every week shown unpaid for good
+    const sandbox = await approvedDriver(env.rt.db, { name: 'Sandbox Sam', testMode: true });
+    const id = randomUUID();
+    await env.rt.db('bookings').insert({
+      id,
+      reference: `DTN-${randomBytes(3).toString('hex').toUpperCase()}`,
+      origin: 'api',
+      status: 'completed',
+      passenger_name: 'Pat Passenger',
+      pickup: JSON.stringify({ name: 'Leeds', lat: 53.79, lng: -1.54 }),
+      dropoff: JSON.stringify({ name: 'Bradford', lat: 53.79, lng: -1.75 }),
+      pickup_time: new Date(Date.now() - 3_600_000),
+      fare_pence: 60_000,
+      tracking_token_hash: randomBytes(32),
+      driver_id: sandbox.id,
+      status_seq: 2,
+      test_mode: true,
+    });
+    await env.rt.db('booking_status_history').insert([
+      { booking_id: id, seq: 1, status: 'pending', at: new Date(Date.now() - 7_200_000) },
+      { booking_id: id, seq: 2, status: 'completed', at: new Date() },
+    ]);
+    const sandboxed = await call('GET', '/api/public/v1/driver/dashboard', sandbox.token);
+    expect(sandboxed.json.weeks).toEqual([expect.objectContaining({ earningsGBP: 600, invoice: null, paid: true })]);
+    expect(sandboxed.json.totals.paidWeeks).toBe(1);
 
     const fresh = await driver('New Nell');
     const empty = await call('GET', '/api/public/v1/driver/dashboard', fresh.token);

@@ -14,7 +14,8 @@ import { gbp } from './quotes.ts';
  *   acceptance to the pickup, straight line × 1.3: `roadMiles` in shared/services/dispatch.ts).
  * - `paid`: the week's invoice is `paid`, or there is nothing to pay on it: it totals £0 or is
  *   `void`. A week with no invoice yet (this week, and the last until its Monday run) is not
- *   paid: its fee may still be due.
+ *   paid: its fee may still be due. A sandbox (test-mode) driver is never billed, so every
+ *   week of theirs is paid.
  *
  * Everything comes from one statement: weeks of rides and weeks of invoices are joined by
  * week, each invoice carries its lines, totals are window sums over every week, and only
@@ -93,7 +94,9 @@ weeks as (
          coalesce(r.dead_miles, 0) as dead_miles,
          i.id as invoice_id, i.state as invoice_state, i.total_pence as invoice_total_pence,
          coalesce(i.lines, '[]'::jsonb) as lines,
-         (i.id is not null and (i.state in ('paid', 'void') or i.total_pence = 0)) as paid
+         -- a sandbox driver is never billed: nothing is, or will be, due
+         ((i.id is not null and (i.state in ('paid', 'void') or i.total_pence = 0))
+          or (select test_mode from drivers where id = :driverId)) as paid
   from ride_weeks r
   full join invoice_weeks i on i.week = r.week
 )
