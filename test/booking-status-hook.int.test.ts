@@ -325,6 +325,15 @@ describe('booking-status hook', () => {
   it('hands a held booking back: operator cleared, offer closed, dispatch queued', async () => {
     const b = await offeredBooking(operator.id);
     await send(operator, { bookingReference: b.reference, status: 'driver_assigned', driver: { name: 'Lee' } });
+    // found in review: a payment sent with a step other than completed was dropped unchecked
+    const withPayment = await send(operator, {
+      bookingReference: b.reference,
+      status: 'handed_back',
+      payment: { method: 'cash', amountGBP: 20 },
+    });
+    expect(withPayment.status).toBe(400);
+    expect(withPayment.body).toMatchObject({ error: { code: 'invalid_input', details: [{ field: '/payment' }] } });
+    expect((await booking(b.id)).operator_partner_id).toBe(operator.id);
     const msgId = `msg_${uuidv7()}`;
     const r = await send(
       operator,

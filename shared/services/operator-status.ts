@@ -108,6 +108,13 @@ export async function applyOperatorUpdate(
   messageKey: string,
   now = new Date(),
 ): Promise<AppliedUpdate> {
+  // A payment belongs to completed (as on the driver API): with an assignment or a hand-back it
+  // would be neither checked nor recorded, so it is refused, not dropped.
+  if (update.payment && update.status !== 'completed') {
+    throw new AppError('invalid_input', `A payment is reported with status completed, not ${update.status}.`, [
+      { field: '/payment', problem: 'only allowed when status is completed' },
+    ]);
+  }
   const ref = normaliseReference(update.bookingReference, prefix);
   const booking = ref ? await deps.db<DispatchBooking>('bookings').where({ reference: ref }).first() : undefined;
   if (!booking) throw bookingNotFound(update.bookingReference);
