@@ -375,6 +375,14 @@ describe('weekly billing', () => {
       expect(l.starts_at.getTime()).toBeLessThan(week.start.getTime());
       expect(l.ends_at.getTime()).toBeGreaterThanOrEqual(before - 1000);
     }
+    // found in review: a driver with no recorded trial end (approved 200 days ago) recorded no lapse
+    const legacy = await driver('Lee Legacy', null);
+    await db()('drivers')
+      .where({ id: legacy })
+      .update({ approved_at: new Date(Date.now() - 200 * DAY) });
+    expect((await admin('trial', 'extend', '--driver', legacy, '--days', '10')).code).toBe(0);
+    const legacyLapse = await db()('trial_lapses').where({ driver_id: legacy }).first('starts_at');
+    expect(Math.abs(legacyLapse.starts_at.getTime() - (Date.now() - 110 * DAY))).toBeLessThan(60_000);
     // extended again while it runs: it runs on, and no lapse is added
     const again = await admin('trial', 'extend', '--driver', ids.extended as string, '--days', '5');
     expect(again.code, again.stderr).toBe(0);

@@ -5,7 +5,9 @@ import { enqueueJob } from '../db/outbox.ts';
 import type { BillingWeek } from '../domain/billing/week.ts';
 import type { Logger } from '../logger.ts';
 import type { ChargeOutcome, PaymentProvider } from '../providers/payments.ts';
+import { DRIVER_TRIAL_DAYS } from './drivers.ts';
 import { queueMessage } from './messages.ts';
+import { PARTNER_TRIAL_DAYS } from './partners.ts';
 
 /**
  * Weekly billing (SPEC.md 2.10, CONTRACT.md section 8). Per driver, and per partner operator
@@ -100,9 +102,9 @@ priced as (
          coalesce(d.name, p.name) as owner_name,
          (t.earnings > ${FEE_THRESHOLD_PENCE}
            and (period.s >= case when t.is_partner
-                                 then coalesce(p.trial_ends_at, p.created_at + interval '30 days')
+                                 then coalesce(p.trial_ends_at, p.created_at + interval '${PARTNER_TRIAL_DAYS} days')
                                  -- A driver without a recorded trial end: 90 days from approval, else none billed.
-                                 else coalesce(d.trial_ends_at, d.approved_at + interval '90 days', 'infinity'::timestamptz)
+                                 else coalesce(d.trial_ends_at, d.approved_at + interval '${DRIVER_TRIAL_DAYS} days', 'infinity'::timestamptz)
                             end
                 -- or the week started while the trial had lapsed, before it was extended again
                 or exists (select 1 from trial_lapses l

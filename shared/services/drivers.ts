@@ -793,7 +793,10 @@ export async function extendDriverTrial(
     // A trial that had ended starts again today: the time between is kept as a lapse, whose weeks stay billed.
     await trx.raw(
       `insert into trial_lapses (driver_id, starts_at, ends_at)
-       select id, trial_ends_at, now() from drivers where id = ? and trial_ends_at < now() for update`,
+       select id, trial_end, now()
+         from (select id, coalesce(trial_ends_at, approved_at + interval '${DRIVER_TRIAL_DAYS} days') as trial_end
+                 from drivers where id = ? for update) d
+        where trial_end < now()`,
       [id],
     );
     const [row] = await trx('drivers')
