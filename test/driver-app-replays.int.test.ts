@@ -296,6 +296,15 @@ describe('an offer not accepted yet', () => {
     expect((await status(b.reference, d.token, { status: 'driver_arrived' })).status).toBe(404);
     // Someone it was never offered to still learns nothing.
     expect((await call('POST', `/api/public/v1/jobs/${b.reference}/hand-back`, stranger.token, {})).status).toBe(404);
+    // found in review: an offer declined with a reason that reads "handed back" is no hand-back
+    const declined = await insertOfferedBooking(env.rt.db, newReference(), { driverId: stranger.id });
+    const no = await call('POST', `/api/public/v1/jobs/${declined.reference}/decline`, stranger.token, {
+      reason: 'handed back to base',
+    });
+    expect(no.status, no.text).toBe(200);
+    expect((await call('POST', `/api/public/v1/jobs/${declined.reference}/hand-back`, stranger.token, {})).status).toBe(
+      404,
+    );
   });
 
   it('stays 404 once the offer is no longer open (expired): the job is not in the feed', async () => {

@@ -293,14 +293,14 @@ export async function handBackJob(
       holder.kind === 'driver' ? booking.driver_id === holder.id : booking.operator_partner_id === holder.id;
     if (!holds) {
       // Handed back already (a retry after a lost answer): answered as the hand-back was, as
-      // accepting or declining again is. Dispatch never offers them the job again.
-      const latest = await trx<OfferRow>('dispatch_offers')
-        .where({ booking_id: booking.id, [holderColumn(holder)]: holder.id })
-        .orderBy('attempt', 'desc')
-        .first();
-      if (latest?.state === 'declined' && latest.decline_reason?.startsWith('handed back')) {
-        return { bookingId: booking.id, reference: booking.reference };
-      }
+      // accepting or declining again is. Known by the booking's history, which records their
+      // hand-back (not by a decline's reason, which is the driver's own text). Dispatch never
+      // offers them the job again.
+      const handedBack = await trx('booking_status_history')
+        .where({ booking_id: booking.id, status: 'dispatching', actor: actorOf(holder) })
+        .whereRaw(`details->>'handedBack' = 'true'`)
+        .first('seq');
+      if (handedBack) return { bookingId: booking.id, reference: booking.reference };
       throw await notHeld(
         trx,
         booking,
