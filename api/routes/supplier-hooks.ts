@@ -13,7 +13,6 @@ import {
 } from '../../shared/services/suppliers.ts';
 import { baseUrlFor } from '../base-url.ts';
 import { singleHeader } from '../middleware/headers.ts';
-import { idempotencyPathOf } from '../mount.ts';
 import { defineRoute, type RouteDef } from '../route.ts';
 
 const SUPPLIER_HOOK_PATH = '/api/public/hooks/:supplier-booking';
@@ -96,7 +95,8 @@ export function supplierHookRoutes(): RouteDef[] {
           claims,
           {
             method: req.method,
-            path: idempotencyPathOf({ path: SUPPLIER_HOOK_PATH }, req.path),
+            // The hook's own path, whatever case the request spelled the slug in.
+            path: `/api/public/hooks/${supplier.slug}-booking`,
             rawBody: req.rawBody,
             sealKey: deps.config.dataEncryptionKey,
             requestId,
