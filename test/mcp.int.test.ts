@@ -1,3 +1,4 @@
+import nodeHttp from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -807,6 +808,38 @@ describe('limits and transport', () => {
     );
     expect(res.status).toBe(403);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('forbidden');
+  });
+
+  // found in review: the key beside the token sent twice was read as one joined key and refused
+  it('reads every copy of the key header beside the token: the same key twice is that key, two keys are refused', async () => {
+    const { key } = await createApiKey(env.rt.db, {
+      serviceCode: env.config.serviceCode,
+      name: 'mcp twice',
+      mode: 'test',
+    });
+    const statusWith = (keys: string[]) =>
+      new Promise<number>((resolve, reject) => {
+        const req = nodeHttp.request(
+          `${url}/mcp`,
+          {
+            method: 'POST',
+            headers: {
+              authorization: `Bearer ${ada.accessToken}`,
+              'content-type': 'application/json',
+              accept: 'application/json, text/event-stream',
+              [env.config.apiKeyHeader]: keys,
+            },
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on('error', reject);
+        req.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }));
+      });
+    expect(await statusWith([key, key])).toBe(200);
+    expect(await statusWith([key, `${env.config.serviceCode}_test_${'y'.repeat(40)}`])).toBe(403);
   });
 
   it('refuses a batch of more than 100 messages whole, before any of them is counted or run', async () => {

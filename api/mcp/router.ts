@@ -640,7 +640,10 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
     }
     if (calls.other || calls.tools.includes(null)) await general(req, res, subject);
     // An API key in the key header (beside the OAuth token) chooses the mode: a test key is the sandbox.
-    const rawKey = req.get(config.apiKeyHeader)?.trim();
+    // Every copy of the header, as the API reads keys: the same key twice is that key, two
+    // different ones are no key (refused below), never one joined string ("k, k").
+    const copies = [...new Set((req.headersDistinct[config.apiKeyHeader.toLowerCase()] ?? []).map((v) => v.trim()))];
+    const rawKey = copies.length > 1 ? 'two different keys' : copies[0];
     let apiKey: ApiKeyIdentity | null = null;
     if (rawKey) {
       apiKey = keyPattern(config.serviceCode).test(rawKey) ? await findApiKey(deps.db, rawKey) : null;
