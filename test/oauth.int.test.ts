@@ -163,7 +163,7 @@ describe('dynamic client registration (RFC 7591)', () => {
   it('registers a public client without a secret, limited per IP by the service limiter', async () => {
     const { status, json, headers } = await registerClient(url, { client_name: 'Claude' });
     expect(status).toBe(201);
-    expect(headers.get('ratelimit-policy')).toBe('"per-ip";q=600;w=60, "oauth-register";q=600;w=3600');
+    expect(headers.get('ratelimit-policy')).toBe('"per-ip";q=600;w=60, "oauth-register";q=60;w=3600');
     // Generous per IP: a hosted assistant's servers speak for all its passengers from few addresses.
     const token = await tokenRequest(url, {
       grant_type: 'refresh_token',
@@ -1159,6 +1159,21 @@ describe('an MCP SDK client', () => {
     expect(await env.rt.db('oauth_authorizations').where({ id: oldAuth }).first()).toBeUndefined();
     expect(await env.rt.db('oauth_tokens').whereIn('token_hash', hashes(live))).toHaveLength(2);
     expect((await mcpPost(live.accessToken)).status).toBe(200);
+    // A client registered long ago and never used goes; one in use stays.
+    const unused = await registerClient(url, { client_name: 'Never Used' });
+    const usedClient = (
+      await env.rt
+        .db('oauth_tokens')
+        .where({ token_hash: sha256(live.accessToken) })
+        .first('client_id')
+    ).client_id;
+    await env.rt
+      .db('oauth_clients')
+      .whereIn('client_id', [unused.json.client_id, usedClient])
+      .update({ created_at: longAgo });
+    expect((await pruneOAuth(env.rt.db)).clients).toBeGreaterThanOrEqual(1);
+    expect(await env.rt.db('oauth_clients').where({ client_id: unused.json.client_id }).first()).toBeUndefined();
+    expect(await env.rt.db('oauth_clients').where({ client_id: usedClient }).first()).toBeDefined();
   });
 
   it('discovers, registers, authorizes with PKCE and calls tools by itself', async () => {

@@ -422,10 +422,10 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   // origin): the limit's 429 and the client authentication's 401 are sent before those run,
   // and a browser-based client must be able to read them too.
   router.use([TOKEN_PATH, REVOKE_PATH, REGISTER_PATH], cors(), readableOAuthErrors);
-  // Per client IP, and generous: a hosted assistant exchanges and refreshes every passenger's
-  // tokens (and may register a client per passenger) from a few shared addresses, so a tight
-  // per-IP limit would lock all of its passengers out together. Codes, refresh tokens and
-  // client secrets are 256-bit random, so the limits guard load, not guessing.
+  // Per client IP. Generous on /token and /revoke: a hosted assistant exchanges and refreshes
+  // every passenger's tokens from a few shared addresses, so a tight limit would lock all of
+  // them out together; codes and refresh tokens are 256-bit random, so the limits guard load,
+  // not guessing. /register stays at 60 an hour: a client is registered once, and kept.
   router.use(
     TOKEN_PATH,
     before(ipLimiter(limits, { name: 'oauth-token', points: 1200, durationSeconds: 600 })),
@@ -445,7 +445,7 @@ export function mcpRouter(deps: ApiDeps, limits: RateLimits): Router {
   );
   router.use(
     REGISTER_PATH,
-    before(ipLimiter(limits, { name: 'oauth-register', points: 600, durationSeconds: 3600 })),
+    before(ipLimiter(limits, { name: 'oauth-register', points: 60, durationSeconds: 3600 })),
     mediaTypeRequired('json'),
     // Parsed here (the SDK's own parser then leaves it), so bytes that are not UTF-8 are
     // refused rather than stored in the client's metadata as U+FFFD. The SDK's limit: 100 KB.

@@ -671,7 +671,7 @@ export function resolveResource(requested: URL | undefined, base: string, bases:
  * refresh token can no longer be used, so reuse detection does not need it), then requests and
  * authorizations a day past their own expiry that no longer hold any token. Returns the rows removed.
  */
-export async function pruneOAuth(db: Db): Promise<{ tokens: number; authorizations: number }> {
+export async function pruneOAuth(db: Db): Promise<{ tokens: number; authorizations: number; clients: number }> {
   const tokens = await db('oauth_tokens').where('expires_at', '<', db.raw("now() - interval '1 day'")).delete();
   const authorizations = await db('oauth_authorizations as a')
     .where('a.expires_at', '<', db.raw("now() - interval '1 day'"))
@@ -680,5 +680,14 @@ export async function pruneOAuth(db: Db): Promise<{ tokens: number; authorizatio
     )
     .whereNotExists((q) => q.select(db.raw('1')).from('oauth_tokens as t').whereRaw('t.authorization_id = a.id'))
     .delete();
-  return { tokens, authorizations };
+  // A client registered 30 days ago with nothing to show for it (no authorization left, no
+  // token): registration is open to anyone, so clients that were never used do not pile up.
+  const clients = await db('oauth_clients as c')
+    .where('c.created_at', '<', db.raw("now() - interval '30 days'"))
+    .whereNotExists((q) =>
+      q.select(db.raw('1')).from('oauth_authorizations as a').whereRaw('a.client_id = c.client_id'),
+    )
+    .whereNotExists((q) => q.select(db.raw('1')).from('oauth_tokens as t').whereRaw('t.client_id = c.client_id'))
+    .delete();
+  return { tokens, authorizations, clients };
 }

@@ -183,13 +183,22 @@ export function startOutboxRelay(deps: RelayDeps): OutboxRelay {
     const guards = await pruneRepeatGuards(db);
     const oauth = await pruneOAuth(db);
     const jobDays = await pruneJobDays(db);
-    if (pruned > 0 || keys > 0 || guards > 0 || oauth.tokens > 0 || oauth.authorizations > 0 || jobDays > 0)
+    if (
+      pruned > 0 ||
+      keys > 0 ||
+      guards > 0 ||
+      oauth.tokens > 0 ||
+      oauth.authorizations > 0 ||
+      oauth.clients > 0 ||
+      jobDays > 0
+    )
       log.info(
         {
           pruned,
           idempotencyKeys: keys,
           repeatGuards: guards,
           oauthTokens: oauth.tokens,
+          oauthClients: oauth.clients,
           oauthAuthorizations: oauth.authorizations,
           partnerJobDays: jobDays,
         },
