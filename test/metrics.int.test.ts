@@ -155,6 +155,21 @@ describe('GET /metrics', () => {
     }
   });
 
+  // found in a probe: behind a proxy on this machine every request came over loopback, so anyone could read them
+  it('is refused behind a proxy to a client the proxy names as not on this machine', async () => {
+    const config = loadConfig({ ...process.env, ...env.childEnv, TRUST_PROXY_HOPS: '1' });
+    const app = buildApp({ ...env.rt, config, expectedMigrations: await knownMigrations() });
+    const srv = await serve(app);
+    try {
+      const outside = await fetch(`${srv.url}/metrics`, { headers: { 'x-forwarded-for': '203.0.113.9' } });
+      expect(outside.status).toBe(403);
+      const local = await fetch(`${srv.url}/metrics`, { headers: { 'x-forwarded-for': '127.0.0.1' } });
+      expect(local.status).toBe(200);
+    } finally {
+      await srv.close();
+    }
+  });
+
   it('is refused to a client that is not on this machine when no token is set', async () => {
     // Reach the server through a non-loopback address of this machine, if it has one.
     const outside = Object.values(os.networkInterfaces())

@@ -1,5 +1,5 @@
-import { timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
+import { safeEqual } from '../../shared/crypto.ts';
 import { AppError } from '../../shared/errors.ts';
 import type { Metrics } from '../../shared/metrics.ts';
 import type { ApiDeps } from '../deps.ts';
@@ -33,13 +33,14 @@ export function metricsHandler(deps: Pick<ApiDeps, 'metrics' | 'config' | 'db' |
   return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     try {
       if (token) {
-        const given = Buffer.from((req.get('authorization') ?? '').replace(/^Bearer\s+/i, ''));
-        const expected = Buffer.from(token);
-        if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+        // Hashed both sides first (`safeEqual`): no early answer tells the token's length.
+        if (!safeEqual((req.get('authorization') ?? '').replace(/^Bearer\s+/i, ''), token)) {
           res.setHeader('WWW-Authenticate', 'Bearer realm="metrics"');
           throw new AppError('unauthorized', 'The metrics need "Authorization: Bearer <METRICS_TOKEN>".');
         }
-      } else if (!LOOPBACK.has(req.socket.remoteAddress ?? '')) {
+      } else if (!LOOPBACK.has(req.socket.remoteAddress ?? '') || !LOOPBACK.has(req.ip ?? '')) {
+        // Both the connection and the client: behind a proxy on this machine (TRUST_PROXY_HOPS)
+        // every request comes over loopback, and `req.ip` is who sent it.
         throw new AppError('forbidden', 'The metrics are served to this machine only unless METRICS_TOKEN is set.');
       }
       const body = await deps.metrics.registry.metrics();
