@@ -2754,6 +2754,10 @@ describe('passenger e-mail on bookings', () => {
     for (let i = 0; i < 7; i++) statuses.push((await book(await quote(19 + i))).status);
     expect(statuses).toEqual([201, 201, 201, 201, 201, 201, 429]);
     expect((await book(firstQuote)).status).toBe(201);
+    // found in a probe: the count's Redis key held the address in the clear
+    const keys = await env.rt.redis.keys(`${env.config.queuePrefix}:rl:unverified-email:*`);
+    expect(keys.length).toBeGreaterThan(0);
+    expect(keys.filter((k) => k.includes('@') || k.includes('uncounted'))).toEqual([]);
   });
 
   it("keeps none of an unconfirmed address's count for a one-step request that books nothing new: repeats, refusals, the limit's own 429", async () => {

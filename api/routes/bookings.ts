@@ -84,10 +84,11 @@ const UNVERIFIED_WINDOW_SECONDS = 3600;
  * repeat or a refusal uses none: `countedIfBooked`) (SPEC.md section 8,
  * CONTRACT.md section 5); confirming it (passenger-verify, or the link in the confirmation
  * e-mail) lifts the limit. Counted on the route limits' fixed-window counter (one Redis script
- * call for the counts of requests arriving together), under the key rate-limiter-flexible
- * used before, `<prefix>:rl:unverified-email:<mailbox>`: by `mailboxKey`, so `+tag` (and, at
- * Gmail, dotted) variants of one mailbox share one count rather than each starting afresh.
- * Test-mode requests (a test key) count under `<prefix>:rl:unverified-email:test:<mailbox>`.
+ * call for the counts of requests arriving together), under
+ * `<prefix>:rl:unverified-email:<hash of the mailbox>`: by `mailboxKey`, so `+tag` (and, at
+ * Gmail, dotted) variants of one mailbox share one count rather than each starting afresh, and
+ * hashed (SHA-256, 32 hex digits), so no passenger's address is a Redis key name in the clear.
+ * Test-mode requests (a test key) count under `<prefix>:rl:unverified-email:test:<hash>`.
  */
 async function limitUnverified(deps: ApiDeps, key: string): Promise<{ refusal: AppError | null; ttl: number }> {
   let reply: number[];
@@ -115,7 +116,7 @@ async function limitUnverified(deps: ApiDeps, key: string): Promise<{ refusal: A
 
 /** The unverified address's hourly count (test-mode requests count apart: a test key cannot use up a real passenger's hour). */
 const unverifiedKey = (deps: ApiDeps, email: string, testMode: boolean) =>
-  `${deps.config.queuePrefix}:rl:unverified-email:${testMode ? 'test:' : ''}${mailboxKey(email)}`;
+  `${deps.config.queuePrefix}:rl:unverified-email:${testMode ? 'test:' : ''}${sha256(mailboxKey(email)).toString('hex').slice(0, 32)}`;
 
 /**
  * `book`'s booking, with the unconfirmed address's hourly count taken for the request given
