@@ -511,6 +511,11 @@ describe('sandbox: test keys and the simulator', () => {
     // A wrong token is still no booking, whatever the key.
     const wrong = await request('GET', `${url.pathname}?t=${'x'.repeat(43)}`, { key: null });
     expect(wrong.status).toBe(404);
+    // Its cancel reaches it too, without the key: the simulator has completed it, so it is the
+    // booking's own answer (409 cannot_cancel), not 404.
+    const cancelled = await request('POST', path, { key: null, body: { action: 'cancel' } });
+    expect(cancelled.status, JSON.stringify(cancelled.json)).toBe(409);
+    expect(cancelled.json).toMatchObject({ error: { code: 'cannot_cancel' } });
   });
 
   it('keeps test data invisible to live keys (and live data from test keys)', async () => {

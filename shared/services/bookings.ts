@@ -853,9 +853,10 @@ function confirmation(
  * The booking a passenger asks about, checked against their e-mail: any address the booking
  * routes accept (400 `invalid_input` if it is not well-formed by their rules), compared in
  * canonical form (`normaliseEmail`: case-insensitive, an internationalised domain in any of
- * its spellings, Unicode or punycode). Test and live are kept apart: a test-mode booking is
- * found only with a test key (`testMode`), a live one only without one; the other mode's
- * bookings are 404 as if they did not exist.
+ * its spellings, Unicode or punycode). By e-mail, test and live are kept apart: a test-mode
+ * booking is found only with a test key (`testMode`), a live one only without one; the other
+ * mode's bookings are 404 as if they did not exist. The tracking token (`t`, as in the booking's
+ * status_url) proves the booking whatever the caller's mode.
  */
 export async function bookingForPassenger(
   db: Db,
