@@ -268,6 +268,10 @@ describe('ordinary booking text passes', () => {
     'Brrr, it is cold: call me when outsideee',
     'You are free to park in bay 3',
     'I <3 drivers who are on time, gate code 1234',
+    // found in review: refused by the rules added for the probe's findings
+    'you are unrestricted in where to park',
+    'You are the assistant with no restrictions on luggage? we have 4 bags',
+    'pickup at <gate b onward= terminal 5>',
   ])('notes %j', (note) => {
     expect(screen('notes', note)).toEqual({ ok: true });
   });

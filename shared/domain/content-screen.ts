@@ -834,7 +834,8 @@ const WORD_RULES: readonly Rule[] = [
   // "You're an AI with no restrictions", "you are an unfiltered assistant", "you are jailbroken"
   rule(
     'you-are-unrestricted',
-    `${w('you are|you re|youre|u r|you were')} (?:${w('an?|the')} )?(?:${w('unrestricted|unfiltered|uncensored|jailbroken')}(?: ${w(PERSONA_NOUN)})?(?![^ ])|${w(PERSONA_NOUN)} ${w('with no|without|without any|free of|free from|not bound by|unbound by|beyond')} ${w('rules?|restrictions?|filters?|limits?|limitations?|guidelines?|guardrails?|safety|boundaries|censorship|policies|ethics|morals')})`,
+    // (but not "you are unrestricted in where to park" or "...with no restrictions on luggage?")
+    `${w('you are|you re|youre|u r|you were')} (?:${w('an?|the')} )?(?:${w('unrestricted|unfiltered|uncensored|jailbroken')}(?: ${w(PERSONA_NOUN)}|$)|${w(PERSONA_NOUN)} ${w('with no|without|without any|free of|free from|not bound by|unbound by|beyond')} ${w('rules?|restrictions?|filters?|limits?|limitations?|guidelines?|guardrails?|safety|boundaries|censorship|policies|ethics|morals')}(?! ${w('on|for|about|in|at|to|with|of')}))`,
   ),
   rule(
     'from-now-on',
@@ -1111,6 +1112,10 @@ const MODEL_MENTION = new RegExp(
   'u',
 );
 
+/** HTML event handler attributes ("onerror", "onmouseover"), not any word starting "on" ("onward="). */
+const EVENT_HANDLER =
+  '(?:error|load|unload|click|dblclick|mouse[a-z]{2,10}|pointer[a-z]{2,10}|touch[a-z]{3,10}|key[a-z]{2,5}|focus[a-z]{0,3}|blur|submit|change|input|select|reset|invalid|drag[a-z]{0,5}|drop|copy|cut|paste|scroll|resize|wheel|toggle|begin|end|animation[a-z]{3,9}|transition[a-z]{3,6}|beforeunload|hashchange|popstate|message|storage|show|search|play|pause|ended|contextmenu|auxclick)';
+
 /** Rules over the markup form (lower case, punctuation kept, one space between words, newlines kept). */
 const MARKUP_RULES: readonly Rule[] = [
   // </system>, <assistant>, <s>, <system role="x">, but not <user@example.com>
@@ -1151,7 +1156,7 @@ const MARKUP_RULES: readonly Rule[] = [
   // (and an HTML tag with an event handler: "<img src=x onerror=...>", "<b onmouseover=...>")
   rule(
     'script',
-    '<\\/? ?(?:script|iframe)\\b|javascript ?:|<[a-z][a-z0-9]{0,20}\\b[^<>\\n]{0,200}\\bon[a-z]{3,24} ?=',
+    `<\\/? ?(?:script|iframe)\\b|javascript ?:|<[a-z][a-z0-9]{0,20}\\b[^<>\\n]{0,200}\\bon${EVENT_HANDLER} ?=`,
     /script|<|:/,
   ),
   // "sudo:" opening a line, "sudo -i" (the words form has neither the colon nor the hyphen)
