@@ -5,6 +5,7 @@ import { MEET_AND_GREET_TEXT, PAYMENT_LABELS } from '../../shared/domain/dispatc
 import { PAYMENT_METHODS } from '../../shared/domain/payment-state.ts';
 import { normaliseReference } from '../../shared/domain/reference.ts';
 import { AppError, type ErrorCode, errorBody } from '../../shared/errors.ts';
+import { MAX_FARE_GBP } from '../../shared/schemas/common.ts';
 import { publishBookingEvent } from '../../shared/services/booking-events.ts';
 import { presenceIndex } from '../../shared/services/dispatch.ts';
 import { type DashboardWeek, type DriverDashboard, driverDashboard } from '../../shared/services/driver-dashboard.ts';
@@ -972,8 +973,10 @@ export function driverHandlers(deps: ApiDeps, limits: { page: Limit; rateLimits:
         const errors: StatusErrors = {};
         const method = METHODS.find((m) => m === typed?.method);
         if (!method) errors.method = 'Choose how the fare was paid.';
-        const amount = parsePounds(typed.amount, 10_000);
-        if (amount === null) errors.amount = 'Enter the amount in pounds, like 28.40 (at most £10,000).';
+        const amount = parsePounds(typed.amount, MAX_FARE_GBP);
+        if (amount === null) {
+          errors.amount = `Enter the amount in pounds, like 28.40 (at most £${MAX_FARE_GBP.toLocaleString('en-GB')}).`;
+        }
         const fee = typed.fee.trim() === '' ? 0 : parsePounds(typed.fee, 1_000);
         if (fee === null) errors.fee = 'Enter the fee in pounds, like 0.45 (at most £1,000), or leave it empty.';
         else if (fee > 0 && method && method !== 'card') errors.fee = 'A processing fee applies to card payments only.';
