@@ -25,6 +25,11 @@ import { TRACK_CANCEL_PATH, TRACK_PATH, trackHandlers } from './track-page.ts';
 import { trackScript, trackScriptPath } from './track-script.ts';
 import { verifyLinkHandlers } from './verify-page.ts';
 
+/** The request names JSON in its Accept header and prefers it to HTML: an API client, not a browser. */
+const asksForJson = (req: Request): boolean =>
+  /\bapplication\/json\b/i.test(req.get('accept') ?? '') &&
+  req.accepts(['application/json', 'text/html']) === 'application/json';
+
 /** Every path `websiteRouter` serves lies under one of these (`servedUnder`, api/app.ts). */
 export const WEBSITE_PATHS = ['/book', '/track', '/o', '/driver', PASSENGER_VERIFY_LINK_PATH, '/docs', '/assets'];
 
@@ -94,21 +99,15 @@ export function websiteRouter(deps: ApiDeps, limits: RateLimits): Router {
   // JSON answer.
   const verify = verifyLinkHandlers(deps, { page });
   const verifyPage = handle(verify.show);
-  router.get(PASSENGER_VERIFY_LINK_PATH, (req: Request, res: Response, next: NextFunction) => {
-    const namesJson =
-      /\bapplication\/json\b/i.test(req.get('accept') ?? '') &&
-      req.accepts(['application/json', 'text/html']) === 'application/json';
-    return !namesJson && req.accepts('text/html') ? verifyPage(req, res) : next();
-  });
+  router.get(PASSENGER_VERIFY_LINK_PATH, (req: Request, res: Response, next: NextFunction) =>
+    !asksForJson(req) && req.accepts('text/html') ? verifyPage(req, res) : next(),
+  );
   // The page's Confirm form posts here; a JSON client (a JSON body, or asking for JSON and not
   // HTML) is passed on to the API, which verifies by GET only and answers 405 in its envelope.
   const confirm = handle(withForm(verify.confirm));
   router.post(PASSENGER_VERIFY_LINK_PATH, (req: Request, res: Response, next: NextFunction) => {
     const jsonBody = /^application\/(?:[\w.+-]+\+)?json\b/i.test(req.get('content-type') ?? '');
-    const wantsJson =
-      /\bapplication\/json\b/i.test(req.get('accept') ?? '') &&
-      req.accepts(['application/json', 'text/html']) === 'application/json';
-    return jsonBody || wantsJson ? next() : confirm(req, res);
+    return jsonBody || asksForJson(req) ? next() : confirm(req, res);
   });
 
   const docs = docsHandlers(deps, { page });

@@ -15,6 +15,13 @@ const Vehicle = Type.Object(
   Strict,
 );
 
+/** An event's `timestamp`. */
+const QueuedAt = Type.String({
+  format: 'date-time',
+  description:
+    "When the event was queued: the same on every retry of its delivery (webhook-timestamp is the attempt's)",
+});
+
 const common = {
   bookingReference: Type.String({ description: 'Our booking reference, DTN-XXXXXX' }),
   jobRef: Type.Union([Type.String(), Type.Null()], {
@@ -32,11 +39,7 @@ const common = {
 export const BookingStatusWebhook = Type.Object(
   {
     type: Type.Literal('booking.status'),
-    timestamp: Type.String({
-      format: 'date-time',
-      description:
-        "When the event was queued: the same on every retry of its delivery (webhook-timestamp is the attempt's)",
-    }),
+    timestamp: QueuedAt,
     data: Type.Object(
       {
         ...common,
@@ -61,7 +64,7 @@ export const BookingStatusWebhook = Type.Object(
 export const BookingAmendedWebhook = Type.Object(
   {
     type: Type.Literal('booking.amended'),
-    timestamp: Type.String({ format: 'date-time' }),
+    timestamp: QueuedAt,
     data: Type.Object(
       {
         ...common,
