@@ -16,6 +16,16 @@ import { type RunningRoles, startRoles } from '../workers/runner.ts';
 // `npm start` is the newcomer's whole system: demo data unless SEED_DEMO says otherwise
 // (`SEED_DEMO=0 npm start` starts empty). The Procfile's process types default to no seed.
 process.env.SEED_DEMO ??= '1';
+// Local development (no SMTP_URL, so the mail catcher below; not production) on a machine whose
+// DNS cannot confirm that gmail.com receives mail would refuse every live passenger's address and
+// the MCP sign-in: there the mail-server check is off unless EMAIL_MX_CHECK says otherwise, and
+// the banner says so.
+const mxOffForDevelopment =
+  process.env.EMAIL_MX_CHECK === undefined &&
+  process.env.SMTP_URL === undefined &&
+  process.env.NODE_ENV !== 'production' &&
+  (await mailServerVerdict('gmail.com', dnsServersOf(process.env.EMAIL_DNS_SERVERS))) !== 'yes';
+if (mxOffForDevelopment) process.env.EMAIL_MX_CHECK = 'off';
 const config = await configOrExit();
 const rt = createRuntime(config, 'all');
 // Signals are handled from here on, before anything starts: a SIGTERM that arrives while the
@@ -82,7 +92,12 @@ if (seeded && Object.keys(seeded.created).length > 0) {
     '               an operator account for the console: npm run admin -- operator create --email you@example.org',
   );
 }
-const mailCheck = await mailCheckWarning();
+const mailCheck = mxOffForDevelopment
+  ? [
+      "  e-mail check: off: this machine's DNS cannot confirm that gmail.com has a mail server, so the",
+      '               passenger e-mail check would refuse every live address; set EMAIL_MX_CHECK=soft|strict to choose',
+    ]
+  : await mailCheckWarning();
 if (mailCheck) lines.push(...mailCheck);
 process.stdout.write(`${lines.join('\n')}\n\n`);
 
@@ -222,6 +237,15 @@ function decodedWords(s: string): string {
  * newcomer with 400 email_not_accepted on their first booking. Test-mode requests skip the
  * lookup and are unaffected.
  */
+/** EMAIL_DNS_SERVERS as the mail-server check reads it (before the configuration is loaded). */
+function dnsServersOf(raw: string | undefined): { dnsServers?: string[] } {
+  const servers = (raw ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  return servers.length > 0 ? { dnsServers: servers } : {};
+}
+
 async function mailCheckWarning(): Promise<string[] | null> {
   const { mx, ...dns } = configuredCheck(config.bookings);
   if (mx === 'off') return null;
