@@ -464,6 +464,18 @@ describe('operator pages: drivers taking jobs', () => {
     expect(card((await getPage(api.url, '/operator/drivers?status=approved', jar)).html)).toContain(
       '<dt>Taking jobs</dt><dd>no</dd>',
     );
+    // found in a probe: a sandbox driver reports into the sandbox's presence index, and showed "no"
+    const sandbox = await approvedDriver(db(), { name: 'Sandy Sandbox', testMode: true });
+    const reported = await fetch(`${api.url}/api/public/v1/driver/presence`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${sandbox.token}` },
+      body: JSON.stringify({ available: true, lat: 53.4774, lng: -2.2309 }),
+    });
+    expect(reported.status, await reported.text()).toBe(200);
+    const sandboxCard = new RegExp(`<article class="card" id="driver-${sandbox.id}"[\\s\\S]*?</article>`).exec(
+      (await getPage(api.url, '/operator/drivers?status=approved', jar)).html,
+    )?.[0];
+    expect(sandboxCard).toMatch(/<dt>Taking jobs<\/dt><dd>yes, last location report <time datetime="[^"]+">/);
     // The live map not answering: the pages still work and say they cannot tell.
     await withPresenceUnreadable(env.rt.redis, env.config.queuePrefix, async () => {
       const home = await getPage(api.url, '/operator', jar);

@@ -358,6 +358,8 @@ export interface DriverListing {
   createdAt: string;
   approvedAt: string | null;
   trialEndsAt: string | null;
+  /** A sandbox driver (applied with a test key, or the simulator's): offered test-mode bookings only. */
+  testMode: boolean;
 }
 
 interface DriverListRow {
@@ -376,6 +378,7 @@ interface DriverListRow {
   created_at: Date;
   approved_at: Date | null;
   trial_ends_at: Date | null;
+  test_mode: boolean;
 }
 
 /** Drivers, oldest application first, optionally of one status. */
@@ -396,6 +399,7 @@ export async function listDrivers(db: Queryable, opts: { status?: DriverStatus }
       'd.created_at',
       'd.approved_at',
       'd.trial_ends_at',
+      'd.test_mode',
       db.raw(
         '(select v.class from vehicles v where v.driver_id = d.id and v.active order by v.created_at desc limit 1) as vehicle_class',
       ),
@@ -419,6 +423,7 @@ export async function listDrivers(db: Queryable, opts: { status?: DriverStatus }
     createdAt: r.created_at.toISOString(),
     approvedAt: r.approved_at?.toISOString() ?? null,
     trialEndsAt: r.trial_ends_at?.toISOString() ?? null,
+    testMode: r.test_mode,
   }));
 }
 

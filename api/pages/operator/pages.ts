@@ -351,15 +351,18 @@ export function operatorPages(deps: ApiDeps): OperatorPages {
           .select('driver_id', 'make', 'model', 'colour', 'registration', 'class', 'seats', 'wheelchair_accessible')
       : [];
     const byDriver = new Map<string, Record<string, unknown>>(vehicles.map((v) => [v.driver_id as string, v]));
-    const approvedIds = list.filter((d) => d.status === 'approved').map((d) => d.id);
-    const live = approvedIds.length
-      ? await presenceIndex(deps.redis, deps.config)
-          .positions(approvedIds, Date.now())
-          .catch((err: unknown) => {
-            req.log?.warn({ err }, 'driver presence unavailable');
-            return null;
-          })
-      : new Map();
+    // Each driver's presence from their mode's index: sandbox drivers report into one of their own.
+    const approved = list.filter((d) => d.status === 'approved');
+    const positionsIn = async (testMode: boolean) => {
+      const ids = approved.filter((d) => d.testMode === testMode).map((d) => d.id);
+      return ids.length ? presenceIndex(deps.redis, deps.config, testMode).positions(ids, Date.now()) : new Map();
+    };
+    const live = await Promise.all([positionsIn(false), positionsIn(true)])
+      .then(([real, sandbox]) => new Map([...real, ...sandbox]))
+      .catch((err: unknown) => {
+        req.log?.warn({ err }, 'driver presence unavailable');
+        return null;
+      });
     const done = await driverDone(req.query.done, req.query.id);
     const csrf = sessionFormToken(req, res, deps);
     const label = FILTERS.find((f) => f.value === filter)?.label ?? '';
