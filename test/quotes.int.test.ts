@@ -1,6 +1,8 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AppError } from '../shared/errors.ts';
 import { createApiKey } from '../shared/services/api-keys.ts';
+import { beginIdempotent } from '../shared/services/idempotency.ts';
 import { priceQuote, storeQuote } from '../shared/services/quotes.ts';
 import { syncBuiltInTariffs } from '../shared/services/tariff-store.ts';
 import { type RunningRoles, startRoles } from '../workers/runner.ts';
@@ -371,6 +373,44 @@ describe('Idempotency-Key on the quote endpoints', () => {
     ).toEqual([{ n: 2 }]);
     const apiKeyId = (await env.rt.db('api_keys').where({ name: 'idempotent quotes' }).first('id')).id;
     expect(await env.rt.db('quotes').where({ api_key_id: apiKeyId }).count({ n: '*' })).toEqual([{ n: 3 }]);
+  });
+});
+
+describe('a key whose first request was lost with its process', () => {
+  // found in a probe: after a crash, a retry was told "retry in 1 s" for the whole 2-minute lease
+  it('tells a retry when the lease ends, not to come back every second', async () => {
+    const body = Buffer.from('{"pickup":"Leeds","dropoff":"York"}');
+    const first = await beginIdempotent(
+      env.rt.db,
+      'ip:lost',
+      'lost-1',
+      'POST',
+      '/api/public/v1/quote',
+      body,
+      env.config.dataEncryptionKey,
+    );
+    expect(first.kind).toBe('new');
+    const retry = () =>
+      beginIdempotent(
+        env.rt.db,
+        'ip:lost',
+        'lost-1',
+        'POST',
+        '/api/public/v1/quote',
+        body,
+        env.config.dataEncryptionKey,
+      );
+    // Still running (just claimed): a second.
+    await expect(retry()).rejects.toMatchObject({ code: 'idempotency_in_progress', headers: { 'Retry-After': '1' } });
+    // Claimed 60 s ago, longer than any request runs: when its 120 s lease ends.
+    await env.rt
+      .db('idempotency_keys')
+      .where({ scope: 'ip:lost', key: 'lost-1' })
+      .update({ created_at: new Date(Date.now() - 60_000) });
+    const refused = await retry().catch((err: AppError) => err);
+    const after = Number((refused as AppError).headers['Retry-After']);
+    expect(after).toBeGreaterThanOrEqual(58);
+    expect(after).toBeLessThanOrEqual(61);
   });
 });
 

@@ -10,6 +10,8 @@ export const IDEMPOTENCY_TTL_MS = 24 * 3600 * 1000;
  * request runs (a partner batch of 100 jobs, each priced, takes seconds).
  */
 export const IN_PROGRESS_LEASE_MS = 120_000;
+/** Longer than any request runs (its answer is sent well within this): a claim older is likely lost. */
+const STILL_RUNNING_MS = 30_000;
 /** 1 to 255 printable ASCII characters; spaces inside (HTTP trims them at the ends). */
 const KEY_PATTERN = /^[\x21-\x7e](?:[\x20-\x7e]{0,253}[\x21-\x7e])?$/;
 
@@ -223,12 +225,17 @@ export async function beginIdempotent(
       continue;
     }
     if (row.state === 'in_progress' || row.response_status === null || row.response_body === null) {
+      // A request still running answers within seconds: retry in one. One claimed longer ago
+      // than any request runs (STILL_RUNNING_MS) was most likely lost with its process: it is
+      // taken over when its lease ends, so that is when to retry, not every second until then.
+      const age = now.getTime() - row.created_at.getTime();
+      const retryAfter = age > STILL_RUNNING_MS ? Math.max(1, Math.ceil((IN_PROGRESS_LEASE_MS - age) / 1000)) : 1;
       throw new AppError(
         'idempotency_in_progress',
-        `A request with this ${label.name} is still being processed; retry shortly.`,
+        `A request with this ${label.name} is still being processed; retry ${retryAfter > 1 ? `in ${retryAfter} seconds` : 'shortly'}.`,
         [],
         {
-          'Retry-After': '1',
+          'Retry-After': String(retryAfter),
         },
       );
     }
