@@ -16,6 +16,7 @@ import type { Geocoder, Place } from '../geo/types.ts';
 import { uuidv7 } from '../ids.ts';
 import { normalisePhone } from './bookings.ts';
 import { queueDriverText, queueMessage } from './messages.ts';
+import { recordTrialLapse } from './trial-lapses.ts';
 import { withdrawOpenOffers } from './withdraw-offers.ts';
 
 /**
@@ -796,13 +797,10 @@ export async function extendDriverTrial(
   }
   return db.transaction(async (trx) => {
     // A trial that had ended starts again today: the time between is kept as a lapse, whose weeks stay billed.
-    await trx.raw(
-      `insert into trial_lapses (driver_id, starts_at, ends_at)
-       select id, trial_end, now()
-         from (select id, coalesce(trial_ends_at, approved_at + interval '${DRIVER_TRIAL_DAYS} days') as trial_end
-                 from drivers where id = ? for update) d
-        where trial_end < now()`,
-      [id],
+    await recordTrialLapse(
+      trx,
+      { table: 'drivers', id },
+      `coalesce(trial_ends_at, approved_at + interval '${DRIVER_TRIAL_DAYS} days')`,
     );
     const [row] = await trx('drivers')
       .where({ id })

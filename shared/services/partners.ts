@@ -8,6 +8,7 @@ import { uuidv7 } from '../ids.ts';
 import { checkEndpointUrl, endpointUrlRules } from '../net/public-address.ts';
 import { createApiKey } from './api-keys.ts';
 import { MAX_TRIAL_EXTENSION_DAYS } from './drivers.ts';
+import { recordTrialLapse } from './trial-lapses.ts';
 
 export interface CreatedPartner {
   id: string;
@@ -170,13 +171,10 @@ export async function extendPartnerTrial(
   }
   return db.transaction(async (trx) => {
     // A trial that had ended starts again today: the time between is kept as a lapse, whose weeks stay billed.
-    await trx.raw(
-      `insert into trial_lapses (partner_id, starts_at, ends_at)
-       select id, trial_end, now()
-         from (select id, coalesce(trial_ends_at, created_at + interval '${PARTNER_TRIAL_DAYS} days') as trial_end
-                 from partners where id = ? for update) p
-        where trial_end < now()`,
-      [id],
+    await recordTrialLapse(
+      trx,
+      { table: 'partners', id },
+      `coalesce(trial_ends_at, created_at + interval '${PARTNER_TRIAL_DAYS} days')`,
     );
     const [row] = await trx('partners')
       .where({ id })
